@@ -1,0 +1,78 @@
+"""Chooses the gate implementation (compiled or pure Python); every module imports it from here."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["IMPLEMENTATION", "gate", "publish", "set_factories", "use"]
+
+# Public names whose object comes straight from the gate, and the modules that re-export them.
+GATE_EXPORTS = {
+    "managed_span": "managed_span",
+    "umbrella_span": "umbrella_span",
+    "is_span_group_enabled": "is_enabled",
+}
+_REBIND_MODULES = ("lens_core", "lens_core.spans", "lens_core.state")
+_loaded = []  # every gate module loaded so far: all get each snapshot and factory
+_factories = None
+_snapshot = ({}, 0)
+
+
+def _load(name: str):
+    if name == "python":
+        from . import _gate_py as module
+    elif name == "cython":
+        from . import _gate as module
+    else:
+        raise ValueError(f"gate implementation must be 'cython' or 'python', got {name!r}")
+    return module
+
+
+if os.environ.get("LENS_PURE_PYTHON", "").strip() in ("1", "true", "yes", "on"):
+    gate, IMPLEMENTATION = _load("python"), "python"
+else:
+    try:
+        gate, IMPLEMENTATION = _load("cython"), "cython"
+    except ImportError:  # not built (LENS_BUILD_EXT=0 or a failed optional build)
+        gate, IMPLEMENTATION = _load("python"), "python"
+
+
+_loaded.append(gate)
+
+
+def publish(ids, bits) -> None:
+    """Push a gate snapshot into every loaded implementation (wrappers made while another
+    implementation was active keep working)."""
+    global _snapshot
+    _snapshot = (ids, bits)
+    for module in _loaded:
+        module.publish(ids, bits)
+
+
+def set_factories(span_factory, call_factory) -> None:
+    """Install the enabled-path builders in every loaded implementation."""
+    global _factories
+    _factories = (span_factory, call_factory)
+    for module in _loaded:
+        module.set_factories(span_factory, call_factory)
+
+
+def use(name: str) -> None:
+    """Switch the gate implementation at run time (tests and benchmarks run both)."""
+    global gate, IMPLEMENTATION
+    gate, IMPLEMENTATION = _load(name), name
+    if gate not in _loaded:
+        _loaded.append(gate)
+        gate.publish(*_snapshot)
+        if _factories is not None:
+            gate.set_factories(*_factories)
+    for modname in _REBIND_MODULES:
+        module = sys.modules.get(modname)
+        if module is None:
+            continue
+        for public, attr in GATE_EXPORTS.items():
+            if public in vars(module):
+                setattr(module, public, getattr(gate, attr))
+        if "IMPLEMENTATION" in vars(module):
+            module.IMPLEMENTATION = name

@@ -1,0 +1,30 @@
+"""Warnings from lens_core, importing logging only when there is something to say."""
+
+import _thread
+
+__all__ = ["warn", "warn_once"]
+
+_warned = set()
+_lock = _thread.allocate_lock()
+
+
+def warn(message: str) -> None:
+    """Log ``message`` as a WARNING on the ``lens_core`` logger."""
+    import logging  # deferred: logging costs more than the whole import budget allows
+
+    logging.getLogger("lens_core").warning(message)
+
+
+def warn_once(key, message: str) -> bool:
+    """Log ``message`` once per ``key``; True if it was logged now."""
+    with _lock:
+        if key in _warned:
+            return False
+        _warned.add(key)
+    warn(message)
+    return True
+
+
+def _reset_for_tests() -> None:
+    with _lock:
+        _warned.clear()

@@ -1,0 +1,188 @@
+"""LensConfig and LensConfig.from_env: strict parsing with errors that say what is allowed."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass
+from typing import Mapping, Optional, Tuple, Union
+
+__all__ = ["EXPORTERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
+
+#: Exporter names a config may name (``auto``: OTLP if an endpoint is set, else file).
+EXPORTERS = ("auto", "otlp", "console", "file", "none")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_bool(value: str, variable: str = "value") -> bool:
+    """Parse 1/0, true/false, yes/no, on/off (any case); raise ValueError naming ``variable``."""
+    text = value.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"{variable}={value!r}: expected a boolean (one of {', '.join(_TRUE + _FALSE)})")
+
+
+@dataclass(frozen=True)
+class ExportRanks:
+    """Which ranks export: mode ``all`` / ``first`` / ``last`` / ``per_node`` / ``list`` / ``sample``."""
+
+    mode: str = "all"
+    ranks: Tuple[int, ...] = ()
+    fraction: float = 1.0
+
+    def exports(self, rank: int, world_size: int, local_rank: int = 0) -> bool:
+        """Whether ``rank`` of ``world_size`` exports. ``sample`` is deterministic per rank
+        (the same ranks export on every restart) and always includes rank 0."""
+        if self.mode == "all":
+            return True
+        if self.mode == "first":
+            return rank == 0
+        if self.mode == "last":
+            return rank == world_size - 1
+        if self.mode == "per_node":
+            return local_rank == 0
+        if self.mode == "list":
+            return rank in self.ranks
+        # sample: an evenly spaced subset, so the chosen ranks spread over the job
+        if rank == 0:
+            return True
+        stride = max(1, round(1 / self.fraction)) if self.fraction > 0 else 0
+        return stride > 0 and rank % stride == 0
+
+    def __str__(self) -> str:
+        if self.mode == "list":
+            return ",".join(map(str, self.ranks))
+        if self.mode == "sample":
+            return f"sample:{self.fraction:g}"
+        return self.mode
+
+
+def parse_export_ranks(value: Union[str, ExportRanks], variable: str = "export_ranks") -> ExportRanks:
+    """Parse ``all``, ``first``, ``last``, ``per_node``, ``0,8,16`` or ``sample:0.05``."""
+    if isinstance(value, ExportRanks):
+        return value
+    allowed = "all, first, last, per_node, a list of ranks like 0,8,16, or sample:FRACTION (0 < F <= 1)"
+    text = str(value).strip().lower()
+    if text in ("all", "first", "last", "per_node"):
+        return ExportRanks(text)
+    if text.startswith("sample:"):
+        try:
+            fraction = float(text[len("sample:"):])
+        except ValueError:
+            fraction = -1.0
+        if not 0 < fraction <= 1:
+            raise ValueError(f"{variable}={value!r}: the sample fraction must be in (0, 1]; allowed: {allowed}")
+        return ExportRanks("sample", fraction=fraction)
+    try:
+        ranks = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        ranks = ()
+    if not ranks or min(ranks) < 0:
+        raise ValueError(f"{variable}={value!r}: allowed: {allowed}")
+    return ExportRanks("list", ranks)
+
+
+@dataclass(frozen=True)
+class LensConfig:
+    """Telemetry settings for one process. Building or validating one imports no OpenTelemetry."""
+
+    enabled: bool = False
+    service_name: str = "lens"
+    span_groups: str = "default"
+    traces_enabled: bool = True
+    metrics_enabled: bool = True
+    logs_enabled: bool = False
+    exporter: str = "auto"
+    file_dir: str = "./lens-traces"
+    export_ranks: ExportRanks = ExportRanks()
+    run_id: Optional[str] = None
+    user: Optional[str] = None
+    metric_export_interval_ms: int = 10_000
+    shutdown_timeout_ms: int = 5_000
+
+    def __post_init__(self):
+        object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
+        if self.exporter not in EXPORTERS:
+            raise ValueError(f"exporter={self.exporter!r}: allowed: {', '.join(EXPORTERS)}")
+        for name in ("metric_export_interval_ms", "shutdown_timeout_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name}={value!r}: must be a positive integer (milliseconds)")
+        if not isinstance(self.service_name, str) or not self.service_name.strip():
+            raise ValueError(f"service_name={self.service_name!r}: must be a non-empty string")
+
+    def replace(self, **changes) -> "LensConfig":
+        """A copy with ``changes`` applied (the config itself is immutable)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, prefix: str = "LENS", fallback_prefix: Optional[str] = None,
+                 environ: Optional[Mapping[str, str]] = None) -> "LensConfig":
+        """Read ``<PREFIX>_ENABLED``, ``_SERVICE_NAME``, ``_SPAN_GROUPS``, ``_TRACES_ENABLED``,
+        ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
+        ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``.
+
+        ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
+        service name falls back to ``OTEL_SERVICE_NAME``. A bad value raises ValueError
+        naming the variable, the value and what is allowed.
+        """
+        env = os.environ if environ is None else environ
+        for p in (prefix, fallback_prefix):
+            if p is not None and not _NAME_RE.match(p):
+                raise ValueError(f"prefix {p!r} must be an environment-variable name prefix like 'LENS'")
+
+        def get(key: str):
+            for p in (prefix, fallback_prefix):
+                if p is None:
+                    continue
+                var = f"{p}_{key}"
+                value = env.get(var)
+                if value is not None and value.strip() != "":
+                    return var, value.strip()
+            return None, None
+
+        values = {}
+        for field, key, kind in (
+            ("enabled", "ENABLED", "bool"),
+            ("service_name", "SERVICE_NAME", "str"),
+            ("span_groups", "SPAN_GROUPS", "str"),
+            ("traces_enabled", "TRACES_ENABLED", "bool"),
+            ("metrics_enabled", "METRICS_ENABLED", "bool"),
+            ("logs_enabled", "LOGS_ENABLED", "bool"),
+            ("exporter", "EXPORTER", "exporter"),
+            ("file_dir", "FILE_DIR", "str"),
+            ("export_ranks", "EXPORT_RANKS", "ranks"),
+            ("run_id", "RUN_ID", "str"),
+            ("user", "USER", "str"),
+            ("metric_export_interval_ms", "METRIC_EXPORT_INTERVAL_MS", "ms"),
+            ("shutdown_timeout_ms", "SHUTDOWN_TIMEOUT_MS", "ms"),
+        ):
+            var, raw = get(key)
+            if var is None:
+                continue
+            if kind == "bool":
+                values[field] = parse_bool(raw, var)
+            elif kind == "exporter":
+                if raw.lower() not in EXPORTERS:
+                    raise ValueError(f"{var}={raw!r}: allowed exporters: {', '.join(EXPORTERS)}")
+                values[field] = raw.lower()
+            elif kind == "ranks":
+                values[field] = parse_export_ranks(raw, var)
+            elif kind == "ms":
+                try:
+                    number = int(raw)
+                except ValueError:
+                    number = 0
+                if number <= 0:
+                    raise ValueError(f"{var}={raw!r}: must be a positive integer number of milliseconds")
+                values[field] = number
+            else:
+                values[field] = raw
+        if "service_name" not in values and env.get("OTEL_SERVICE_NAME", "").strip():
+            values["service_name"] = env["OTEL_SERVICE_NAME"].strip()
+        return cls(**values)

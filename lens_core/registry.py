@@ -1,0 +1,344 @@
+"""SpanRegistry: the process-global table of span groups, presets and buckets that libraries declare."""
+
+from __future__ import annotations
+
+import _thread
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it would cost the import budget
+    from typing import Callable, Iterable, List, Mapping, Optional, Tuple
+
+from . import semconv
+
+__all__ = ["ALL", "Bucket", "GroupInfo", "SpanRegistry", "describe_registered", "normalize_name"]
+
+#: The preset every registry has: every registered group.
+ALL = "all"
+
+
+class Bucket:
+    """Goodput buckets: what a second of wall clock spent in a leaf span counts as."""
+
+    PRODUCTIVE = "productive"
+    OVERHEAD = "overhead"
+    IDLE = "idle"
+    WASTED = "wasted"
+    ALL = (PRODUCTIVE, OVERHEAD, IDLE, WASTED)
+    #: What a leaf group with no declared bucket counts as (never silently dropped).
+    DEFAULT = OVERHEAD
+
+
+def normalize_name(name: object, what: str = "name") -> str:
+    """Strip and lower-case a group, preset or namespace name; reject empty and non-str."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, got {type(name).__name__}: {name!r}")
+    norm = name.strip().lower()
+    if not norm:
+        raise ValueError(f"{what} must not be empty (got {name!r})")
+    if "," in norm or norm.startswith("-"):
+        raise ValueError(f"{what} {name!r} may not contain ',' or start with '-' (spec syntax)")
+    return norm
+
+
+class _Record:
+    """A small immutable record (dataclasses would cost the import budget)."""
+
+    __slots__ = ()
+    _fields: tuple = ()
+
+    def __init__(self, *values):
+        for name, value in zip(self._fields, values):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other):
+        return type(other) is type(self) and all(
+            getattr(self, f) == getattr(other, f) for f in self._fields)
+
+    def __hash__(self):
+        return hash(tuple(getattr(self, f) for f in self._fields))
+
+    def __repr__(self):
+        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{type(self).__name__}({inner})"
+
+
+class GroupInfo(_Record):
+    """How a group's spans are classified: a bucketed leaf, or an umbrella (bucket None).
+
+    ``declared`` is True when an owner declared the bucket or umbrella explicitly.
+    """
+
+    _fields = __slots__ = ("name", "id", "owners", "umbrella", "bucket", "bucket_key", "declared")
+
+
+class _Namespace(_Record):
+    _fields = __slots__ = ("name", "groups", "presets", "buckets", "umbrellas", "bucket_key")
+
+
+class _View(_Record):
+    """An immutable snapshot of the registry; replaced whole on every change (its dicts
+    are never mutated after publication)."""
+
+    _fields = __slots__ = ("namespaces", "groups", "presets", "ids", "version")
+
+
+_EMPTY_VIEW = _View({}, {}, {}, {}, 0)
+
+
+def _split_spec(spec) -> List[str]:
+    if spec is None:
+        return []
+    if isinstance(spec, str):
+        parts = spec.split(",")
+    else:
+        parts = list(spec)
+    out = []
+    for part in parts:
+        if not isinstance(part, str):
+            raise TypeError(f"span-group spec entries must be str, got {type(part).__name__}: {part!r}")
+        part = part.strip().lower()
+        if part:
+            out.append(part)
+    return out
+
+
+class SpanRegistry:
+    """Process-global, thread-safe registry of span groups (use the class, not instances).
+
+    Writers hold ``_lock`` and publish a new immutable view; readers take no lock. Lock
+    order: the registry lock is never held while lens_core.state's lock is taken (change
+    listeners run after it is released), and state reads views without the registry lock,
+    so the two locks never nest.
+    """
+
+    _lock = _thread.RLock()
+    _view = _EMPTY_VIEW
+    _next_id = 0
+    _listeners: list = []
+
+    # ---- writers -------------------------------------------------------------------
+
+    @classmethod
+    def register(
+        cls,
+        namespace: str,
+        groups: Iterable[str],
+        presets: Optional[Mapping[str, Iterable[str]]] = None,
+        *,
+        buckets: Optional[Mapping[str, str]] = None,
+        umbrellas: Optional[Iterable[str]] = None,
+        allow_override: bool = False,
+        bucket_key: str = semconv.RL_BUCKET,
+    ) -> None:
+        """Declare ``namespace``'s span groups, presets, buckets and umbrellas.
+
+        A group another namespace owns needs ``allow_override=True`` (both then own it).
+        Re-registering a namespace needs ``allow_override=True`` and replaces it whole.
+        Preset members may name groups registered earlier by other namespaces.
+        """
+        ns = normalize_name(namespace, "namespace")
+        if isinstance(groups, str):
+            groups = [groups]
+        group_names = tuple(dict.fromkeys(normalize_name(g, "group name") for g in groups))
+        if ALL in group_names:
+            raise ValueError(f"namespace {ns!r}: {ALL!r} is reserved (it means every group)")
+        if not isinstance(bucket_key, str) or not bucket_key.strip():
+            raise ValueError(f"namespace {ns!r}: bucket_key must be a non-empty str")
+        umbrella_set = frozenset(normalize_name(g, "umbrella group") for g in (umbrellas or ()))
+        bucket_map = {}
+        for group, bucket in (buckets or {}).items():
+            group = normalize_name(group, "bucketed group")
+            if bucket not in Bucket.ALL:
+                raise ValueError(
+                    f"namespace {ns!r}: group {group!r} has bucket {bucket!r}; "
+                    f"allowed buckets: {', '.join(Bucket.ALL)}"
+                )
+            bucket_map[group] = bucket
+        for label, names in (("umbrellas", umbrella_set), ("buckets", bucket_map)):
+            stray = sorted(set(names) - set(group_names))
+            if stray:
+                raise ValueError(
+                    f"namespace {ns!r}: {label} name groups it does not register: {', '.join(stray)}"
+                )
+        both = sorted(umbrella_set & set(bucket_map))
+        if both:
+            raise ValueError(f"namespace {ns!r}: groups cannot be both umbrella and bucketed: {', '.join(both)}")
+
+        with cls._lock:
+            view = cls._view
+            if ns in view.namespaces and not allow_override:
+                raise ValueError(
+                    f"namespace {ns!r} is already registered; pass allow_override=True to replace it"
+                )
+            others = {n: s for n, s in view.namespaces.items() if n != ns}
+            owned_elsewhere = {g: n for n, s in others.items() for g in s.groups}
+            if not allow_override:
+                clash = sorted(g for g in group_names if g in owned_elsewhere)
+                if clash:
+                    owners = ", ".join(f"{g} (owned by {owned_elsewhere[g]!r})" for g in clash)
+                    raise ValueError(
+                        f"namespace {ns!r} registers groups another namespace owns: {owners}; "
+                        "pass allow_override=True to share them"
+                    )
+            known = set(owned_elsewhere) | set(group_names)
+            preset_map = {}
+            for preset, members in (presets or {}).items():
+                preset = normalize_name(preset, "preset name")
+                if preset == ALL:
+                    raise ValueError(f"namespace {ns!r}: preset {ALL!r} is built in and cannot be declared")
+                if isinstance(members, str):
+                    members = [members]
+                member_set = frozenset(normalize_name(m, f"member of preset {preset!r}") for m in members)
+                unknown = sorted(member_set - known)
+                if unknown:
+                    raise ValueError(
+                        f"namespace {ns!r}: preset {preset!r} names unknown groups: {', '.join(unknown)}. "
+                        "Register them in this call, or import the library that registers them first. "
+                        f"Registered groups: {', '.join(sorted(known)) or '(none)'}"
+                    )
+                preset_map[preset] = member_set
+            others[ns] = _Namespace(ns, group_names, preset_map, bucket_map, umbrella_set, bucket_key.strip())
+            cls._publish(others)
+        cls._notify(ns)
+
+    @classmethod
+    def unregister(cls, namespace: str) -> bool:
+        """Remove ``namespace``; groups other namespaces share stay. True if it was there."""
+        ns = normalize_name(namespace, "namespace")
+        with cls._lock:
+            if ns not in cls._view.namespaces:
+                return False
+            cls._publish({n: s for n, s in cls._view.namespaces.items() if n != ns})
+        cls._notify(None)
+        return True
+
+    @classmethod
+    def clear(cls) -> None:
+        """Forget every namespace and group id (for tests)."""
+        with cls._lock:
+            cls._next_id = 0
+            cls._view = _View({}, {}, {}, {}, cls._view.version + 1)
+        cls._notify(None)
+
+    @classmethod
+    def _publish(cls, namespaces: Mapping[str, _Namespace]) -> None:
+        # Called with the lock held: derive groups, ids and presets, then swap the view.
+        ids = dict(cls._view.ids)  # ids are stable: a group keeps its id if re-registered
+        groups = {}
+        for ns in namespaces.values():  # insertion order = registration order
+            for g in ns.groups:
+                if g not in ids:
+                    ids[g] = cls._next_id
+                    cls._next_id += 1
+                declared = g in ns.buckets or g in ns.umbrellas
+                prev = groups.get(g)
+                owners = (prev.owners if prev else ()) + (ns.name,)
+                if prev is not None and (prev.declared or not declared):
+                    # an earlier owner's declaration stands unless this one is explicit
+                    groups[g] = GroupInfo(g, ids[g], owners, prev.umbrella, prev.bucket, prev.bucket_key, prev.declared)
+                    continue
+                umbrella = g in ns.umbrellas
+                bucket = None if umbrella else ns.buckets.get(g, Bucket.DEFAULT)
+                groups[g] = GroupInfo(g, ids[g], owners, umbrella, bucket, ns.bucket_key, declared)
+        presets = {}
+        for ns in namespaces.values():
+            for p, members in ns.presets.items():
+                presets[p] = presets.get(p, frozenset()) | (members & groups.keys())
+        presets[ALL] = frozenset(groups)
+        cls._view = _View(dict(namespaces), groups, presets, ids, cls._view.version + 1)
+
+    @classmethod
+    def add_listener(cls, listener: Callable[[Optional[str]], None]) -> None:
+        """Call ``listener(namespace_or_None)`` after every change (outside the lock)."""
+        with cls._lock:
+            if listener not in cls._listeners:
+                cls._listeners.append(listener)
+
+    @classmethod
+    def _notify(cls, namespace: Optional[str]) -> None:
+        for listener in list(cls._listeners):
+            listener(namespace)
+
+    # ---- readers (lock-free: they read one immutable view) ------------------------------
+
+    @classmethod
+    def view(cls) -> _View:
+        """The current immutable snapshot (internal; used by lens_core.state)."""
+        return cls._view
+
+    @classmethod
+    def groups(cls) -> frozenset:
+        """Every registered group name."""
+        return frozenset(cls._view.groups)
+
+    @classmethod
+    def presets(cls) -> dict:
+        """Preset name -> groups, unioned across namespaces, including ``all``."""
+        return dict(cls._view.presets)
+
+    @classmethod
+    def namespaces(cls) -> dict:
+        """Namespace -> the groups it registered."""
+        return {n: frozenset(s.groups) for n, s in cls._view.namespaces.items()}
+
+    @classmethod
+    def group_info(cls, group: str) -> Optional[GroupInfo]:
+        """Classification of ``group`` (any spelling), or None if unregistered."""
+        return cls._view.groups.get(group.strip().lower() if isinstance(group, str) else group)
+
+    @classmethod
+    def bucket_of(cls, group: str) -> Optional[str]:
+        """The bucket a leaf group's spans carry; None for umbrellas and unregistered groups."""
+        info = cls.group_info(group)
+        return info.bucket if info else None
+
+    @classmethod
+    def is_umbrella(cls, group: str) -> bool:
+        """True when ``group`` is a registered umbrella (never bucketed)."""
+        info = cls.group_info(group)
+        return bool(info and info.umbrella)
+
+    @classmethod
+    def resolve(cls, spec, view: Optional[_View] = None) -> Tuple[frozenset, frozenset]:
+        """Resolve a spec to ``(enabled groups, pending entries)``; never raises for unknowns.
+
+        Entries are presets or group names, unioned; entries starting with ``-`` are
+        removed after the union. Unknown entries are returned in ``pending``.
+        """
+        view = view or cls._view
+        add, remove, pending = set(), set(), set()
+        for entry in _split_spec(spec):
+            negate = entry.startswith("-")
+            name = entry[1:].strip() if negate else entry
+            members = set(view.presets.get(name, ()))
+            if name in view.groups:
+                members.add(name)
+            if not members and name not in view.presets:
+                pending.add(entry)
+                continue
+            (remove if negate else add).update(members)
+        return frozenset(add - remove), frozenset(pending)
+
+    @classmethod
+    def validate(cls, spec) -> frozenset:
+        """Strict resolve for tools: raise ValueError listing unknown entries and valid names."""
+        enabled, pending = cls.resolve(spec)
+        if pending:
+            raise ValueError(
+                f"unknown span-group spec entries: {', '.join(sorted(pending))}. {describe_registered(cls._view)}"
+            )
+        return enabled
+
+
+def describe_registered(view: _View) -> str:
+    """One sentence naming what is registered: presets, groups, namespaces."""
+    if not view.groups:
+        return "No span groups are registered (import the libraries that declare them first)."
+    return (
+        f"Presets: {', '.join(sorted(view.presets))}. "
+        f"Groups: {', '.join(sorted(view.groups))}. "
+        f"Namespaces: {', '.join(sorted(view.namespaces))}."
+    )

@@ -1,0 +1,321 @@
+"""Instrumentation primitives: managed_span, trace_fn, span_cm, umbrella_*, carriers, attribute safety."""
+
+from __future__ import annotations
+
+from . import _impl, _log, _stepping, scopes, state
+from .carrier import is_valid_carrier
+from .registry import SpanRegistry
+
+__all__ = [
+    "DEFAULT_REDACT_KEYS",
+    "REDACTED",
+    "current_trace_carrier",
+    "dropped_attribute_count",
+    "is_span_group_enabled",
+    "managed_span",
+    "redact_value",
+    "remote_trace_context",
+    "safe_set_span_attributes",
+    "sanitize_attributes",
+    "span_cm",
+    "trace_fn",
+    "umbrella_span",
+    "umbrella_trace_fn",
+]
+
+# The disabled fast paths live in the gate; these names are rebound if tests switch it.
+managed_span = _impl.gate.managed_span
+umbrella_span = _impl.gate.umbrella_span
+is_span_group_enabled = _impl.gate.is_enabled
+
+# ---- attribute safety ---------------------------------------------------------------------
+
+DEFAULT_REDACT_KEYS = frozenset({
+    "prompt", "input_text", "output_text", "text", "password", "token", "secret", "key",
+    "api_key", "authorization",
+})
+REDACTED = "[REDACTED]"
+_SCALARS = (bool, int, float, str)
+_redact_cache: dict = {}
+_dropped = 0
+_warn_once = _log.warn_once
+
+
+def _is_redacted_key(key: str, redact_keys) -> bool:
+    lowered = key.lower()
+    if lowered in redact_keys:
+        return True
+    parts = lowered.replace("-", ".").replace("_", ".").split(".")
+    return any(part in redact_keys for part in parts)
+
+
+def redact_value(key: str, value, redact_keys=DEFAULT_REDACT_KEYS):
+    """``REDACTED`` when ``key`` (or any of its ``.``/``_``/``-`` parts) names a secret and
+    the value carries text; numbers and booleans are returned unchanged."""
+    if not isinstance(value, (str, list, tuple)):
+        return value
+    if redact_keys is DEFAULT_REDACT_KEYS:
+        hit = _redact_cache.get(key)
+        if hit is None:
+            hit = _redact_cache[key] = _is_redacted_key(key, redact_keys)
+    else:
+        hit = _is_redacted_key(key, redact_keys)
+    if not hit:
+        return value
+    if isinstance(value, str) or any(isinstance(v, str) for v in value):
+        return REDACTED
+    return value
+
+
+def _clean_scalar(value):
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    # subclasses (IntEnum, numpy float64, str enums) become their plain base type
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    return None
+
+
+def _clean(value):
+    if type(value) in _SCALARS:
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [_clean_scalar(v) for v in value]
+        if None in items or len({type(v) for v in items}) > 1:
+            return None  # OTel allows only homogeneous sequences of scalars
+        return tuple(items)
+    return _clean_scalar(value)
+
+
+def sanitize_attributes(attrs, redact_keys=DEFAULT_REDACT_KEYS) -> dict:
+    """Keep bool/int/float/str and homogeneous sequences of them, redacting secrets; drop
+    None and other types (counted, and warned about once per key and type)."""
+    global _dropped
+    out = {}
+    if not attrs:
+        return out
+    for key, value in attrs.items():
+        clean = _clean(value) if value is not None else None
+        if clean is None or not isinstance(key, str):
+            if value is not None or not isinstance(key, str):
+                _dropped += 1
+                _warn_once(
+                    ("attr", key, type(value)),
+                    f"span attribute {key!r} dropped: {type(value).__name__} is not a "
+                    "bool/int/float/str or a homogeneous sequence of them",
+                )
+            continue
+        out[key] = redact_value(key, clean, redact_keys)
+    return out
+
+
+def dropped_attribute_count() -> int:
+    """How many attribute values were dropped because of their type (None is not counted)."""
+    return _dropped
+
+
+def safe_set_span_attributes(span, attrs, redact_keys=DEFAULT_REDACT_KEYS) -> None:
+    """Set sanitised ``attrs`` on ``span``; a ``None`` span (a disabled group) is fine."""
+    if span is None or not attrs:
+        return
+    clean = sanitize_attributes(attrs, redact_keys)
+    if clean:
+        backend = state.installed_backend()
+        if backend is not None:
+            backend.set_attributes(span, clean)
+        else:
+            span.set_attributes(clean)
+
+
+# ---- the enabled path ---------------------------------------------------------------------
+
+
+def _group_info(group):
+    groups = SpanRegistry.view().groups
+    info = groups.get(group)
+    return info if info is not None else groups.get(group.strip().lower())
+
+
+def _span_attributes(group, name, attrs, umbrella_requested):
+    """Scope attributes, then the bucket, then the call site's attributes (which win)."""
+    scope = scopes.current_scope_attributes()
+    merged = dict(scope) if scope else {}
+    info = _group_info(group) if group is not None else None
+    if info is not None:
+        if info.umbrella:
+            if info.bucket_key in attrs:
+                _warn_once(("umbrella-bucket", name), f"span {name!r} of umbrella group {info.name!r} "
+                           f"was given {info.bucket_key}=; umbrellas are never bucketed, dropped")
+                attrs = {k: v for k, v in attrs.items() if k != info.bucket_key}
+        else:
+            if umbrella_requested:
+                _warn_once(("umbrella-leaf", name), f"umbrella span {name!r} was opened with leaf group "
+                           f"{info.name!r}; emitting it as a leaf (bucket {info.bucket})")
+            merged[info.bucket_key] = scopes.current_bucket_override() or info.bucket
+    if attrs:
+        merged.update(attrs)
+    return sanitize_attributes(merged)
+
+
+class _LiveSpan:
+    """The context manager an enabled span uses: start, make current, end in finally."""
+
+    __slots__ = ("_backend", "_name", "_attrs", "_tracer", "_context", "_record", "_span", "_token")
+
+    def __init__(self, backend, name, attrs, tracer=None, context=None, record=True):
+        self._backend = backend
+        self._name = name
+        self._attrs = attrs
+        self._tracer = tracer
+        self._context = context
+        self._record = record
+
+    def __enter__(self):
+        backend = self._backend
+        span = self._span = backend.start(self._name, self._attrs, self._tracer, self._context)
+        self._token = backend.use(span)
+        return span
+
+    def __exit__(self, exc_type, exc, tb):
+        backend = self._backend
+        if exc is not None and (not self._record or isinstance(exc, GeneratorExit)):
+            exc = None  # closing a generator is not a failure
+        try:
+            backend.release(self._token)
+        finally:
+            backend.end(self._span, exc)
+        return False
+
+
+def _span_factory(group, name, tracer, attrs, umbrella):
+    backend = state.installed_backend()
+    if backend is None:  # uninstalled between the gate check and here
+        return _impl.gate.null_span
+    return _LiveSpan(backend, name, _span_attributes(group, name, attrs, umbrella), tracer)
+
+
+def _call_factory(traced, args, kwargs):
+    with _span_factory(traced._lens_group, traced._lens_name, traced._lens_tracer, {}, traced._lens_umbrella):
+        return traced.__wrapped__(*args, **kwargs)
+
+
+_impl.set_factories(_span_factory, _call_factory)
+
+
+class _SpanSteps:
+    """Step hooks for trace_fn on coroutines and generators: current only while running."""
+
+    __slots__ = ("backend", "span")
+
+    def __init__(self, backend, span):
+        self.backend = backend
+        self.span = span
+
+    def enter(self):
+        return self.backend.use(self.span)
+
+    def leave(self, token):
+        self.backend.release(token)
+
+    def finish(self, exc):
+        self.backend.end(self.span, None if isinstance(exc, GeneratorExit) else exc)
+
+
+def _decorator(group, name, tracer, umbrella):
+    if not isinstance(group, str):
+        raise TypeError(f"span group must be a str, got {type(group).__name__}: {group!r}")
+
+    def decorate(fn):
+        import functools  # deferred to decoration time: keeps `import lens_core` cheap
+        import inspect
+
+        if isinstance(fn, (staticmethod, classmethod)):
+            return type(fn)(decorate(fn.__func__))
+        if not callable(fn):
+            raise TypeError(f"trace_fn decorates callables, got {type(fn).__name__}: {fn!r}")
+        span_name = name or getattr(fn, "__qualname__", None) or repr(fn)
+        is_enabled = _impl.gate.is_enabled
+
+        def start_hooks(args, kwargs):
+            if not is_enabled(group):
+                return None
+            backend = state.installed_backend()
+            if backend is None:
+                return None
+            attrs = _span_attributes(group, span_name, {}, umbrella)
+            return _SpanSteps(backend, backend.start(span_name, attrs, tracer, None))
+
+        if inspect.iscoroutinefunction(fn):
+            wrapper = _stepping.wrap_coroutine_function(fn, start_hooks)
+        elif inspect.isasyncgenfunction(fn):
+            wrapper = _stepping.wrap_async_generator_function(fn, start_hooks)
+        elif inspect.isgeneratorfunction(fn):
+            wrapper = _stepping.wrap_generator_function(fn, start_hooks)
+        else:
+            wrapper = _impl.gate.wrap_function(fn, group, span_name, tracer, umbrella)
+        functools.update_wrapper(wrapper, fn)
+        return wrapper
+
+    return decorate
+
+
+def trace_fn(group: str, name=None, tracer=None):
+    """Decorator: run each call in a span of ``group`` (decided per call; the span covers
+    the awaited / iterated work of coroutines and generators). Keeps the metadata."""
+    return _decorator(group, name, tracer, False)
+
+
+def umbrella_trace_fn(group: str, name=None, tracer=None):
+    """trace_fn for umbrella groups (never bucketed)."""
+    return _decorator(group, name, tracer, True)
+
+
+def span_cm(name: str, tracer=None, record_exception: bool = True, context=None, **attrs):
+    """An ungated span (still off when no backend is installed). ``context`` parents it on
+    a remote context: a W3C carrier mapping or a backend context object."""
+    backend = state.installed_backend()
+    if backend is None:
+        return _impl.gate.null_span
+    return _LiveSpan(backend, name, _span_attributes(None, name, attrs, False), tracer, context,
+                     record_exception)
+
+
+# ---- carriers -----------------------------------------------------------------------------
+
+
+def current_trace_carrier() -> dict:
+    """The current span's context as a W3C carrier; ``{}`` when nothing is recording."""
+    backend = state.installed_backend()
+    return backend.current_carrier() if backend is not None else {}
+
+
+class remote_trace_context:
+    """Attach a carrier's remote context in this thread for the block; a no-op for ``{}``,
+    a malformed carrier, or when no backend is installed."""
+
+    __slots__ = ("_carrier", "_backend", "_token")
+
+    def __init__(self, carrier):
+        self._carrier = carrier
+        self._backend = None
+        self._token = None
+
+    def __enter__(self):
+        backend = state.installed_backend()
+        if backend is not None and is_valid_carrier(self._carrier):
+            self._token = backend.attach_carrier(self._carrier)
+            self._backend = backend if self._token is not None else None
+        return None
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._backend is not None:
+            self._backend.release(self._token)
+            self._backend = self._token = None
+        return False
