@@ -16,7 +16,12 @@ from typing import Any
 
 from .model import RESOURCE_KEYS, Problem, Span
 
-__all__ = ["TRACE_FILE_SUFFIXES", "ReadResult", "find_trace_files", "read_spans"]
+__all__ = [
+    "ReadResult",
+    "TRACE_FILE_SUFFIXES",
+    "find_trace_files",
+    "read_spans",
+]
 
 TRACE_FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
 """File names a directory argument is searched for (recursively)."""
