@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -232,8 +232,8 @@ class Report:
     steps: tuple[StepRow, ...]
     run: BucketTotals
     top_spans: tuple[TopSpan, ...]
-    violations: tuple[Violation, ...] = field(default=())
-    problems: tuple[Problem, ...] = field(default=())
+    violations: tuple[Violation, ...]
+    problems: tuple[Problem, ...]
 
     def to_json(self) -> dict[str, Any]:
         """The whole report as a JSON-ready dict (what ``lens report --json`` prints)."""

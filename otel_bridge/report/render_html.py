@@ -64,7 +64,7 @@ def render_html(report: Report, spans: Iterable[Span]) -> str:
         _legend(),
     ]
     if len(timed) < len(spans):
-        body.append(f"<p>{len(spans) - len(timed)} spans without valid timestamps are not drawn.</p>")
+        body.append(f"<p>Not drawn, lacking valid timestamps: {len(spans) - len(timed)} spans.</p>")
     body += [f'<div class="waterfall">{_waterfall(timed)}</div>', "<h2>Top spans by total time</h2>"]
     body.append(
         _table(
