@@ -1,0 +1,1 @@
+"""OpenTelemetry bridge for lens: setup, exporters, propagation and tools."""

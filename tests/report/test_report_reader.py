@@ -1,0 +1,148 @@
+"""Reading OTLP-JSON trace files: fields, encodings, files and bad input."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+
+from otel_bridge.report import read_spans
+
+
+def test_reads_ids_times_attributes_and_kept_resource_keys(tmp_path, otlp):
+    span = otlp.span(2, "rl.grpo.generation", 1.5, 4, 1, bucket="productive", iteration=3, ratio=0.25,
+                     ok=True, tags=["a", "b"], thread_id=7, thread_name="main")
+    span["traceId"] = otlp.TRACE.upper()
+    request = otlp.request([span], service_name="trainer", process_pid=42, host_name="node1",
+                           nv_dl_rank=3, service_instance_id="inst-1", telemetry_sdk_name="opentelemetry")
+    read = read_spans([otlp.write(tmp_path / "a.jsonl", request)])
+    assert read.problems == ()
+    (s,) = read.spans
+    assert (s.trace_id, s.span_id, s.parent_span_id) == (otlp.TRACE, otlp.sid(2), otlp.sid(1))
+    assert (s.start_ns, s.end_ns, s.duration_ns) == (otlp.T0 + 1_500_000_000, otlp.T0 + 4 * otlp.S, 2_500_000_000)
+    assert s.attributes == {"ratio": 0.25, "ok": True, "tags": ["a", "b"], "thread.id": 7, "thread.name": "main",
+                            "rl.bucket": "productive", "rl.iteration": 3}
+    assert (s.bucket, s.iteration, s.kind) == ("productive", 3, "INTERNAL")
+    assert s.resource == {"service.name": "trainer", "service.instance.id": "inst-1", "process.pid": 42,
+                          "host.name": "node1", "nv.dl.rank": 3}
+    assert (s.process, s.thread) == ("inst-1", "7 main")
+    assert (s.file, s.line) == (str(tmp_path / "a.jsonl"), 1)
+
+
+def test_integer_times_and_ints_for_int_values_are_accepted(tmp_path, otlp):
+    span = otlp.span(1, "x", 0, 1)
+    span["startTimeUnixNano"], span["endTimeUnixNano"] = 100, 350
+    span["attributes"] = [{"key": "n", "value": {"intValue": 5}}]
+    (s,) = read_spans([otlp.write(tmp_path / "a.jsonl", otlp.request([span]))]).spans
+    assert (s.start_ns, s.end_ns, s.attributes) == (100, 350, {"n": 5})
+
+
+def test_base64_ids_are_decoded_to_hex(tmp_path, otlp):
+    span = otlp.span(1, "x", 0, 1)
+    span["traceId"] = base64.b64encode(bytes.fromhex(otlp.TRACE)).decode()
+    span["spanId"] = base64.b64encode(bytes.fromhex("00f067aa0ba902b7")).decode()
+    span["parentSpanId"] = base64.b64encode(bytes.fromhex("53995c3f42cd8ad8")).decode()
+    (s,) = read_spans([otlp.write(tmp_path / "a.jsonl", otlp.request([span]))]).spans
+    assert (s.trace_id, s.span_id, s.parent_span_id) == (otlp.TRACE, "00f067aa0ba902b7", "53995c3f42cd8ad8")
+
+
+def test_empty_or_all_zero_parent_id_makes_a_root(tmp_path, otlp):
+    a, b = otlp.span(1, "a", 0, 1), otlp.span(2, "b", 0, 1)
+    a["parentSpanId"], b["parentSpanId"] = "", "0" * 16
+    read = read_spans([otlp.write(tmp_path / "a.jsonl", otlp.request([a, b]))])
+    assert [s.parent_span_id for s in read.spans] == [None, None]
+
+
+def test_error_status_is_recognised_as_number_or_name(tmp_path, otlp):
+    spans = [otlp.span(n, f"s{n}", 0, 1) for n in (1, 2, 3, 4)]
+    spans[0]["status"] = {"code": 2}
+    spans[1]["status"] = {"code": "STATUS_CODE_ERROR"}
+    spans[2]["status"] = {"code": 1}
+    read = read_spans([otlp.write(tmp_path / "a.jsonl", otlp.request(spans))])
+    assert [s.error for s in read.spans] == [True, True, False, False]
+
+
+def test_gzipped_file_is_read_like_plain_text(tmp_path, otlp):
+    path = otlp.write(tmp_path / "trace.jsonl.gz", otlp.request([otlp.span(1, "a", 0, 2)]))
+    read = read_spans([path])
+    assert [s.name for s in read.spans] == ["a"]
+    assert read.problems == ()
+
+
+def test_directory_means_every_trace_file_under_it_recursively(tmp_path, otlp):
+    (tmp_path / "sub" / "deeper").mkdir(parents=True)
+    otlp.write(tmp_path / "a.jsonl", otlp.request([otlp.span(1, "a", 0, 1)]))
+    otlp.write(tmp_path / "sub" / "b.json", otlp.request([otlp.span(2, "b", 0, 1)]))
+    otlp.write(tmp_path / "sub" / "deeper" / "c.json.gz", otlp.request([otlp.span(3, "c", 0, 1)]))
+    otlp.write(tmp_path / "sub" / "d.jsonl.gz", otlp.request([otlp.span(4, "d", 0, 1)]))
+    otlp.write(tmp_path / "notes.txt", otlp.request([otlp.span(5, "e", 0, 1)]))
+    read = read_spans([tmp_path])
+    assert sorted(s.name for s in read.spans) == ["a", "b", "c", "d"]
+    assert len(read.files) == 4
+
+
+def test_the_same_span_in_two_files_is_kept_once(tmp_path, otlp):
+    request = otlp.request([otlp.span(1, "a", 0, 1)])
+    read = read_spans([otlp.write(tmp_path / "a.jsonl", request), otlp.write(tmp_path / "b.jsonl", request)])
+    assert len(read.spans) == 1
+    assert read.duplicate_count == 1
+
+
+def test_bad_lines_and_spans_become_problems_with_file_and_line_and_good_ones_are_kept(tmp_path, otlp):
+    good = otlp.request([otlp.span(1, "good", 0, 1)])
+    no_span_id = otlp.span(2, "no-id", 0, 1)
+    del no_span_id["spanId"]
+    float_time = otlp.span(3, "float-time", 0, 1)
+    float_time["startTimeUnixNano"] = 1.5
+    list_time = otlp.span(4, "list-time", 0, 1)
+    list_time["endTimeUnixNano"] = ["1"]
+    truncated = json.dumps(otlp.request([otlp.span(5, "cut", 0, 1)]))[:40]
+    path = otlp.write(
+        tmp_path / "bad.jsonl",
+        good,
+        truncated,
+        "this is not json",
+        otlp.request([no_span_id, float_time, otlp.span(6, "also-good", 0, 1)]),
+        otlp.request([list_time]),
+        "[1, 2]",
+        {"resourceSpans": "nope"},
+    )
+    read = read_spans([path])
+    assert [s.name for s in read.spans] == ["good", "also-good"]
+    where = [(p.file, p.line) for p in read.problems]
+    assert where == [(str(path), n) for n in (2, 3, 4, 4, 5, 6, 7)]
+    messages = [p.message for p in read.problems]
+    assert messages[0].startswith("invalid JSON")
+    assert messages[1].startswith("invalid JSON")
+    assert messages[2] == "resourceSpans[0].scopeSpans[0].spans[0]: missing spanId"
+    assert "startTimeUnixNano" in messages[3] and "spans[1]" in messages[3]
+    assert "endTimeUnixNano" in messages[4]
+    assert messages[5] == "expected a JSON object, got list"
+    assert "resourceSpans" in messages[6]
+
+
+def test_wrong_attribute_and_id_types_are_problems_not_crashes(tmp_path, otlp):
+    bad_attr = otlp.span(1, "a", 0, 1)
+    bad_attr["attributes"] = [{"key": "n", "value": {"intValue": "twelve"}}]
+    bad_id = otlp.span(2, "b", 0, 1)
+    bad_id["traceId"] = 12345
+    short_id = otlp.span(3, "c", 0, 1)
+    short_id["spanId"] = "abc"
+    read = read_spans([otlp.write(tmp_path / "a.jsonl", otlp.request([bad_attr, bad_id, short_id]))])
+    assert read.spans == ()
+    assert [p.message.split(": ", 1)[1] for p in read.problems] == [
+        "attribute 'n': expected int, got 'twelve'",
+        "traceId is not a string",
+        "spanId 'abc' is neither 16 hex digits nor base64 of 8 bytes",
+    ]
+
+
+def test_missing_paths_and_corrupt_gzip_are_problems(tmp_path, otlp):
+    corrupt = tmp_path / "broken.jsonl.gz"
+    corrupt.write_bytes(gzip.compress(b'{"resourceSpans": []}\n' * 50)[:30])
+    read = read_spans([tmp_path / "missing.jsonl", corrupt])
+    assert read.spans == ()
+    assert [(p.file, p.message) for p in read.problems][0] == (str(tmp_path / "missing.jsonl"),
+                                                              "no such file or directory")
+    assert read.problems[1].file == str(corrupt)
+    assert read.problems[1].message.startswith("cannot read file")

@@ -1,0 +1,98 @@
+"""Rendering a report: the text table, the JSON dict and the self-contained HTML waterfall."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+from otel_bridge.report import build_report, read_spans, render_html, render_text
+
+
+def test_text_report_shows_step_rows_run_row_top_spans_and_problem_counts(two_step_file):
+    with open(two_step_file, "a") as out:
+        out.write("{truncated\n")
+    text = render_text(build_report(read_spans([two_step_file]), top_n=2))
+    lines = text.splitlines()
+    assert lines[1] == "2 steps from step spans matching '(^|\\\\.)step$'"
+    assert lines[3].split() == ["iteration", "wall", "s", "productive", "overhead", "idle", "wasted",
+                                "unattributed", "goodput"]
+    assert lines[5].split() == ["1", "8.000", "4.000", "2.000", "0.000", "0.000", "2.000", "50.0%"]
+    assert lines[6].split() == ["2", "9.000", "6.000", "0.000", "2.000", "0.000", "1.000", "66.7%"]
+    assert lines[7].split() == ["run", "20.000", "10.000", "2.000", "2.000", "0.000", "6.000", "50.0%"]
+    assert lines[9] == "top 2 spans by total time"
+    assert lines[12].split() == ["rl.grpo.job", "1", "20.000", "20.000"]
+    assert lines[13].split() == ["rl.grpo.step", "2", "17.000", "8.500"]
+    assert lines[15] == "problems: 1"
+    assert lines[16].startswith(f"  {two_step_file}:2: invalid JSON")
+    assert lines[18] == "violations: 0"
+
+
+def test_text_report_counts_violations_by_rule(tmp_path, otlp):
+    path = otlp.write(tmp_path / "a.jsonl", otlp.request([otlp.span(1, "x", 2, 1), otlp.span(2, "y", 0, 1,
+                                                                                          bucket="great")]))
+    text = render_text(build_report(read_spans([path])))
+    assert "violations: 2 (bad-timing 1, unknown-bucket 1)" in text
+    assert "no steps" in text
+
+
+def test_json_report_is_serialisable_and_carries_the_numbers(two_step_file):
+    data = json.loads(json.dumps(build_report(read_spans([two_step_file])).to_json()))
+    assert [(s["iteration"], s["wall_s"], s["buckets_s"]["productive"], s["goodput"]) for s in data["steps"]] == [
+        (1, 8.0, 4.0, 0.5), (2, 9.0, 6.0, 6 / 9)]
+    assert data["run"] == {"wall_s": 20.0, "buckets_s": {"productive": 10.0, "overhead": 2.0, "idle": 2.0,
+                                                         "wasted": 0.0},
+                           "unattributed_s": 6.0, "goodput": 0.5}
+    assert (data["spans"], data["violations"], data["problems"]) == (7, [], [])
+
+
+def test_html_is_one_offline_file_with_one_bar_per_span_and_tooltips(two_step_file):
+    read = read_spans([two_step_file])
+    page = render_html(build_report(read), read.spans)
+    assert page.startswith("<!DOCTYPE html>")
+    assert "http://" not in page and "https://" not in page
+    assert "<link" not in page and "<script src" not in page and "@import" not in page
+    assert page.count('<rect class="span') == 7
+    assert len(re.findall(r'<rect class="span b-productive', page)) == 2
+    assert len(re.findall(r'<rect class="span b-umbrella', page)) == 3
+    assert "rl.grpo.checkpointing\nduration: 2.000000 s\nbucket: overhead\niteration: 1" in page
+    assert "<td>run</td><td>20.000</td><td>10.000</td>" in page
+
+
+def test_html_waterfall_is_well_formed_svg_with_a_lane_per_process_and_thread(tmp_path, otlp):
+    driver = otlp.request([otlp.span(1, "step <&>", 0, 10, iteration=1)], service_name="driver",
+                          service_instance_id="drv")
+    worker = otlp.request([otlp.span(2, "train", 1, 5, 1, bucket="productive", thread_id=1),
+                           otlp.span(3, "load", 1, 2, 1, bucket="overhead", thread_id=2),
+                           otlp.span(4, "load", 2, 3, 1, bucket="overhead", thread_id=2)],
+                          process_pid=77, host_name="node7", nv_dl_rank=5)
+    read = read_spans([otlp.write(tmp_path / "a.jsonl", driver, worker)])
+    page = render_html(build_report(read), read.spans)
+    svg = ET.fromstring(re.search(r"<svg.*</svg>", page, re.S).group(0))
+    lanes = [el.findtext("title") for el in svg.iter("text") if el.get("class") == "lane"]
+    assert lanes == ["driver · drv", "rank 5 · pid 77@node7 / thread 1", "rank 5 · pid 77@node7 / thread 2"]
+    bars = {el.findtext("title").split("\n")[0]: float(el.get("y")) for el in svg.iter("rect")}
+    assert bars.keys() == {"step <&>", "train", "load"}
+    assert "step &lt;&amp;&gt;" in page
+
+
+def test_html_stacks_nested_spans_by_depth_within_a_lane(tmp_path, otlp):
+    path = otlp.write(tmp_path / "a.jsonl", otlp.request([
+        otlp.span(1, "outer", 0, 10),
+        otlp.span(2, "middle", 1, 9, 1),
+        otlp.span(3, "inner", 2, 3, 2, bucket="productive"),
+        otlp.span(4, "after", 11, 12),
+    ]))
+    read = read_spans([path])
+    svg = ET.fromstring(re.search(r"<svg.*</svg>", render_html(build_report(read), read.spans), re.S).group(0))
+    y = {el.findtext("title").split("\n")[0]: float(el.get("y")) for el in svg.iter("rect")}
+    assert y["outer"] < y["middle"] < y["inner"]
+    assert y["after"] == y["outer"]
+
+
+def test_html_notes_spans_it_cannot_draw(tmp_path, otlp):
+    path = otlp.write(tmp_path / "a.jsonl", otlp.request([otlp.span(1, "ok", 0, 1), otlp.span(2, "bad", 3, 2)]))
+    read = read_spans([path])
+    page = render_html(build_report(read), read.spans)
+    assert page.count('<rect class="span') == 1
+    assert "Not drawn, lacking valid timestamps: 1 spans." in page

@@ -1,0 +1,166 @@
+"""Goodput rollup: per-step and run bucket seconds, step discovery, top spans and invariant violations."""
+
+from __future__ import annotations
+
+from otel_bridge.report import (
+    RULE_BAD_TIMING,
+    RULE_NESTED_BUCKET,
+    RULE_RUN_OVERFLOW,
+    RULE_STEP_OVERFLOW,
+    RULE_UNKNOWN_BUCKET,
+    build_report,
+    read_spans,
+)
+
+S = 1_000_000_000
+
+
+def report_of(*paths, **options):
+    return build_report(read_spans(paths), **options)
+
+
+def buckets(totals):
+    return (totals.wall_ns, totals.bucket_ns, totals.unattributed_ns, totals.goodput)
+
+
+def test_two_step_trace_gives_exact_seconds_per_bucket_and_goodput(two_step_file):
+    report = report_of(two_step_file)
+    assert [(s.iteration, s.method, s.name, s.span_id) for s in report.steps] == [
+        (1, "pattern", "rl.grpo.step", "0000000000000002"),
+        (2, "pattern", "rl.grpo.step", "0000000000000005"),
+    ]
+    assert buckets(report.steps[0].totals) == (
+        8 * S, {"productive": 4 * S, "overhead": 2 * S, "idle": 0, "wasted": 0}, 2 * S, 0.5)
+    assert buckets(report.steps[1].totals) == (
+        9 * S, {"productive": 6 * S, "overhead": 0, "idle": 2 * S, "wasted": 0}, 1 * S, 6 / 9)
+    assert buckets(report.run) == (
+        20 * S, {"productive": 10 * S, "overhead": 2 * S, "idle": 2 * S, "wasted": 0}, 6 * S, 0.5)
+    assert report.violations == ()
+    assert (report.span_count, report.trace_count, report.orphan_count) == (7, 1, 0)
+
+
+def test_step_spans_join_leaves_from_another_process_and_file_by_parent_id(tmp_path, otlp):
+    driver = otlp.write(tmp_path / "driver.jsonl", otlp.request(
+        [otlp.span(2, "rl.sft.step", 0, 10, iteration=1)], service_name="driver", process_pid=1))
+    worker = otlp.write(tmp_path / "worker.jsonl", otlp.request(
+        [otlp.span(10, "rl.policy.train", 1, 7, 2, bucket="productive"),
+         otlp.span(11, "rl.policy.save", 7, 9, 2, bucket="overhead")], service_name="worker", process_pid=2))
+    report = report_of(driver, worker)
+    (step,) = report.steps
+    assert buckets(step.totals) == (10 * S, {"productive": 6 * S, "overhead": 2 * S, "idle": 0, "wasted": 0},
+                                    2 * S, 0.6)
+    assert report.orphan_count == 0
+
+
+def test_without_step_spans_unbucketed_spans_are_grouped_by_iteration(tmp_path, otlp):
+    span = otlp.span
+    path = otlp.write(tmp_path / "a.jsonl", otlp.request([
+        span(1, "rl.sft.train_loop", 0, 5, iteration=1),
+        span(2, "rl.sft.train", 0, 3, 1, bucket="productive", iteration=1),
+        span(3, "rl.sft.validate", 5, 6, iteration=1),
+        span(4, "rl.sft.generate", 5, 6, 3, bucket="overhead", iteration=1),
+        span(5, "rl.sft.train_loop", 6, 10, iteration=2),
+        span(6, "rl.sft.retry", 6, 7, 5, bucket="wasted", iteration=2),
+        span(7, "rl.sft.train", 7, 9, 5, bucket="productive", iteration=2),
+    ]))
+    report = report_of(path)
+    assert [(s.iteration, s.method, s.span_id) for s in report.steps] == [
+        (1, "iteration", otlp.sid(1)), (2, "iteration", otlp.sid(5))]
+    assert buckets(report.steps[0].totals) == (6 * S, {"productive": 3 * S, "overhead": S, "idle": 0, "wasted": 0},
+                                               2 * S, 0.5)
+    assert buckets(report.steps[1].totals) == (4 * S, {"productive": 2 * S, "overhead": 0, "idle": 0, "wasted": S},
+                                               S, 0.5)
+
+    by_pattern = report_of(path, step_pattern=r"train_loop$")
+    assert [(s.iteration, s.method, s.totals.wall_ns) for s in by_pattern.steps] == [
+        (1, "pattern", 5 * S), (2, "pattern", 4 * S)]
+    assert by_pattern.steps[0].totals.bucket_ns["overhead"] == 0
+
+
+def test_bucketed_spans_outside_steps_and_orphans_still_count_in_the_run(tmp_path, otlp):
+    path = otlp.write(tmp_path / "a.jsonl", otlp.request([
+        otlp.span(1, "rl.job", 0, 10),
+        otlp.span(2, "rl.step", 0, 4, 1, iteration=1),
+        otlp.span(3, "rl.setup.data", 5, 6, 1, bucket="overhead"),
+        otlp.span(4, "remote.work", 7, 9, 99, bucket="productive"),
+    ]))
+    report = report_of(path)
+    assert report.orphan_count == 1
+    assert report.steps[0].totals.attributed_ns == 0
+    assert buckets(report.run) == (10 * S, {"productive": 2 * S, "overhead": S, "idle": 0, "wasted": 0}, 7 * S, 0.2)
+
+
+def test_each_violated_invariant_is_listed_with_the_span_that_breaks_it(tmp_path, otlp):
+    span = otlp.span
+    missing_end = span(11, "rl.no_end", 26, 27, 8, bucket="overhead")
+    del missing_end["endTimeUnixNano"]
+    path = otlp.write(tmp_path / "v.jsonl", otlp.request([
+        span(1, "rl.job", 0, 100),
+        span(2, "rl.step", 0, 10, 1, iteration=1),
+        span(3, "rl.outer", 1, 6, 2, bucket="productive"),
+        span(4, "rl.inner", 2, 3, 3, bucket="overhead"),
+        span(5, "rl.step", 10, 14, 1, iteration=2),
+        span(6, "rl.gen_a", 10, 13, 5, bucket="productive"),
+        span(7, "rl.gen_b", 11, 14, 5, bucket="productive"),
+        span(8, "rl.step", 20, 30, 1, iteration=3),
+        span(9, "rl.inverted", 25, 24, 8, bucket="overhead"),
+        span(10, "rl.weird", 21, 22, 8, bucket="bogus"),
+        missing_end,
+    ]))
+    report = report_of(path)
+    assert [(v.rule, v.span_id, v.span_name, v.trace_id, v.file, v.line) for v in report.violations] == [
+        (RULE_BAD_TIMING, otlp.sid(9), "rl.inverted", otlp.TRACE, str(path), 1),
+        (RULE_BAD_TIMING, otlp.sid(11), "rl.no_end", otlp.TRACE, str(path), 1),
+        (RULE_NESTED_BUCKET, otlp.sid(3), "rl.outer", otlp.TRACE, str(path), 1),
+        (RULE_STEP_OVERFLOW, otlp.sid(5), "rl.step", otlp.TRACE, str(path), 1),
+        (RULE_UNKNOWN_BUCKET, otlp.sid(10), "rl.weird", otlp.TRACE, str(path), 1),
+    ]
+    reasons = [v.reason for v in report.violations]
+    assert reasons[0] == "ends 1.000000 s before it starts"
+    assert reasons[1] == "missing end timestamp"
+    assert "'rl.inner'" in reasons[2] and otlp.sid(4) in reasons[2]
+    assert reasons[3] == "buckets under step 2 sum to 6.000000 s, more than its wall time 4.000000 s"
+    assert reasons[4] == "rl.bucket 'bogus' is not one of productive, overhead, idle, wasted"
+    overflowing = report.steps[1].totals
+    assert (overflowing.unattributed_ns, overflowing.goodput) == (0, 1.5)
+    assert report.steps[2].totals.attributed_ns == 0
+    assert report.run.bucket_ns == {"productive": 11 * S, "overhead": S, "idle": 0, "wasted": 0}
+
+
+def test_step_overflow_allows_one_microsecond_of_rounding(tmp_path, otlp):
+    def step_with_leaf_ending_at(end_s):
+        return otlp.request([otlp.span(1, "rl.step", 0, 1, iteration=1),
+                             otlp.span(2, "a", 0, 0.5, 1, bucket="productive"),
+                             otlp.span(3, "b", 0.5, end_s, 1, bucket="productive")])
+
+    within = report_of(otlp.write(tmp_path / "within.jsonl", step_with_leaf_ending_at(1.0000005)))
+    beyond = report_of(otlp.write(tmp_path / "beyond.jsonl", step_with_leaf_ending_at(1.000002)))
+    assert [v.rule for v in within.violations] == []
+    assert [v.rule for v in beyond.violations] == [RULE_STEP_OVERFLOW]
+
+
+def test_buckets_overlapping_across_processes_push_the_run_past_wall_time(tmp_path, otlp):
+    a = otlp.request([otlp.span(1, "train", 0, 10, bucket="productive")], process_pid=1)
+    b = otlp.request([otlp.span(2, "train", 0, 10, bucket="productive")], process_pid=2)
+    report = report_of(otlp.write(tmp_path / "a.jsonl", a, b))
+    assert [(v.rule, v.span_name) for v in report.violations] == [(RULE_RUN_OVERFLOW, "(run)")]
+    assert (report.run.wall_ns, report.run.unattributed_ns, report.run.goodput) == (10 * S, 0, 2.0)
+
+
+def test_top_spans_rank_names_by_total_time_and_honour_n(two_step_file):
+    top = report_of(two_step_file, top_n=3).top_spans
+    assert [(t.name, t.count, t.total_ns, t.mean_ns) for t in top] == [
+        ("rl.grpo.job", 1, 20 * S, 20 * S),
+        ("rl.grpo.step", 2, 17 * S, 8.5 * S),
+        ("rl.grpo.policy_training", 1, 6 * S, 6 * S),
+    ]
+    assert report_of(two_step_file, top_n=0).top_spans == ()
+
+
+def test_parent_cycles_in_bad_input_do_not_hang_the_rollup(tmp_path, otlp):
+    path = otlp.write(tmp_path / "a.jsonl", otlp.request([
+        otlp.span(1, "rl.step", 0, 4, 2, iteration=1),
+        otlp.span(2, "loop", 0, 1, 1, bucket="idle"),
+    ]))
+    report = report_of(path)
+    assert report.steps[0].totals.bucket_ns["idle"] == S
