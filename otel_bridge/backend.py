@@ -1,0 +1,97 @@
+"""The OpenTelemetry span backend that setup_telemetry installs into lens_core."""
+
+from __future__ import annotations
+
+from lens_core.backend import SpanBackend
+
+__all__ = ["INSTRUMENTATION_SCOPE", "OTelBackend"]
+
+#: The instrumentation scope every lens span is created under.
+INSTRUMENTATION_SCOPE = "lens"
+
+
+class OTelBackend(SpanBackend):
+    """lens_core's SpanBackend over an SDK TracerProvider (imported lazily by the caller).
+
+    Spans come from one cached tracer; attributes are passed at start; ``use`` attaches
+    the span to the current OTel context and ``release`` detaches it.
+    """
+
+    name = "opentelemetry"
+
+    def __init__(self, tracer_provider, version: str = ""):
+        from opentelemetry import context, propagate, trace
+        from opentelemetry.context import Context
+        from opentelemetry.trace import Status, StatusCode
+
+        self._tracer = tracer_provider.get_tracer(INSTRUMENTATION_SCOPE, version or None)
+        self._attach = context.attach
+        self._detach = context.detach
+        self._set_span_in_context = trace.set_span_in_context
+        self._get_current_span = trace.get_current_span
+        self._inject = propagate.inject
+        self._extract = propagate.extract
+        self._error = StatusCode.ERROR
+        self._status = Status
+        self._context_type = Context
+
+    @property
+    def tracer(self):
+        """The cached tracer lens spans are created from."""
+        return self._tracer
+
+    def _context(self, context):
+        # None = the current context; a Context is used as is; a mapping is W3C headers.
+        if context is None or isinstance(context, self._context_type):
+            return context
+        return self._extract(context)
+
+    def start(self, name, attributes, tracer=None, context=None, links=None):
+        """Start a span with ``attributes`` (not made current)."""
+        return (tracer or self._tracer).start_span(
+            name, self._context(context), attributes=attributes, links=links)
+
+    def use(self, span):
+        """Make ``span`` current; returns the token for release()."""
+        return self._attach(self._set_span_in_context(span))
+
+    def release(self, token):
+        """Detach the context attached by use() / attach_carrier()."""
+        self._detach(token)
+
+    def end(self, span, exc=None):
+        """Record ``exc`` (if any) with ERROR status, then end the span."""
+        if exc is not None:
+            try:
+                span.record_exception(exc, escaped=True)
+                span.set_status(self._status(self._error, f"{type(exc).__name__}: {exc}"))
+            finally:
+                span.end()
+        else:
+            span.end()
+
+    def set_attributes(self, span, attributes):
+        """Set sanitised attributes on a live span."""
+        span.set_attributes(attributes)
+
+    def current_carrier(self):
+        """The current recording span's context as W3C headers, or ``{}``."""
+        span = self._get_current_span()
+        if not span.is_recording():
+            return {}
+        carrier = {}
+        self._inject(carrier)
+        return carrier
+
+    def carrier_of(self, span):
+        """``span``'s context as W3C headers."""
+        carrier = {}
+        self._inject(carrier, context=self._set_span_in_context(span))
+        return carrier
+
+    def attach_carrier(self, carrier):
+        """Attach the carrier's remote context; None when it holds no valid span context."""
+        ctx = self._extract(carrier)
+        if not self._get_current_span(ctx).get_span_context().is_valid:
+            return None
+        return self._attach(ctx)
