@@ -27,7 +27,7 @@ __all__ = ["FileLogExporter", "FileMetricExporter", "FileSpanExporter", "JsonLin
 
 _logger = logging.getLogger(__name__)
 
-_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
 # Every live writer, so a fork can hand the child fresh locks and no inherited descriptor.
 _WRITERS: weakref.WeakSet[JsonLinesWriter] = weakref.WeakSet()
@@ -37,9 +37,14 @@ class JsonLinesWriter:
     """Appends complete lines to ``<directory>/<run_id>/<signal>-rank<rank>-pid<pid>.jsonl``.
 
     Each line is handed to the kernel with one ``os.write`` on an ``O_APPEND``
-    descriptor, with no buffering in Python, so the file holds only whole lines even if
-    the process is killed right after an export. The file is created on the first write;
-    after a fork the child writes its own file, named for its pid.
+    descriptor, with no buffering in Python, so every line is complete once an export
+    returns, whatever happens to the process afterwards. Only a SIGKILL that lands
+    *during* the write of a large line can leave a torn last line: Linux stops a
+    regular-file write between pages when a fatal signal is pending. Such a fragment
+    has no trailing newline, so readers must ignore an unterminated last line; and a
+    later process reusing the file (same pid, e.g. a restarted container) starts on a
+    new line. The file is created on the first write; after a fork the child writes its
+    own file, named for its pid.
     """
 
     def __init__(self, directory: str | os.PathLike[str], run_id: str, rank: int | str, signal: str):
@@ -62,17 +67,28 @@ class JsonLinesWriter:
 
     def write_line(self, line: str) -> None:
         """Append ``line`` plus a newline to this process's file, in one write."""
-        data = memoryview((line + "\n").encode("utf-8"))
+        payload = (line + "\n").encode("utf-8")
         if self._pid != os.getpid():
             self._after_fork()
         with self._lock:
             if self._closed:
                 raise ValueError(f"{self.signal} file writer is closed")
             if self._fd is None:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(self.path, _OPEN_FLAGS, 0o644)
-            while data:  # a regular file takes it all at once; loop only for safety
+                self._fd = self._open()
+                if self._ends_with_torn_line(self._fd):
+                    payload = b"\n" + payload
+            data = memoryview(payload)
+            while data:  # local file systems take it all in one call; loop for the others
                 data = data[os.write(self._fd, data) :]
+
+    def _open(self) -> int:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return os.open(self.path, _OPEN_FLAGS, 0o644)
+
+    @staticmethod
+    def _ends_with_torn_line(fd: int) -> bool:
+        size = os.fstat(fd).st_size
+        return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
 
     def close(self) -> None:
         """Close the file; later writes raise ``ValueError``."""

@@ -423,21 +423,24 @@ def test_file_exporter_creates_nothing_until_first_export(tmp_path):
 
 _KILL_SCRIPT = textwrap.dedent(
     """
-    import sys
+    import sys, time
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from otel_bridge.exporters import file_span_exporter
 
+    directory, mode = sys.argv[1], sys.argv[2]
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(file_span_exporter(sys.argv[1], "killed", 0)))
+    provider.add_span_processor(SimpleSpanProcessor(file_span_exporter(directory, "killed", 0)))
     tracer = provider.get_tracer("kill-test")
     big = "x" * 100_000  # far larger than any I/O buffer
     for i in range(5):
         with tracer.start_as_current_span("before-ready", attributes={"i": i, "payload": big}):
             pass
     print("ready", flush=True)
+    if mode == "idle":  # killed right after exporting
+        time.sleep(60)
     i = 0
-    while True:  # keep exporting until SIGKILL lands, most likely mid-export
+    while True:  # killed while exporting, most likely inside a write
         with tracer.start_as_current_span("after-ready", attributes={"i": i, "payload": big}):
             pass
         i += 1
@@ -445,9 +448,9 @@ _KILL_SCRIPT = textwrap.dedent(
 )
 
 
-def test_file_lines_complete_after_sigkill(tmp_path):
+def _run_and_kill(directory, mode):
     process = subprocess.Popen(
-        [sys.executable, "-c", _KILL_SCRIPT, str(tmp_path)],
+        [sys.executable, "-c", _KILL_SCRIPT, str(directory), mode],
         stdout=subprocess.PIPE,
         env=_subprocess_env(),
         text=True,
@@ -463,17 +466,44 @@ def test_file_lines_complete_after_sigkill(tmp_path):
             process.wait()
         process.stdout.close()
     assert process.returncode == -signal.SIGKILL
-
-    (path,) = (tmp_path / "killed").iterdir()
+    (path,) = (Path(directory) / "killed").iterdir()
     assert path.name == f"traces-rank0-pid{process.pid}.jsonl"
-    lines = _read_lines(path)
-    assert len(lines) > 5
-    names = []
-    for line in lines:
-        request = _parse_otlp_json_line(line, ExportTraceServiceRequest)
-        names.append(request.resource_spans[0].scope_spans[0].spans[0].name)
+    return path
+
+
+def _span_name(line):
+    return _parse_otlp_json_line(line, ExportTraceServiceRequest).resource_spans[0].scope_spans[0].spans[0].name
+
+
+def test_file_lines_complete_after_sigkill_following_export(tmp_path):
+    lines = _read_lines(_run_and_kill(tmp_path, "idle"))  # asserts the file ends with a newline
+    assert [_span_name(line) for line in lines] == ["before-ready"] * 5
+
+
+def test_sigkill_during_export_can_only_tear_an_unterminated_last_line(tmp_path):
+    # Linux may cut a regular-file write short between pages when SIGKILL arrives
+    # mid-syscall, so the one thing that may be incomplete is a last line without a
+    # newline; every newline-terminated line must be whole.
+    text = _run_and_kill(tmp_path, "spin").read_text(encoding="utf-8")
+    *lines, fragment = text.split("\n")
+    if fragment:
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(fragment)
+    names = [_span_name(line) for line in lines]
     assert names[:5] == ["before-ready"] * 5
-    assert set(names[5:]) == {"after-ready"}
+    assert set(names[5:]) <= {"after-ready"}
+
+
+def test_file_exporter_starts_a_new_line_after_a_torn_one(tmp_path):
+    exporter = file_span_exporter(tmp_path, run_id="reused", rank=0)
+    exporter.path.parent.mkdir(parents=True)
+    exporter.path.write_text('{"resourceSpans":[{"resou', encoding="utf-8")  # a killed earlier process
+    provider = _tracer_provider(SimpleSpanProcessor(exporter))
+    _make_two_spans(provider)
+    provider.shutdown()
+    torn, *lines = _read_lines(exporter.path)
+    assert torn == '{"resourceSpans":[{"resou'
+    assert [_span_name(line) for line in lines] == ["forward", "step"]
 
 
 # -- (d) selection -----------------------------------------------------------------------
@@ -657,10 +687,7 @@ def test_fork_child_writes_file_named_for_its_pid(tmp_path):
     provider.shutdown()
 
     def names(path):
-        return [
-            _parse_otlp_json_line(line, ExportTraceServiceRequest).resource_spans[0].scope_spans[0].spans[0].name
-            for line in _read_lines(path)
-        ]
+        return [_span_name(line) for line in _read_lines(path)]
 
     run_dir = tmp_path / "forked"
     assert sorted(p.name for p in run_dir.iterdir()) == sorted(
@@ -668,3 +695,36 @@ def test_fork_child_writes_file_named_for_its_pid(tmp_path):
     )
     assert names(run_dir / f"traces-rank0-pid{os.getpid()}.jsonl") == ["parent-before-fork", "parent-after-fork"]
     assert names(run_dir / f"traces-rank0-pid{child}.jsonl") == ["child"]
+
+
+# -- the receiver itself -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type", "body", "status"),
+    [
+        ("/v1/nope", "application/x-protobuf", b"", 404),
+        ("/v1/traces", "application/json", b"{}", 415),
+        ("/v1/traces", "application/x-protobuf", b"\xff\xff\xff", 400),
+        ("/v1/traces", "application/x-protobuf", b"", 200),
+    ],
+)
+def test_receiver_http_status_codes(otlp_receiver, path, content_type, body, status):
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        otlp_receiver.http_endpoint + path, data=body, method="POST", headers={"Content-Type": content_type}
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=10) as response:
+            code, payload = response.status, response.read()
+    except urllib.error.HTTPError as error:
+        code, payload = error.code, b""
+    assert code == status
+    if status == 200:
+        assert payload == b""  # an empty ExportTraceServiceResponse serializes to nothing
+        assert len(otlp_receiver.requests("traces")) == 1
+    else:
+        assert otlp_receiver.requests() == []
