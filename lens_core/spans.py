@@ -49,12 +49,14 @@ def _is_redacted_key(key: str, redact_keys) -> bool:
     return any(part in redact_keys for part in parts)
 
 
-def redact_value(key: str, value, redact_keys=DEFAULT_REDACT_KEYS):
-    """``REDACTED`` when ``key`` (or any of its ``.``/``_``/``-`` parts) names a secret and
-    the value carries text; numbers and booleans are returned unchanged."""
+def redact_value(key: str, value, redact_keys=None):
+    """``REDACTED`` when ``key`` (or any of its ``.``/``_``/``-`` parts) is in
+    ``redact_keys`` (default DEFAULT_REDACT_KEYS) and the value carries text; numbers and
+    booleans are returned unchanged."""
     if not isinstance(value, (str, list, tuple)):
         return value
-    if redact_keys is DEFAULT_REDACT_KEYS:
+    if redact_keys is None or redact_keys is DEFAULT_REDACT_KEYS:
+        redact_keys = DEFAULT_REDACT_KEYS
         hit = _redact_cache.get(key)
         if hit is None:
             hit = _redact_cache[key] = _is_redacted_key(key, redact_keys)
@@ -94,7 +96,7 @@ def _clean(value):
     return _clean_scalar(value)
 
 
-def sanitize_attributes(attrs, redact_keys=DEFAULT_REDACT_KEYS) -> dict:
+def sanitize_attributes(attrs, redact_keys=None) -> dict:
     """Keep bool/int/float/str and homogeneous sequences of them, redacting secrets; drop
     None and other types (counted, and warned about once per key and type)."""
     global _dropped
@@ -121,8 +123,9 @@ def dropped_attribute_count() -> int:
     return _dropped
 
 
-def safe_set_span_attributes(span, attrs, redact_keys=DEFAULT_REDACT_KEYS) -> None:
-    """Set sanitised ``attrs`` on ``span``; a ``None`` span (a disabled group) is fine."""
+def safe_set_span_attributes(span, attrs, redact_keys=None) -> None:
+    """Set sanitised ``attrs`` on ``span``; a ``None`` span (a disabled group) is fine.
+    ``redact_keys`` defaults to DEFAULT_REDACT_KEYS."""
     if span is None or not attrs:
         return
     clean = sanitize_attributes(attrs, redact_keys)
