@@ -2,6 +2,7 @@
 
 from ._impl import IMPLEMENTATION
 from .backend import SpanBackend, install_backend, installed_backend, uninstall_backend
+from .efficiency import IdleWait, deferred_child_span, efficiency_span, start_efficiency_span
 from .registry import Bucket, SpanRegistry
 from .scopes import (
     bucket_scope,
@@ -46,11 +47,14 @@ __all__ = [
     "Bucket",
     "DEFAULT_REDACT_KEYS",
     "IMPLEMENTATION",
+    "IdleWait",
     "LensConfig",
     "SpanBackend",
     "SpanRegistry",
     "bucket_scope",
     "current_trace_carrier",
+    "deferred_child_span",
+    "efficiency_span",
     "enabled_span_groups",
     "get_pp_trace_carrier",
     "in_per_prompt_scope",
@@ -70,6 +74,7 @@ __all__ = [
     "span_attributes",
     "span_cm",
     "span_group_diagnostics",
+    "start_efficiency_span",
     "trace_fn",
     "umbrella_span",
     "umbrella_trace_fn",

@@ -1,1 +1,22 @@
-"""OpenTelemetry bridge for lens: setup, exporters, propagation and tools."""
+"""otel_bridge: builds OpenTelemetry providers lazily on exporting ranks and wires them to lens_core."""
+
+from .handle import TelemetryHandle, active_handle, setup_telemetry
+from .propagation import extract_context, inject_context
+
+__all__ = [
+    "TelemetryHandle",
+    "active_handle",
+    "extract_context",
+    "inject_context",
+    "setup_logging_bridge",
+    "setup_telemetry",
+]
+
+
+def __getattr__(name):
+    # logging costs several ms to import; quiet ranks that never bridge logs skip it.
+    if name == "setup_logging_bridge":
+        from .logging_bridge import setup_logging_bridge
+
+        return setup_logging_bridge
+    raise AttributeError(f"module 'otel_bridge' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Span-group catalogs as consumer libraries declare them; importing one registers it."""

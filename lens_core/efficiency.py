@@ -1,0 +1,200 @@
+"""Efficiency spans (idle waits as spans), poll-loop coalescing, and deferred child spans."""
+
+from __future__ import annotations
+
+from . import _impl, _log, scopes, semconv, state
+from .registry import Bucket, SpanRegistry
+from .spans import sanitize_attributes
+
+__all__ = [
+    "EFFICIENCY_CATEGORY_BUCKET",
+    "EfficiencySpan",
+    "IdleWait",
+    "category_bucket",
+    "deferred_child_span",
+    "efficiency_span",
+    "register_efficiency_categories",
+    "start_efficiency_span",
+]
+
+#: Category -> bucket (None: the span is emitted but never bucketed, because its wall clock
+#: overlaps other bucketed work). Consumers extend it with register_efficiency_categories.
+EFFICIENCY_CATEGORY_BUCKET = {}
+
+
+def register_efficiency_categories(mapping) -> None:
+    """Declare categories and their buckets (a bucket name, or None for unbucketed)."""
+    for category, bucket in mapping.items():
+        if bucket is not None and bucket not in Bucket.ALL:
+            raise ValueError(f"efficiency category {category!r}: bucket {bucket!r} is not one of "
+                             f"{', '.join(Bucket.ALL)} or None")
+        EFFICIENCY_CATEGORY_BUCKET[category] = bucket
+
+
+def category_bucket(category: str):
+    """The bucket of ``category``: from the table, else its prefix (``idle/x`` -> idle) when
+    that names a bucket, else overhead (warned once) so it is never silently dropped."""
+    if category in EFFICIENCY_CATEGORY_BUCKET:
+        return EFFICIENCY_CATEGORY_BUCKET[category]
+    prefix = category.split("/", 1)[0]
+    if prefix in Bucket.ALL:
+        return prefix
+    _log.warn_once(("efficiency-category", category),
+                   f"efficiency category {category!r} is not registered and its prefix names no bucket; "
+                   f"counting it as {Bucket.DEFAULT}")
+    return Bucket.DEFAULT
+
+
+def span_name_for(category: str) -> str:
+    """``idle/buffer_starvation`` -> ``rl.idle.buffer_starvation``."""
+    return "rl." + category.replace("/", ".")
+
+
+def _efficiency_attributes(category, group, attrs):
+    info = SpanRegistry.group_info(group)
+    key = info.bucket_key if info is not None else semconv.RL_BUCKET
+    scope = scopes.current_scope_attributes()
+    merged = dict(scope) if scope else {}
+    merged.update(attrs)
+    bucket = category_bucket(category)
+    if key in merged and merged[key] != bucket:
+        _log.warn_once(("efficiency-bucket", category),
+                       f"efficiency span {category!r} keeps its category's bucket ({bucket}); "
+                       f"the {key}={merged[key]!r} passed was ignored")
+    merged.pop(key, None)
+    if bucket is not None:  # bucket_scope never applies: the category names the phase
+        merged[key] = bucket
+    merged[semconv.RL_EFFICIENCY_CATEGORY] = category
+    return sanitize_attributes(merged)
+
+
+def efficiency_span(category: str, group: str = "efficiency", tracer=None, **attrs):
+    """A span over an idle wait: name ``rl.<category with / -> .>``, attribute
+    ``rl.efficiency.category``, bucket from the category table. Gated on ``group``."""
+    backend = state.installed_backend()
+    if backend is None or not _impl.gate.is_enabled(group):
+        return _impl.gate.null_span
+    from .spans import _LiveSpan
+
+    return _LiveSpan(backend, span_name_for(category), _efficiency_attributes(category, group, attrs), tracer)
+
+
+class EfficiencySpan:
+    """A hand-managed efficiency span: NOT current (tasks created during an asyncio wait
+    are not reparented under it); count polls with poll() and finish with end()."""
+
+    __slots__ = ("_backend", "span", "polls", "_ended")
+
+    def __init__(self, backend, span):
+        self._backend = backend
+        self.span = span
+        self.polls = 0
+        self._ended = False
+
+    def poll(self, n: int = 1) -> None:
+        """Count ``n`` more polls of the wait (reported as ``rl.idle.polls``)."""
+        self.polls += n
+
+    def end(self, exc=None) -> None:
+        """End the span once (later calls do nothing), recording the poll count."""
+        if self._ended or self.span is None:
+            return
+        self._ended = True
+        if self.polls:
+            self._backend.set_attributes(self.span, {semconv.RL_IDLE_POLLS: self.polls})
+        self._backend.end(self.span, exc)
+
+
+_NULL_EFFICIENCY = EfficiencySpan(None, None)
+
+
+def start_efficiency_span(category: str, group: str = "efficiency", tracer=None, **attrs) -> EfficiencySpan:
+    """Start an efficiency span the caller ends; returns a shared do-nothing EfficiencySpan
+    when ``group`` is off (so call sites need no None checks)."""
+    backend = state.installed_backend()
+    if backend is None or not _impl.gate.is_enabled(group):
+        return _NULL_EFFICIENCY
+    span = backend.start(span_name_for(category), _efficiency_attributes(category, group, attrs), tracer)
+    return EfficiencySpan(backend, span)
+
+
+class IdleWait:
+    """Coalesce a poll loop into one efficiency span per wait, not one per poll::
+
+        wait = IdleWait("idle/buffer_starvation")
+        while not buffer.ready():
+            wait.starved()          # opens the span on the first starved poll
+            time.sleep(0.005)
+        wait.done()                 # ends it with rl.idle.polls = number of polls
+    """
+
+    __slots__ = ("_category", "_group", "_tracer", "_attrs", "_span")
+
+    def __init__(self, category: str, group: str = "efficiency", tracer=None, **attrs):
+        self._category = category
+        self._group = group
+        self._tracer = tracer
+        self._attrs = attrs
+        self._span = None
+
+    def starved(self) -> None:
+        """Record one starved poll, opening the span on the first."""
+        if self._span is None:
+            self._span = start_efficiency_span(self._category, self._group, self._tracer, **self._attrs)
+        self._span.poll()
+
+    def done(self) -> int:
+        """End the wait's span (if any poll starved); returns how many polls it covered."""
+        span, self._span = self._span, None
+        if span is None:
+            return 0
+        span.end()
+        return span.polls
+
+
+class _DeferredChild:
+    __slots__ = ("_group", "_name", "_carrier", "_attrs", "_tracer", "_backend", "_span", "_token")
+
+    def __init__(self, group, name, carrier, attrs, tracer):
+        self._group = group
+        self._name = name
+        self._carrier = carrier
+        self._attrs = attrs
+        self._tracer = tracer
+        self._backend = None
+
+    def __enter__(self):
+        backend = state.installed_backend()
+        if backend is None or not _impl.gate.is_enabled(self._group):
+            return None
+        try:
+            span = backend.start(self._name, self._attrs, self._tracer, self._carrier or None)
+            token = backend.use(span)
+        except Exception as exc:  # tracing must never decide whether the work happens
+            _log.warn(f"could not open span {self._name!r}; the work proceeds untraced: {exc!r}")
+            return None
+        self._backend, self._span, self._token = backend, span, token
+        return span
+
+    def __exit__(self, exc_type, exc, tb):
+        backend, self._backend = self._backend, None
+        if backend is not None:
+            try:
+                backend.release(self._token)
+            finally:
+                backend.end(self._span, exc)
+        return False
+
+
+def deferred_child_span(group: str, name: str, carrier, *, iteration=None, tracer=None, **attrs):
+    """A span for work that outlives its parent on another thread (the checkpoint
+    ``finalize`` pattern): parented on ``carrier`` (captured with current_trace_carrier()
+    inside the parent), never bucketed (it overlaps later steps), ``rl.iteration`` set
+    explicitly (no scope reaches the thread), ERROR status if the work fails. A failure
+    to open the span is warned about and the work runs untraced."""
+    clean = sanitize_attributes(attrs)
+    info = SpanRegistry.group_info(group)
+    clean.pop(info.bucket_key if info is not None else semconv.RL_BUCKET, None)
+    if iteration is not None:
+        clean[semconv.RL_ITERATION] = iteration
+    return _DeferredChild(group, name, dict(carrier or {}), clean, tracer)

@@ -1,0 +1,22 @@
+"""inject_context / extract_context: W3C trace context in and out of carrier dicts."""
+
+from __future__ import annotations
+
+__all__ = ["extract_context", "inject_context"]
+
+
+def inject_context(carrier=None, context=None) -> dict:
+    """Write the current (or ``context``'s) trace context into ``carrier`` (a new dict when
+    None) with the global propagator, and return the carrier."""
+    from opentelemetry import propagate
+
+    carrier = {} if carrier is None else carrier
+    propagate.inject(carrier, context=context)
+    return carrier
+
+
+def extract_context(carrier):
+    """An OpenTelemetry Context from a carrier of W3C headers (empty/malformed: no parent)."""
+    from opentelemetry import propagate
+
+    return propagate.extract(carrier or {})
