@@ -116,6 +116,8 @@ cdef inline int _on(object group) except -1:
     cdef _Snapshot s = _snap
     cdef Py_ssize_t gid
     if not s.anyon:
+        if not isinstance(group, str):  # reject it even when all is off, like _gate_py
+            _slow_id(s.ids, group)  # raises TypeError
         return 0
     gid = _group_id(s, group)
     if gid < 0 or (gid >> 3) >= PyBytes_GET_SIZE(s.bits):
@@ -153,11 +155,29 @@ def _bind(umbrella, group, name, tracer=None, **attrs):
     return _NULL
 
 
+# Cached hashes of the parameter names: most keyword names are rejected by one int compare.
+cdef Py_hash_t _H_GROUP = hash("group")
+cdef Py_hash_t _H_NAME = hash("name")
+cdef Py_hash_t _H_TRACER = hash("tracer")
+
+
+cdef bint _rebinds(tuple names, Py_ssize_t nargs) except -1:
+    # A keyword that repeats a positional parameter (group, name, or tracer given both
+    # ways) must reach _bind for its TypeError, not vanish on the disabled path.
+    cdef Py_hash_t h
+    for key in names:
+        h = hash(key)  # keyword names are str: their hash is cached
+        if ((h == _H_GROUP and key == "group") or (h == _H_NAME and key == "name")
+                or (nargs == 3 and h == _H_TRACER and key == "tracer")):
+            return True
+    return False
+
+
 cdef object _span_fast(object umbrella, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
-    if 2 <= nargs <= 3 and not _on(<object>args[0]):
-        return _NULL
     cdef Py_ssize_t nkw = 0 if kwnames is NULL else len(<tuple>kwnames)
     cdef tuple names = () if kwnames is NULL else <tuple>kwnames
+    if 2 <= nargs <= 3 and (nkw == 0 or not _rebinds(names, nargs)) and not _on(<object>args[0]):
+        return _NULL
     positional = tuple([<object>args[i] for i in range(nargs)])
     kwargs = {names[i]: <object>args[nargs + i] for i in range(nkw)}
     return _bind(umbrella, *positional, **kwargs)

@@ -1,0 +1,193 @@
+"""W3C traceparent parsing/formatting, current_trace_carrier and remote_trace_context."""
+
+import threading
+
+import pytest
+
+import lens_core
+from lens_core import SpanRegistry, remote_trace_context
+from lens_core.carrier import TraceParent, format_traceparent, is_valid_carrier, parse_traceparent
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+SPAN = "00f067aa0ba902b7"
+VALID = f"00-{TRACE}-{SPAN}-01"
+
+
+def enable():
+    SpanRegistry.register("lib", ["step"])
+    lens_core.set_span_group_spec("step")
+
+
+# ---- parse_traceparent --------------------------------------------------------------------------
+
+
+def test_valid_traceparent_is_parsed():
+    parsed = parse_traceparent(VALID)
+    assert parsed == (int(TRACE, 16), int(SPAN, 16), 1, 0)
+    assert (parsed.trace_id, parsed.span_id, parsed.flags, parsed.version, parsed.sampled) == (
+        int(TRACE, 16), int(SPAN, 16), 1, 0, True)
+
+
+def test_unsampled_flag_is_parsed():
+    assert parse_traceparent(f"00-{TRACE}-{SPAN}-00").sampled is False
+
+
+def test_uppercase_and_surrounding_whitespace_are_accepted():
+    assert parse_traceparent(f"  {VALID.upper()} \t") == parse_traceparent(VALID)
+
+
+@pytest.mark.parametrize("value", [
+    f"00-{'0' * 32}-{SPAN}-01",
+    f"00-{TRACE}-{'0' * 16}-01",
+], ids=["zero-trace-id", "zero-span-id"])
+def test_all_zero_ids_are_rejected(value):
+    assert parse_traceparent(value) is None
+
+
+def test_version_ff_is_rejected():
+    assert parse_traceparent(f"ff-{TRACE}-{SPAN}-01") is None
+
+
+def test_version_00_with_extra_fields_is_rejected():
+    assert parse_traceparent(f"{VALID}-extra") is None
+
+
+def test_future_version_with_extra_fields_is_accepted():
+    assert parse_traceparent(f"cc-{TRACE}-{SPAN}-01-what-the-future-holds") == TraceParent(
+        int(TRACE, 16), int(SPAN, 16), 1, 0xCC)
+
+
+@pytest.mark.parametrize("value", [
+    f"0-{TRACE}-{SPAN}-01",
+    f"00-{TRACE[:-1]}-{SPAN}-01",
+    f"00-{TRACE}0-{SPAN}-01",
+    f"00-{TRACE}-{SPAN[:-1]}-01",
+    f"00-{TRACE}-{SPAN}-1",
+    f"00-{TRACE}-{SPAN}",
+    "",
+], ids=["short-version", "short-trace", "long-trace", "short-span", "short-flags", "three-fields", "empty"])
+def test_wrong_field_lengths_are_rejected(value):
+    assert parse_traceparent(value) is None
+
+
+@pytest.mark.parametrize("value", [
+    f"00-{TRACE[:-1]}g-{SPAN}-01",
+    f"00-{TRACE}-{SPAN[:-1]}z-01",
+    f"0x-{TRACE}-{SPAN}-01",
+    f"00-{TRACE}-{SPAN}-0+",
+], ids=["trace", "span", "version", "flags"])
+def test_non_hex_fields_are_rejected(value):
+    assert parse_traceparent(value) is None
+
+
+def test_too_long_header_is_rejected():
+    assert parse_traceparent(f"cc-{TRACE}-{SPAN}-01-" + "a" * 600) is None
+
+
+@pytest.mark.parametrize("value", [None, 42, b"00-" + TRACE.encode(), [VALID]])
+def test_non_str_is_rejected(value):
+    assert parse_traceparent(value) is None
+
+
+# ---- format_traceparent -------------------------------------------------------------------------
+
+
+def test_format_traceparent_round_trips():
+    assert format_traceparent(int(TRACE, 16), int(SPAN, 16)) == VALID
+    assert format_traceparent(1, 2, 0) == f"00-{1:032x}-{2:016x}-00"
+    assert parse_traceparent(format_traceparent(7, 9, 3)) == (7, 9, 3, 0)
+
+
+@pytest.mark.parametrize("args", [(0, 1), (1, 0), (1 << 128, 1), (1, 1 << 64), (1, 1, 256), (1, 1, -1)])
+def test_format_traceparent_rejects_out_of_range_values(args):
+    with pytest.raises(ValueError, match="invalid trace context"):
+        format_traceparent(*args)
+
+
+def test_is_valid_carrier_needs_a_mapping_with_a_valid_traceparent():
+    assert is_valid_carrier({"traceparent": VALID}) is True
+    assert [is_valid_carrier(c) for c in ({}, None, {"traceparent": "junk"}, VALID)] == [False] * 4
+
+
+# ---- current_trace_carrier ----------------------------------------------------------------------
+
+
+def test_current_trace_carrier_is_empty_without_a_backend():
+    assert lens_core.current_trace_carrier() == {}
+
+
+def test_current_trace_carrier_is_empty_when_no_span_is_current(recorder):
+    assert lens_core.current_trace_carrier() == {}
+
+
+def test_current_trace_carrier_names_the_current_span(recorder):
+    enable()
+    with lens_core.managed_span("step", "s") as span:
+        carrier = lens_core.current_trace_carrier()
+    assert carrier == {"traceparent": format_traceparent(span.trace_id, span.span_id)}
+    assert parse_traceparent(carrier["traceparent"]).span_id == span.span_id
+
+
+# ---- remote_trace_context -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("carrier", [{}, None, {"traceparent": "garbage"}, {"traceparent": f"ff-{TRACE}-{SPAN}-01"}],
+                         ids=["empty", "None", "malformed", "version-ff"])
+def test_remote_trace_context_without_a_usable_carrier_is_a_no_op(carrier, recorder):
+    enable()
+    with remote_trace_context(carrier) as entered:
+        assert entered is None
+        assert lens_core.current_trace_carrier() == {}
+        with lens_core.managed_span("step", "s") as span:
+            pass
+    assert span.parent_id is None
+
+
+def test_remote_trace_context_without_a_backend_is_a_no_op():
+    with remote_trace_context({"traceparent": VALID}):
+        assert lens_core.current_trace_carrier() == {}
+
+
+def test_remote_trace_context_parents_spans_opened_inside(recorder):
+    enable()
+    with remote_trace_context({"traceparent": VALID}):
+        with lens_core.managed_span("step", "child") as child:
+            pass
+        with lens_core.span_cm("sibling") as sibling:
+            pass
+    with lens_core.managed_span("step", "after") as after:
+        pass
+    assert (child.trace_id, child.parent_id) == (int(TRACE, 16), int(SPAN, 16))
+    assert (sibling.trace_id, sibling.parent_id) == (int(TRACE, 16), int(SPAN, 16))
+    assert after.parent_id is None
+
+
+def test_remote_trace_context_is_detached_after_an_exception(recorder):
+    with pytest.raises(RuntimeError):
+        with remote_trace_context({"traceparent": VALID}):
+            raise RuntimeError
+    assert lens_core.current_trace_carrier() == {}
+
+
+def test_remote_trace_context_is_per_thread(recorder):
+    enable()
+    parents = {}
+
+    def opens_a_span(key, carrier=None):
+        if carrier is None:
+            with lens_core.managed_span("step", key) as span:
+                parents[key] = span.parent_id
+        else:
+            with remote_trace_context(carrier), lens_core.managed_span("step", key) as span:
+                parents[key] = span.parent_id
+
+    with remote_trace_context({"traceparent": VALID}):
+        threads = [
+            threading.Thread(target=opens_a_span, args=("inherits-nothing",)),
+            threading.Thread(target=opens_a_span, args=("attaches-itself", {"traceparent": VALID})),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=10)
+    assert parents == {"inherits-nothing": None, "attaches-itself": int(SPAN, 16)}

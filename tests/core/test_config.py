@@ -1,0 +1,207 @@
+"""LensConfig: defaults, from_env precedence, strict parsing, export ranks, no OTel import."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lens_core.config import ExportRanks, LensConfig, parse_bool, parse_export_ranks
+
+
+def from_env(prefix="LENS", fallback_prefix=None, **env):
+    return LensConfig.from_env(prefix, fallback_prefix, environ=env)
+
+
+# ---- defaults -----------------------------------------------------------------------------------
+
+
+def test_defaults():
+    config = LensConfig()
+    assert (config.enabled, config.service_name, config.span_groups, config.exporter, str(config.export_ranks),
+            config.file_dir, config.metric_export_interval_ms) == (
+        False, "lens", "default", "auto", "all", "./lens-traces", 10_000)
+    assert config.export_ranks == ExportRanks("all")
+
+
+def test_from_env_with_nothing_set_is_the_default():
+    assert from_env() == LensConfig()
+
+
+def test_lens_config_is_reachable_from_the_package():
+    import lens_core
+
+    assert lens_core.LensConfig is LensConfig
+
+
+# ---- precedence ---------------------------------------------------------------------------------
+
+
+def test_prefixed_variables_are_read():
+    config = from_env(LENS_ENABLED="1", LENS_SPAN_GROUPS="per_step,-job", LENS_EXPORTER="FILE",
+                      LENS_FILE_DIR="/tmp/t", LENS_RUN_ID="r7", LENS_METRIC_EXPORT_INTERVAL_MS=" 250 ")
+    assert (config.enabled, config.span_groups, config.exporter, config.file_dir, config.run_id,
+            config.metric_export_interval_ms) == (True, "per_step,-job", "file", "/tmp/t", "r7", 250)
+
+
+def test_prefix_variable_wins_over_the_fallback():
+    config = from_env("RL", "LENS", RL_SERVICE_NAME="rl", LENS_SERVICE_NAME="lens-svc", LENS_ENABLED="yes")
+    assert (config.service_name, config.enabled) == ("rl", True)
+
+
+def test_empty_prefix_variable_falls_back():
+    config = from_env("RL", "LENS", RL_EXPORTER="  ", LENS_EXPORTER="console")
+    assert config.exporter == "console"
+
+
+def test_empty_value_means_unset():
+    assert from_env(LENS_ENABLED="", LENS_EXPORTER="", LENS_METRIC_EXPORT_INTERVAL_MS="") == LensConfig()
+
+
+def test_otel_service_name_is_used_when_no_prefix_variable_is_set():
+    assert from_env(OTEL_SERVICE_NAME=" trainer ").service_name == "trainer"
+    assert from_env("RL", "LENS", OTEL_SERVICE_NAME="otel", LENS_SERVICE_NAME="lens").service_name == "lens"
+
+
+def test_from_env_reads_os_environ_by_default(monkeypatch):
+    monkeypatch.setenv("LENSTEST_SERVICE_NAME", "from-os")
+    assert LensConfig.from_env("LENSTEST").service_name == "from-os"
+
+
+def test_bad_prefix_is_rejected():
+    with pytest.raises(ValueError, match="prefix 'LENS-X'"):
+        from_env("LENS-X")
+
+
+# ---- booleans -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("1", True), ("true", True), ("TRUE", True), ("Yes", True), ("on", True), ("ON", True),
+    ("0", False), ("false", False), ("False", False), ("NO", False), ("off", False), (" Off ", False),
+])
+def test_boolean_spellings(raw, expected):
+    assert from_env(LENS_ENABLED=raw, LENS_LOGS_ENABLED=raw).enabled is expected
+    assert parse_bool(raw) is expected
+
+
+def test_bad_boolean_names_the_variable_the_value_and_what_is_allowed():
+    with pytest.raises(ValueError) as err:
+        from_env("RL", "LENS", LENS_TRACES_ENABLED="maybe")
+    assert str(err.value) == (
+        "LENS_TRACES_ENABLED='maybe': expected a boolean (one of 1, true, yes, on, 0, false, no, off)")
+
+
+# ---- bad values ---------------------------------------------------------------------------------
+
+
+def test_bad_exporter_names_the_variable_the_value_and_what_is_allowed():
+    with pytest.raises(ValueError) as err:
+        from_env(LENS_EXPORTER="jaeger")
+    assert str(err.value) == "LENS_EXPORTER='jaeger': allowed exporters: auto, otlp, console, file, none"
+
+
+@pytest.mark.parametrize("raw", ["sample:2", "sample:0", "sample:x", "-1", "abc", "0,-3", "first,last"])
+def test_bad_export_ranks_name_the_variable_the_value_and_what_is_allowed(raw):
+    with pytest.raises(ValueError) as err:
+        from_env(LENS_EXPORT_RANKS=raw)
+    message = str(err.value)
+    assert message.startswith(f"LENS_EXPORT_RANKS={raw!r}:")
+    assert "allowed: all, first, last, per_node, a list of ranks like 0,8,16, or sample:FRACTION" in message
+
+
+@pytest.mark.parametrize("raw", ["0", "-5", "x", "1.5"])
+def test_bad_milliseconds_name_the_variable_the_value_and_what_is_allowed(raw):
+    with pytest.raises(ValueError) as err:
+        from_env(LENS_METRIC_EXPORT_INTERVAL_MS=raw)
+    assert str(err.value) == (
+        f"LENS_METRIC_EXPORT_INTERVAL_MS={raw!r}: must be a positive integer number of milliseconds")
+
+
+def test_bad_value_in_the_fallback_names_the_fallback_variable():
+    with pytest.raises(ValueError, match=r"^LENS_SHUTDOWN_TIMEOUT_MS='0':"):
+        from_env("RL", "LENS", LENS_SHUTDOWN_TIMEOUT_MS="0")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"exporter": "zipkin"}, r"exporter='zipkin': allowed: auto, otlp, console, file, none"),
+    ({"metric_export_interval_ms": 0}, r"metric_export_interval_ms=0: must be a positive integer"),
+    ({"shutdown_timeout_ms": True}, r"shutdown_timeout_ms=True: must be a positive integer"),
+    ({"service_name": " "}, r"service_name=' ': must be a non-empty string"),
+    ({"export_ranks": "sample:1.5"}, r"export_ranks='sample:1.5': the sample fraction must be in \(0, 1\]"),
+])
+def test_constructor_validates_fields(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        LensConfig(**kwargs)
+
+
+def test_replace_returns_a_validated_copy():
+    config = LensConfig().replace(enabled=True, export_ranks="first")
+    assert (config.enabled, config.export_ranks) == (True, ExportRanks("first"))
+    with pytest.raises(ValueError):
+        config.replace(exporter="bad")
+
+
+# ---- export ranks -------------------------------------------------------------------------------
+
+
+def exporting(spec, world_size, local_ranks=None):
+    ranks = parse_export_ranks(spec)
+    local_ranks = local_ranks or [0] * world_size
+    return [r for r in range(world_size) if ranks.exports(r, world_size, local_ranks[r])]
+
+
+def test_export_ranks_all():
+    assert exporting("all", 4) == [0, 1, 2, 3]
+
+
+def test_export_ranks_first_and_last():
+    assert exporting("FIRST", 8) == [0]
+    assert exporting("last", 8) == [7]
+
+
+def test_export_ranks_per_node_uses_the_local_rank():
+    assert exporting("per_node", 8, local_ranks=[0, 1, 2, 3] * 2) == [0, 4]
+
+
+def test_export_ranks_list():
+    assert exporting(" 16, 0,8 ", 24) == [0, 8, 16]
+    assert str(parse_export_ranks("16,0,8")) == "0,8,16"
+
+
+def test_export_ranks_sample_includes_rank_0_and_about_the_fraction():
+    chosen = exporting("sample:0.25", 64)
+    assert chosen[0] == 0
+    assert len(chosen) == 16
+    assert exporting("sample:0.25", 64) == chosen  # deterministic across restarts
+    assert str(parse_export_ranks("sample:0.25")) == "sample:0.25"
+
+
+def test_export_ranks_small_sample_still_exports_rank_0():
+    assert exporting("sample:0.001", 8) == [0]
+
+
+def test_export_ranks_from_env():
+    assert from_env(LENS_EXPORT_RANKS="0,8").export_ranks == ExportRanks("list", (0, 8))
+
+
+# ---- import hygiene -----------------------------------------------------------------------------
+
+
+def test_building_and_validating_a_config_imports_no_opentelemetry():
+    code = (
+        "import sys\n"
+        "from lens_core.config import LensConfig\n"
+        "c = LensConfig.from_env(environ={'LENS_ENABLED': '1', 'LENS_EXPORTER': 'otlp',"
+        " 'LENS_EXPORT_RANKS': 'sample:0.5'})\n"
+        "assert c.enabled and c.exporter == 'otlp'\n"
+        "try:\n"
+        "    LensConfig.from_env(environ={'LENS_EXPORTER': 'bad'})\n"
+        "except ValueError:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'opentelemetry'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
