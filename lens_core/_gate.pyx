@@ -146,13 +146,24 @@ def any_enabled():
 # Plain `def f(group, name, tracer=None, **attrs)` builds a kwargs dict on every call.
 # These are METH_FASTCALL|METH_KEYWORDS builtins instead: keyword names arrive as a tuple
 # and values on the stack, so a disabled call allocates nothing. Anything but the common
-# shape (group and name positional) is bound by the Python-level _bind below, which
+# shape (group and name positional) is bound by the Python-level _Binders below, which
 # raises the usual TypeErrors.
 
-def _bind(umbrella, group, name, tracer=None, **attrs):
-    if _on(group):
-        return _span_factory(group, name, tracer, attrs, umbrella)
-    return _NULL
+class _Binders:
+    # The slow path binds arguments with plain Python functions named like the public
+    # ones, so a bad call's TypeError names managed_span() / umbrella_span().
+
+    @staticmethod
+    def managed_span(group, name, tracer=None, **attrs):
+        if _on(group):
+            return _span_factory(group, name, tracer, attrs, False)
+        return _NULL
+
+    @staticmethod
+    def umbrella_span(group, name, tracer=None, **attrs):
+        if _on(group):
+            return _span_factory(group, name, tracer, attrs, True)
+        return _NULL
 
 
 # Cached hashes of the parameter names: most keyword names are rejected by one int compare.
@@ -163,7 +174,7 @@ cdef Py_hash_t _H_TRACER = hash("tracer")
 
 cdef bint _rebinds(tuple names, Py_ssize_t nargs) except -1:
     # A keyword that repeats a positional parameter (group, name, or tracer given both
-    # ways) must reach _bind for its TypeError, not vanish on the disabled path.
+    # ways) must reach the binder for its TypeError, not vanish on the disabled path.
     cdef Py_hash_t h
     for key in names:
         h = hash(key)  # keyword names are str: their hash is cached
@@ -173,14 +184,14 @@ cdef bint _rebinds(tuple names, Py_ssize_t nargs) except -1:
     return False
 
 
-cdef object _span_fast(object umbrella, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+cdef object _span_fast(object binder, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
     cdef Py_ssize_t nkw = 0 if kwnames is NULL else len(<tuple>kwnames)
     cdef tuple names = () if kwnames is NULL else <tuple>kwnames
     if 2 <= nargs <= 3 and (nkw == 0 or not _rebinds(names, nargs)) and not _on(<object>args[0]):
         return _NULL
     positional = tuple([<object>args[i] for i in range(nargs)])
     kwargs = {names[i]: <object>args[nargs + i] for i in range(nkw)}
-    return _bind(umbrella, *positional, **kwargs)
+    return binder(*positional, **kwargs)
 
 
 cdef PyMethodDef _managed_def
@@ -199,8 +210,8 @@ _umbrella_def.ml_doc = (
     "umbrella_span($module, group, name, tracer=None, **attrs)\n--\n\n"
     "Like managed_span, for an umbrella (never bucketed) span."
 )
-managed_span = PyCFunction_NewEx(&_managed_def, False, __name__)
-umbrella_span = PyCFunction_NewEx(&_umbrella_def, True, __name__)
+managed_span = PyCFunction_NewEx(&_managed_def, _Binders.managed_span, __name__)
+umbrella_span = PyCFunction_NewEx(&_umbrella_def, _Binders.umbrella_span, __name__)
 
 
 # ---- trace_fn wrapper for plain functions ----------------------------------------------

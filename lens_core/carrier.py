@@ -44,7 +44,7 @@ def parse_traceparent(value: object):
     """Parse a ``traceparent`` header into a TraceParent; ``None`` if malformed or all-zero."""
     if not isinstance(value, str) or len(value) > _MAX_HEADER:
         return None
-    fields = value.strip().lower().split("-")
+    fields = value.strip().split("-")  # W3C: hex must be lowercase; uppercase is invalid
     if len(fields) < 4:
         return None
     version, trace_hex, span_hex, flags_hex = fields[:4]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -48,11 +49,9 @@ class ExportRanks:
             return local_rank == 0
         if self.mode == "list":
             return rank in self.ranks
-        # sample: an evenly spaced subset, so the chosen ranks spread over the job
-        if rank == 0:
-            return True
-        stride = max(1, round(1 / self.fraction)) if self.fraction > 0 else 0
-        return stride > 0 and rank % stride == 0
+        # sample: rank r exports when floor(r * F) steps up at r, which picks an evenly
+        # spread fraction F of the ranks (rank 0 always), the same ones on every restart.
+        return math.floor(rank * self.fraction) != math.floor((rank - 1) * self.fraction)
 
     def __str__(self) -> str:
         if self.mode == "list":

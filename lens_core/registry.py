@@ -85,7 +85,7 @@ class _View(_Record):
     _fields = __slots__ = ("namespaces", "groups", "presets", "ids", "version")
 
 
-_EMPTY_VIEW = _View({}, {}, {}, {}, 0)
+_EMPTY_VIEW = _View({}, {}, {ALL: frozenset()}, {}, 0)
 
 
 def _split_spec(spec) -> List[str]:
@@ -220,7 +220,7 @@ class SpanRegistry:
         """Forget every namespace and group id (for tests)."""
         with cls._lock:
             cls._next_id = 0
-            cls._view = _View({}, {}, {}, {}, cls._view.version + 1)
+            cls._view = _View({}, {}, {ALL: frozenset()}, {}, cls._view.version + 1)
         cls._notify(None)
 
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 import _thread
 
 from . import _impl, _log
-from .registry import SpanRegistry, describe_registered, normalize_name
+from .registry import ALL, SpanRegistry, describe_registered, normalize_name
 
 __all__ = [
     "enabled_span_groups",
@@ -43,15 +43,16 @@ def _apply(registry_changed_ns=None) -> None:
     global _configured, _pending, _seen_namespaces
     view = SpanRegistry.view()
     if _pinned is not None:
-        _configured = frozenset(g for g in _pinned if g in view.groups)
-        _pending = _pinned - _configured
+        everything = ALL in _pinned
+        _configured = frozenset(g for g in view.groups if everything or g in _pinned)
+        _pending = frozenset(g for g in _pinned if g not in view.groups and g != ALL)
     elif _spec is not None:
         _configured, _pending = SpanRegistry.resolve(_spec, view)
         if registry_changed_ns is None:  # a new spec: say what did not resolve
             _report_spec(view)
     else:
         _configured, _pending = frozenset(), frozenset()
-    if registry_changed_ns and (_spec is not None or _pinned is not None):
+    if registry_changed_ns and (_spec or _pinned):
         if registry_changed_ns not in _seen_namespaces:
             _warn_once(
                 f"span-group namespace {registry_changed_ns!r} registered after span groups were "
@@ -67,6 +68,8 @@ def _apply(registry_changed_ns=None) -> None:
 
 
 def _report_spec(view) -> None:
+    if not _spec.strip():
+        return  # an empty spec turns every group off on purpose: nothing to warn about
     if not view.groups:
         _warn_once(
             f"span-group spec {_spec!r} was set but no span groups are registered; nothing is "
@@ -107,8 +110,9 @@ def set_span_group_spec(spec) -> frozenset:
 
 
 def set_enabled_span_groups(groups) -> frozenset:
-    """Pin an explicit set of group names (drops any retained spec). Unregistered names stay
-    pending until registered. Returns the enabled set."""
+    """Pin an explicit set of group names (drops any retained spec); ``all`` pins every
+    group, present and future. Unregistered names stay pending until registered. Returns
+    the enabled set."""
     global _spec, _pinned
     pinned = frozenset(normalize_name(g, "group name") for g in ([groups] if isinstance(groups, str) else groups))
     with _lock:

@@ -32,8 +32,13 @@ def test_unsampled_flag_is_parsed():
     assert parse_traceparent(f"00-{TRACE}-{SPAN}-00").sampled is False
 
 
-def test_uppercase_and_surrounding_whitespace_are_accepted():
-    assert parse_traceparent(f"  {VALID.upper()} \t") == parse_traceparent(VALID)
+def test_surrounding_whitespace_is_accepted():
+    assert parse_traceparent(f"  {VALID} \t") == parse_traceparent(VALID)
+
+
+def test_uppercase_hex_is_rejected_as_w3c_requires():
+    """Regression: uppercase ids were accepted, unlike W3C and OpenTelemetry's own parser."""
+    assert parse_traceparent(VALID.upper()) is None
 
 
 @pytest.mark.parametrize("value", [

@@ -205,3 +205,11 @@ def test_building_and_validating_a_config_imports_no_opentelemetry():
                          cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.25, 0.5, 0.6, 0.7, 0.9])
+def test_export_ranks_sample_exports_the_asked_fraction_at_any_size(fraction):
+    """Regression: sample:F kept every round(1/F)-th rank, so sample:0.7 exported on 100%."""
+    chosen = exporting(f"sample:{fraction}", 1000)
+    assert 0 in chosen
+    assert abs(len(chosen) - 1000 * fraction) <= 1

@@ -348,3 +348,8 @@ def test_validate_raises_listing_unknown_entries_and_valid_names():
 def test_validate_with_nothing_registered_says_so():
     with pytest.raises(ValueError, match="No span groups are registered"):
         SpanRegistry.validate("step")
+
+
+def test_the_all_preset_exists_before_anything_is_registered():
+    """Regression: presets() was {} until a first registration, then had 'all'."""
+    assert SpanRegistry.presets() == {"all": frozenset()}

@@ -307,3 +307,23 @@ def test_concurrent_registration_spec_changes_and_reads_stay_consistent(recorder
     expected, _ = SpanRegistry.resolve(last_spec)
     assert lens_core.enabled_span_groups() == expected
     assert {g for g in SpanRegistry.groups() if lens_core.is_span_group_enabled(g)} == expected
+
+
+def test_an_empty_spec_turns_everything_off_without_warnings(recorder, caplog):
+    """Regression: an empty spec (telemetry spans deliberately off) warned it resolved to nothing,
+    and a later registration warned it came late."""
+    SpanRegistry.register("lib", ["a"])
+    with caplog.at_level("WARNING", logger="lens_core"):
+        lens_core.set_span_group_spec("")
+        SpanRegistry.register("late", ["b"])
+    assert lens_core.enabled_span_groups() == frozenset()
+    assert caplog.records == []
+
+
+def test_pinning_all_enables_every_group_including_later_ones(recorder):
+    """Regression: set_enabled_span_groups(["all"]) pinned a group literally named 'all'."""
+    SpanRegistry.register("lib", ["a", "b"])
+    lens_core.set_enabled_span_groups(["all"])
+    SpanRegistry.register("late", ["c"])
+    assert lens_core.enabled_span_groups() == {"a", "b", "c"}
+    assert lens_core.pending_span_groups() == frozenset()
