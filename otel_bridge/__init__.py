@@ -1,0 +1,1 @@
+"""OpenTelemetry bridge for Lens: the SDK is imported lazily, only when exporting."""
