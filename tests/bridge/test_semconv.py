@@ -84,3 +84,4 @@ def test_semconv_all_is_sorted_complete_and_its_names_unique():
     assert set(module.__all__) == constants
     values = [getattr(module, name) for name in module.__all__]
     assert len(set(values)) == len(values)
+
