@@ -95,6 +95,8 @@ def _warn_once(group, key, reason, detail=""):
 
 def register_metric_group(group: str, specs) -> None:
     """Register (or replace) the metric group ``group``: an iterable of MetricSpec with unique keys."""
+    if not isinstance(group, str):
+        raise TypeError(f"metric group name must be a str, got {type(group).__name__}")
     specs = tuple(specs)
     for spec in specs:
         if not isinstance(spec, MetricSpec):
@@ -182,9 +184,9 @@ def record_metrics(meter, group, values=None, *, attributes=None, **kw) -> None:
     (group, key, reason) and skipped. ``meter=None`` does nothing."""
     if meter is None:
         return
-    specs = _groups.get(group)
+    specs = _groups.get(group) if isinstance(group, str) else None
     if specs is None:
-        _warn_once(group, None, "not registered", f" (registered: {sorted(_groups)})")
+        _warn_once(str(group), None, "not registered", f" (registered: {sorted(_groups)})")
         return
     if values is not None and not isinstance(values, Mapping):
         _warn_once(group, None, "values must be a mapping", f", got {type(values).__name__}")

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import re
+from urllib.parse import unquote_to_bytes
 
 from .gpu import detect_gpu
 from .k8s import detect_k8s
@@ -70,12 +71,8 @@ def _encode_value(text: str) -> str:
 def _decode_value(text: str) -> str | None:
     if not _VALUE.fullmatch(text):
         return None
-    parts = text.split("%")
-    data = bytearray(parts[0].encode("ascii"))
-    for part in parts[1:]:
-        data += bytes.fromhex(part[:2]) + part[2:].encode("ascii")
     try:
-        return data.decode("utf-8")
+        return unquote_to_bytes(text).decode("utf-8")
     except UnicodeDecodeError:
         return None
 

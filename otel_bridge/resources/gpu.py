@@ -30,7 +30,7 @@ def _text(value):
 
 def _handle(nvml, entry):
     """(handle, physical index) for one ``CUDA_VISIBLE_DEVICES`` entry or NVML index."""
-    if entry.isdigit():
+    if entry.isascii() and entry.isdigit():
         handle = nvml.nvmlDeviceGetHandleByIndex(int(entry))
         return handle, int(entry)
     handle = nvml.nvmlDeviceGetHandleByUUID(entry)

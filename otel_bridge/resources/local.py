@@ -12,7 +12,7 @@ __all__ = ["cuda_visible_devices", "detect_local"]
 
 
 def _is_device_entry(entry: str) -> bool:
-    return entry.isdigit() or entry.startswith(("GPU-", "MIG-"))
+    return (entry.isascii() and entry.isdigit()) or entry.startswith(("GPU-", "MIG-"))
 
 
 def cuda_visible_devices(environ=None) -> list[str] | None:

@@ -128,6 +128,12 @@ def test_a_failing_instrument_creation_warns_once_and_is_skipped(caplog):
     assert "instrument creation failed" in record.getMessage()
 
 
+def test_an_unhashable_group_name_warns_instead_of_raising(reader, caplog):
+    with caplog.at_level(logging.WARNING):
+        record_metrics(reader.meter, ["rl"], kl=1.0)
+    assert "not registered" in caplog.text
+
+
 def test_a_meter_of_none_does_nothing(caplog):
     record_metrics(None, "no.such.group", x=float("nan"))
     assert not caplog.records

@@ -158,6 +158,7 @@ def test_local_attributes_describe_this_process():
     ("GPU-8932f937-d72c-4106-c12f-20bd9faed9f6,GPU-ab12cd34-0000-1111-2222-333344445555", 2),
     ("MIG-3f0a7d8e-9f3b-5c1e-a2b4-0123456789ab", 1),
     ("0,1,-1,2", 2),  # CUDA stops at the first invalid entry
+    ("0,\u00b2", 1),  # a superscript two is a str.isdigit() digit, not a device index
 ])
 def test_gpu_count_follows_cuda_visible_devices(value, count):
     assert detect_local({"CUDA_VISIBLE_DEVICES": value})[semconv.NV_GPU_COUNT] == count
