@@ -1,16 +1,188 @@
-"""Attribute names lens emits: the one place they are spelled (stdlib only)."""
+"""Attribute and metric names lens emits: the one place they are spelled (stdlib only)."""
 
 __all__ = [
+    "GEN_AI_CLIENT_OPERATION_DURATION",
+    "GEN_AI_CLIENT_TOKEN_USAGE",
+    "GEN_AI_OPERATION_NAME",
+    "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_TOKEN_TYPE",
+    "HOST_NAME",
+    "K8S_CONTAINER_NAME",
+    "K8S_JOB_NAME",
+    "K8S_NAMESPACE_NAME",
+    "K8S_NODE_NAME",
+    "K8S_POD_NAME",
+    "K8S_POD_UID",
+    "LENS_SPAN_CLAMPED",
     "LENS_SPAN_TRUNCATED",
+    "NEMO_PRECISION",
+    "NEMO_RUN_ID",
+    "NV_DL_CAMPAIGN_STAGE",
+    "NV_DL_JOB_UUID",
+    "NV_DL_LOCAL_RANK",
+    "NV_DL_PROVIDER_NAME",
+    "NV_DL_RANK",
+    "NV_DL_RUN_UUID",
+    "NV_DL_TRAINING_LOSS",
+    "NV_DL_TRAINING_SAMPLES_THROUGHPUT",
+    "NV_DL_TRAINING_STEP_DURATION",
+    "NV_DL_TRAINING_TOKENS_THROUGHPUT",
+    "NV_DL_USER",
+    "NV_DL_WORLD_SIZE",
+    "NV_GPU_COUNT",
+    "NV_GPU_INDEX",
+    "NV_GPU_MEMORY_ALLOCATED",
+    "NV_GPU_MEMORY_RESERVED",
+    "NV_GPU_MEMORY_TOTAL",
+    "NV_GPU_NAME",
+    "NV_GPU_UUID",
+    "PROCESS_PID",
+    "PROCESS_RUNTIME_NAME",
+    "PROCESS_RUNTIME_VERSION",
+    "RL_ALGORITHM",
+    "RL_BACKEND",
     "RL_BUCKET",
+    "RL_CRITIC_EPOCHS",
+    "RL_DATA_PLANE_BYTES",
+    "RL_DATA_PLANE_KEYS",
+    "RL_DATA_PLANE_OP",
+    "RL_DATA_PLANE_PARTITION",
+    "RL_DATA_PLANE_STATUS",
     "RL_EFFICIENCY_CATEGORY",
+    "RL_ENTROPY",
+    "RL_EPOCH",
+    "RL_GENERATION_DURATION",
+    "RL_GRAD_NORM",
+    "RL_GYM_BATCH_SIZE",
     "RL_IDLE_POLLS",
     "RL_ITERATION",
+    "RL_KL",
+    "RL_LEARNING_RATE",
+    "RL_MODEL",
+    "RL_NUM_GENERATIONS_PER_PROMPT",
+    "RL_NUM_PROMPT_GROUPS",
+    "RL_POLICY_LOSS",
+    "RL_PPO_EPOCH",
+    "RL_REWARD_MEAN",
+    "RL_ROLLOUT_ATTEMPT",
+    "RL_ROLLOUT_DURATION",
+    "RL_TARGET_STEP",
+    "RL_TARGET_WEIGHT_VERSION",
+    "RL_TOKENS_THROUGHPUT",
+    "RL_VALUE_LOSS",
+    "RL_WEIGHT_VERSION",
+    "SERVICE_INSTANCE_ID",
+    "SERVICE_NAME",
+    "SERVICE_VERSION",
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_CLUSTER",
+    "SLURM_JOB_ID",
+    "SLURM_JOB_NAME",
+    "SLURM_NODES",
+    "SLURM_NTASKS",
+    "SLURM_PARTITION",
+    "SLURM_RESTART_COUNT",
 ]
 
-# Span attributes stamped by lens_core itself.
-RL_BUCKET = "rl.bucket"
-RL_ITERATION = "rl.iteration"
-RL_EFFICIENCY_CATEGORY = "rl.efficiency.category"
+# ---- span attributes stamped by lens itself ----------------------------------------------
+RL_BUCKET = "rl.bucket"  # goodput bucket: productive / overhead / idle / wasted
+LENS_SPAN_TRUNCATED = "lens.span.truncated"  # the span was cut short (e.g. at shutdown)
+LENS_SPAN_CLAMPED = "lens.span.clamped"  # an explicit interval had start > end; made zero-length
+
+# ---- RL span tags (categorical: "which one?", not "how much?") --------------------------
+RL_ITERATION = "rl.iteration"  # 1-based training step across the whole run
+RL_EPOCH = "rl.epoch"
+RL_WEIGHT_VERSION = "rl.weight_version"
+RL_TARGET_WEIGHT_VERSION = "rl.target_weight_version"
+RL_NUM_PROMPT_GROUPS = "rl.num_prompt_groups"
+RL_NUM_GENERATIONS_PER_PROMPT = "rl.num_generations_per_prompt"
 RL_IDLE_POLLS = "rl.idle.polls"
-LENS_SPAN_TRUNCATED = "lens.span.truncated"
+RL_EFFICIENCY_CATEGORY = "rl.efficiency.category"
+RL_ROLLOUT_ATTEMPT = "rl.rollout.attempt"
+RL_TARGET_STEP = "rl.target_step"
+RL_GYM_BATCH_SIZE = "rl.gym.batch_size"
+RL_CRITIC_EPOCHS = "rl.critic_epochs"
+RL_PPO_EPOCH = "rl.ppo_epoch"
+RL_BACKEND = "rl.backend"
+RL_DATA_PLANE_OP = "rl.data_plane.op"
+RL_DATA_PLANE_PARTITION = "rl.data_plane.partition"
+RL_DATA_PLANE_KEYS = "rl.data_plane.keys"
+RL_DATA_PLANE_BYTES = "rl.data_plane.bytes"
+RL_DATA_PLANE_STATUS = "rl.data_plane.status"  # ok / error / timeout
+
+# ---- resource: OpenTelemetry standard ----------------------------------------------------
+SERVICE_NAME = "service.name"
+SERVICE_VERSION = "service.version"
+SERVICE_INSTANCE_ID = "service.instance.id"
+HOST_NAME = "host.name"
+PROCESS_PID = "process.pid"
+PROCESS_RUNTIME_NAME = "process.runtime.name"
+PROCESS_RUNTIME_VERSION = "process.runtime.version"
+
+# ---- resource: the run and the rank ------------------------------------------------------
+NEMO_RUN_ID = "nemo.run.id"  # correlates separate traces of one run
+NEMO_PRECISION = "nemo.precision"
+NV_DL_RANK = "nv.dl.rank"
+NV_DL_WORLD_SIZE = "nv.dl.world_size"
+NV_DL_LOCAL_RANK = "nv.dl.local_rank"
+NV_DL_USER = "nv.dl.user"
+NV_DL_JOB_UUID = "nv.dl.job.uuid"  # stable across restarts of one scheduler job
+NV_DL_RUN_UUID = "nv.dl.run.uuid"  # new for every restart
+NV_DL_CAMPAIGN_STAGE = "nv.dl.campaign.stage"  # SFT / RM / RL
+NV_DL_PROVIDER_NAME = "nv.dl.provider.name"
+RL_ALGORITHM = "rl.algorithm"
+RL_MODEL = "rl.model"
+
+# ---- resource: the GPU this process drives -----------------------------------------------
+NV_GPU_COUNT = "nv.gpu.count"  # devices visible to the process
+NV_GPU_INDEX = "nv.gpu.index"  # physical (NVML) index
+NV_GPU_UUID = "nv.gpu.uuid"
+NV_GPU_NAME = "nv.gpu.name"
+NV_GPU_MEMORY_TOTAL = "nv.gpu.memory.total"  # bytes
+
+# ---- resource: SLURM ----------------------------------------------------------------------
+SLURM_JOB_ID = "slurm.job.id"  # "<array job>_<task>" for array tasks
+SLURM_JOB_NAME = "slurm.job.name"
+SLURM_PARTITION = "slurm.partition"
+SLURM_NODES = "slurm.nodes"  # node count (int)
+SLURM_NTASKS = "slurm.ntasks"
+SLURM_RESTART_COUNT = "slurm.restart_count"
+SLURM_CLUSTER = "slurm.cluster"
+SLURM_ARRAY_JOB_ID = "slurm.array.job_id"
+SLURM_ARRAY_TASK_ID = "slurm.array.task_id"
+
+# ---- resource: Kubernetes (OpenTelemetry standard names) ---------------------------------
+K8S_NAMESPACE_NAME = "k8s.namespace.name"
+K8S_POD_NAME = "k8s.pod.name"
+K8S_POD_UID = "k8s.pod.uid"
+K8S_NODE_NAME = "k8s.node.name"
+K8S_CONTAINER_NAME = "k8s.container.name"
+K8S_JOB_NAME = "k8s.job.name"
+
+# ---- GenAI (OpenTelemetry semantic conventions) ------------------------------------------
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_TOKEN_TYPE = "gen_ai.token.type"  # input / output
+GEN_AI_CLIENT_OPERATION_DURATION = "gen_ai.client.operation.duration"  # metric, s
+GEN_AI_CLIENT_TOKEN_USAGE = "gen_ai.client.token.usage"  # metric, {token}
+
+# ---- metrics: RL training -----------------------------------------------------------------
+RL_REWARD_MEAN = "rl.reward.mean"
+RL_KL = "rl.kl"
+RL_POLICY_LOSS = "rl.policy.loss"
+RL_VALUE_LOSS = "rl.value.loss"
+RL_ENTROPY = "rl.entropy"
+RL_GRAD_NORM = "rl.grad_norm"
+RL_LEARNING_RATE = "rl.learning_rate"
+RL_TOKENS_THROUGHPUT = "rl.throughput.tokens"  # {token}/s
+RL_GENERATION_DURATION = "rl.generation.duration"  # s
+RL_ROLLOUT_DURATION = "rl.rollout.duration"  # s
+
+# ---- metrics: training steps --------------------------------------------------------------
+NV_DL_TRAINING_STEP_DURATION = "nv.dl.training.step.duration"  # s
+NV_DL_TRAINING_LOSS = "nv.dl.training.loss"
+NV_DL_TRAINING_SAMPLES_THROUGHPUT = "nv.dl.training.throughput.samples"  # {sample}/s
+NV_DL_TRAINING_TOKENS_THROUGHPUT = "nv.dl.training.throughput.tokens"  # {token}/s
+NV_GPU_MEMORY_ALLOCATED = "nv.gpu.memory.allocated"  # By, held by tensors
+NV_GPU_MEMORY_RESERVED = "nv.gpu.memory.reserved"  # By, held by the caching allocator
