@@ -96,11 +96,12 @@ class _SpanLedger:
 
     def on_start(self, span, parent_context=None):
         with self._lock:
-            self._open[id(span)] = span
+            self._open[span.context.span_id] = span
 
     def on_end(self, span):
+        # on_end receives a ReadableSpan copy, not the Span from on_start: key by span id.
         with self._lock:
-            self._open.pop(id(span), None)
+            self._open.pop(span.context.span_id, None)
             self.ended += 1
 
     def _on_ending(self, span):
