@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lens_core import semconv
+from lens_core.registry import Bucket
+
 __all__ = [
     "BUCKETS",
     "BUCKET_ATTR",
@@ -21,19 +24,20 @@ __all__ = [
     "Violation",
 ]
 
-BUCKET_ATTR = "rl.bucket"
+BUCKET_ATTR = semconv.RL_BUCKET
 """Span attribute naming the goodput bucket of a leaf span; umbrellas omit it."""
 
-ITERATION_ATTR = "rl.iteration"
+ITERATION_ATTR = semconv.RL_ITERATION
 """Span attribute holding the 1-based training step index."""
 
-BUCKETS = ("productive", "overhead", "idle", "wasted")
+BUCKETS = Bucket.ALL
 """The goodput buckets, in display order; any other value of ``rl.bucket`` is a violation."""
 
 DEFAULT_STEP_PATTERN = r"(^|\.)step$"
 """Regex (searched) that names a step umbrella span, e.g. ``rl.grpo.step``."""
 
-RESOURCE_KEYS = ("service.name", "service.instance.id", "process.pid", "host.name", "nv.dl.rank")
+RESOURCE_KEYS = (semconv.SERVICE_NAME, semconv.SERVICE_INSTANCE_ID, semconv.PROCESS_PID,
+                 semconv.HOST_NAME, semconv.NV_DL_RANK)
 """Resource attributes the reader keeps on every span."""
 
 NS_PER_S = 1_000_000_000
@@ -90,13 +94,13 @@ class Span:
     @property
     def process(self) -> str:
         """The process the span ran in: ``service.instance.id``, else pid and host, else the service."""
-        instance = self.resource.get("service.instance.id")
+        instance = self.resource.get(semconv.SERVICE_INSTANCE_ID)
         if instance is not None:
             return str(instance)
-        pid, host = self.resource.get("process.pid"), self.resource.get("host.name")
+        pid, host = self.resource.get(semconv.PROCESS_PID), self.resource.get(semconv.HOST_NAME)
         if pid is not None or host is not None:
             return f"pid {pid if pid is not None else '?'}@{host if host is not None else '?'}"
-        return str(self.resource.get("service.name", "unknown process"))
+        return str(self.resource.get(semconv.SERVICE_NAME, "unknown process"))
 
     @property
     def thread(self) -> str:

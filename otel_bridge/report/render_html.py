@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from html import escape
 
+from lens_core import semconv
+
 from .model import BUCKETS, NS_PER_S, Report, Span
 from .render_text import TABLE_HEADER, bucket_cells, step_method_summary
 from .tree import SpanTree
@@ -136,9 +138,9 @@ def _tooltip(span: Span) -> str:
 
 
 def _lane_label(span: Span) -> str:
-    parts = [str(span.resource.get("service.name", "")), span.process]
-    if "nv.dl.rank" in span.resource:
-        parts.insert(1, f"rank {span.resource['nv.dl.rank']}")
+    parts = [str(span.resource.get(semconv.SERVICE_NAME, "")), span.process]
+    if semconv.NV_DL_RANK in span.resource:
+        parts.insert(1, f"rank {span.resource[semconv.NV_DL_RANK]}")
     label = " · ".join(part for part in parts if part)
     return label + (f" / thread {span.thread}" if span.thread else "")
 
