@@ -13,6 +13,14 @@ from lens_core.registry import SpanRegistry  # noqa: E402
 from recording import RecordingBackend  # noqa: E402
 
 
+def pytest_sessionstart(session):
+    """With LENS_REQUIRE_CYTHON=1 (CI), refuse to run the suite on the pure-Python fallback:
+    a silently failed build must not make the run test the fallback twice."""
+    if os.environ.get("LENS_REQUIRE_CYTHON") == "1" and lens_core.IMPLEMENTATION != "cython":
+        pytest.exit(f"LENS_REQUIRE_CYTHON=1 but lens_core.IMPLEMENTATION == {lens_core.IMPLEMENTATION!r}: "
+                    "the compiled gate did not load (was it built?)", returncode=3)
+
+
 @pytest.fixture(autouse=True)
 def clean_lens_state():
     """Every test starts and ends with no backend, no spec and an empty registry."""
