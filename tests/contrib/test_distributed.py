@@ -8,7 +8,7 @@ import pytest
 
 import lens_core
 from contrib_helpers import HERE, ROOT, child_env, free_port, read_run, run_python
-from otel_bridge.distributed import broadcast_trace_context, create_linked_span
+from otel_bridge.distributed import MAX_CARRIER_BYTES, broadcast_trace_context, create_linked_span
 
 RANK_TIMEOUT_S = 90
 
@@ -114,3 +114,23 @@ def test_broadcast_returns_none_and_imports_cleanly_without_torch():
     proc = run_python(code)
     assert proc.returncode == 0, proc.stderr
 
+
+
+@pytest.mark.engines
+def test_a_carrier_of_exactly_the_bound_arrives_and_one_byte_more_arrives_empty():
+    import json
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    try:
+        base = {"traceparent": "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01", "tracestate": ""}
+        padding = MAX_CARRIER_BYTES - len(json.dumps(base, separators=(",", ":")))
+        exact = dict(base, tracestate="k=" + "v" * (padding - 2))
+        assert broadcast_trace_context(carrier=exact) == exact
+        assert broadcast_trace_context(carrier=dict(exact, tracestate=exact["tracestate"] + "v")) == {}
+        assert broadcast_trace_context(carrier={"traceparent": base["traceparent"], "n": 1}) == {}
+        assert broadcast_trace_context() == {}  # nothing is recording here
+    finally:
+        dist.destroy_process_group()
+    assert broadcast_trace_context() is None
