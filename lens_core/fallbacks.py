@@ -14,6 +14,7 @@ checks that every signature matches the real primitive.
 __all__ = [
     "bucket_scope",
     "current_trace_carrier",
+    "get_pp_trace_carrier",
     "in_per_prompt_scope",
     "is_span_group_enabled",
     "iteration_scope",
@@ -21,6 +22,7 @@ __all__ = [
     "per_prompt_scope",
     "remote_trace_context",
     "safe_set_span_attributes",
+    "set_pp_trace_carrier",
     "span_attributes",
     "span_cm",
     "trace_fn",
@@ -90,6 +92,15 @@ def current_trace_carrier():
 def remote_trace_context(carrier):
     """No-op context manager."""
     return _NULL
+
+
+def set_pp_trace_carrier(carrier):
+    """No-op."""
+
+
+def get_pp_trace_carrier():
+    """Always ``{}`` without lens."""
+    return {}
 
 
 def span_attributes(**attrs):

@@ -1,0 +1,28 @@
+"""The active lens setup's providers, for instrumentations that must not use the global ones."""
+
+from __future__ import annotations
+
+from lens_core import _log
+
+__all__ = ["active_providers"]
+
+
+def active_providers(what: str):
+    """``(tracer_provider, meter_provider)`` of the active exporting setup, or None after
+    warning once that ``what`` is a no-op because telemetry is not set up. The meter
+    provider is a no-op one when the setup exports no metrics."""
+    from otel_bridge.handle import active_handle
+
+    handle = active_handle()
+    providers = handle.providers if handle is not None else None
+    if providers is None or providers.tracer_provider is None:
+        _log.warn_once(("contrib-no-telemetry", what),
+                       f"{what}: telemetry is not set up in this process (no exporting "
+                       "otel_bridge.setup_telemetry with traces), so nothing is instrumented")
+        return None
+    meter_provider = providers.meter_provider
+    if meter_provider is None:
+        from opentelemetry.metrics import NoOpMeterProvider
+
+        meter_provider = NoOpMeterProvider()
+    return providers.tracer_provider, meter_provider

@@ -1,0 +1,65 @@
+"""Client spans and traceparent headers for every aiohttp request, through lens's providers."""
+
+from __future__ import annotations
+
+import threading
+
+from ._active import active_providers
+
+__all__ = ["instrument_aiohttp_client", "uninstrument_aiohttp_client"]
+
+_EXTRA_HINT = "pip install 'lens-telemetry[aiohttp]'"
+_lock = threading.Lock()
+_instrumented_with = None  # the tracer provider the client is instrumented with, if any
+
+
+def _instrumentor():
+    try:
+        from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
+    except ImportError as exc:
+        raise ImportError(f"instrument_aiohttp_client needs aiohttp and its OpenTelemetry "
+                          f"instrumentation: {_EXTRA_HINT}") from exc
+    return AioHttpClientInstrumentor()
+
+
+def instrument_aiohttp_client(**instrumentor_kwargs) -> bool:
+    """Patch ``aiohttp.ClientSession`` so every request made afterwards opens a client span
+    and carries a ``traceparent`` header from the current context; True if instrumented.
+
+    Spans go to the ACTIVE lens setup's tracer provider (passed explicitly: the global
+    one may belong to an earlier setup). Sessions created before the call are not
+    instrumented. Calling it again is harmless; after a new setup it re-instruments with
+    the new providers. ``instrumentor_kwargs`` (``url_filter``, ``request_hook``, ...)
+    go to ``AioHttpClientInstrumentor.instrument``. Every request then costs a span,
+    whatever span groups are on: call it only where that volume is wanted. When
+    telemetry is not set up it warns once and returns False. Needs
+    ``pip install 'lens-telemetry[aiohttp]'``.
+    """
+    global _instrumented_with
+    instrumentor = _instrumentor()
+    for reserved in ("tracer_provider", "meter_provider"):
+        if reserved in instrumentor_kwargs:
+            raise TypeError(f"instrument_aiohttp_client sets {reserved} itself (the active lens setup's)")
+    providers = active_providers("instrument_aiohttp_client")
+    if providers is None:
+        return False
+    tracer_provider, meter_provider = providers
+    with _lock:
+        if instrumentor.is_instrumented_by_opentelemetry:
+            if _instrumented_with is tracer_provider and not instrumentor_kwargs:
+                return True
+            instrumentor.uninstrument()
+        instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider,
+                                **instrumentor_kwargs)
+        _instrumented_with = tracer_provider
+    return True
+
+
+def uninstrument_aiohttp_client() -> None:
+    """Undo instrument_aiohttp_client for sessions created from now on."""
+    global _instrumented_with
+    instrumentor = _instrumentor()
+    with _lock:
+        if instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.uninstrument()
+        _instrumented_with = None

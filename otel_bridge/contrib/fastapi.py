@@ -1,0 +1,53 @@
+"""Server spans for a FastAPI app, parented on the incoming traceparent, through lens's providers."""
+
+from __future__ import annotations
+
+from lens_core.semconv import SERVICE_NAME
+
+from ._active import active_providers
+
+__all__ = ["instrument_fastapi"]
+
+_EXTRA_HINT = "pip install 'lens-telemetry[fastapi]'"
+
+
+def instrument_fastapi(app, service_name: str = None, **instrumentor_kwargs) -> bool:
+    """Instrument ``app`` with OpenTelemetry's FastAPI instrumentation; True if it was.
+
+    Server spans go to the ACTIVE lens setup's tracer provider (passed explicitly: the
+    global one may belong to an earlier setup) and are parented on the request's
+    ``traceparent`` header, so a caller instrumented with instrument_aiohttp_client
+    sees the server's spans in its own trace. ``service_name``, when given, is set as
+    ``service.name`` on every server span (one process may serve several apps).
+    ``instrumentor_kwargs`` go to ``FastAPIInstrumentor.instrument_app``; the
+    per-message ASGI ``receive``/``send`` spans are left out unless ``exclude_spans``
+    says otherwise. Call it after setup_telemetry and before the app serves requests.
+    When telemetry is not set up it warns once and returns False. Needs
+    ``pip install 'lens-telemetry[fastapi]'``.
+    """
+    try:
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+    except ImportError as exc:
+        raise ImportError(f"instrument_fastapi needs FastAPI and its OpenTelemetry instrumentation: "
+                          f"{_EXTRA_HINT}") from exc
+    for reserved in ("tracer_provider", "meter_provider"):
+        if reserved in instrumentor_kwargs:
+            raise TypeError(f"instrument_fastapi sets {reserved} itself (the active lens setup's)")
+    providers = active_providers("instrument_fastapi")
+    if providers is None:
+        return False
+    tracer_provider, meter_provider = providers
+    if service_name is not None:
+        user_hook = instrumentor_kwargs.pop("server_request_hook", None)
+
+        def server_request_hook(span, scope):
+            if span is not None and span.is_recording():
+                span.set_attribute(SERVICE_NAME, service_name)
+            if user_hook is not None:
+                user_hook(span, scope)
+
+        instrumentor_kwargs["server_request_hook"] = server_request_hook
+    instrumentor_kwargs.setdefault("exclude_spans", ["receive", "send"])
+    FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider,
+                                       meter_provider=meter_provider, **instrumentor_kwargs)
+    return True
