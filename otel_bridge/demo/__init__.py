@@ -34,6 +34,7 @@ class DemoResult:
     report: object = None  # otel_bridge.report.Report, when the trace was written to files
     spans: tuple = ()  # the spans the report read
     stats: object = None  # _loop.RunStats
+    options: object = None  # _loop.DemoOptions
     messages: list = field(default_factory=list)
 
 
@@ -105,6 +106,7 @@ def run_demo(*, steps: int = 6, async_mode: bool = False, span_groups: str = "pe
     import torch._dynamo  # noqa: F401  the first optimizer imports it (~1 s); not model-build time
 
     import lens_core.catalogs.rl as rl_catalog
+    from lens_core import semconv
     from lens_core.config import LensConfig
 
     from ..handle import setup_telemetry
@@ -122,7 +124,7 @@ def run_demo(*, steps: int = 6, async_mode: bool = False, span_groups: str = "pe
     torch.set_num_threads(1)  # tiny tensors: intra-op threads only contend with the collector's
     started = time.perf_counter()
     handle = setup_telemetry(config, rank=0, world_size=1, local_rank=0,
-                             resource_attributes={"rl.algorithm": "grpo", "rl.model": "toy-mlp"})
+                             resource_attributes={semconv.RL_ALGORITHM: "grpo", semconv.RL_MODEL: "toy-mlp"})
     mode = "async" if async_mode else "sync"
     say(f"lens demo: {steps} GRPO steps ({mode}), span groups {span_groups!r}, run {handle.run_id}")
     try:
@@ -141,7 +143,7 @@ def run_demo(*, steps: int = 6, async_mode: bool = False, span_groups: str = "pe
         polls = ", ".join(map(str, stats.starved_polls)) or "none"
         say(f"  buffer starvation: {stats.starved_waits} wait(s), polls per wait: {polls}")
     say(f"lens demo: trained in {seconds:.2f} s" + ("" if exported else " (some spans were not exported)"))
-    result = DemoResult(EXIT_OK, out_dir, handle.run_id, config.exporter, seconds, stats=stats)
+    result = DemoResult(EXIT_OK, out_dir, handle.run_id, config.exporter, seconds, stats=stats, options=opts)
     if config.exporter != "file":
         say(f"lens demo: spans went to the {config.exporter!r} exporter (LENS_EXPORTER); "
             "no local files to report on")
