@@ -188,3 +188,27 @@ def test_the_lens_command_runs_the_demo_and_prints_the_report(tmp_path):
     assert "iteration" in proc.stdout and "goodput" in proc.stdout and "violations: 0" in proc.stdout
     assert str(tmp_path / "report.html") in proc.stdout
     assert (tmp_path / "report.html").is_file()
+
+
+def test_with_the_default_preset_there_are_no_steps_and_no_step_made_of_a_finalize(tmp_path):
+    result = run_demo(steps=2, span_groups="default", out=tmp_path, val_every=0, checkpoint_every=1)
+    names = {span.name for span in result.spans}
+    assert result.exit_code == 0 and result.report.violations == ()
+    assert {"rl.grpo.job", "rl.startup", "rl.grpo.checkpointing", "rl.checkpoint.finalize"} <= names
+    assert not names & {"rl.grpo.step", "rl.vllm.generate", "rl.grpo.policy_training"}
+    assert result.report.steps == ()
+
+
+def test_with_lens_exporter_otlp_the_same_trace_goes_to_a_collector(otlp_receiver, monkeypatch, tmp_path):
+    monkeypatch.setenv("LENS_EXPORTER", "otlp")
+    monkeypatch.setenv("LENS_METRICS_ENABLED", "false")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_receiver.grpc_endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    result = run_demo(steps=2, out=tmp_path, val_every=0, checkpoint_every=0)
+    assert (result.exit_code, result.exporter, result.trace_files) == (0, "otlp", ())
+    assert not (tmp_path / result.run_id).exists()
+    received = otlp_receiver.spans()
+    (job,) = [span for span in received if span.name == "rl.grpo.job"]
+    steps = [span for span in received if span.name == "rl.grpo.step"]
+    assert len(steps) == 2 and all(step.parent_span_id == job.span_id for step in steps)
+    assert {step.attributes["rl.iteration"] for step in steps} == {1, 2}
