@@ -63,7 +63,7 @@ def build_report(
 
     A step is an unbucketed span carrying ``rl.iteration`` whose name matches ``step_pattern``
     (searched). In a trace with no such span, unbucketed spans sharing an ``rl.iteration``
-    form the step instead. A step's buckets sum the bucketed spans below it, in any process.
+    form the step instead (except those below a bucketed span, such as a deferred finalize). A step's buckets sum the bucketed spans below it, in any process.
     """
     pattern = re.compile(step_pattern)
     tree = SpanTree(read.spans)
@@ -156,7 +156,9 @@ def _steps(tree: SpanTree, pattern: re.Pattern[str], violations: list[Violation]
             continue
         groups: dict[int, list[Span]] = defaultdict(list)
         for span in candidates:
-            if span.duration_ns is not None:
+            # A span below a bucketed span (a checkpoint's deferred finalize) is not step
+            # work: it may outlive the step, and its time is already its ancestor's.
+            if span.duration_ns is not None and not any(a.bucket is not None for a in tree.ancestors(span)):
                 groups[span.iteration].append(span)
         for members in groups.values():
             anchor = min(members, key=lambda s: (s.start_ns, -s.end_ns))

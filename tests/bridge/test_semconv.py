@@ -36,13 +36,34 @@ def _logger_name_nodes(tree):
                 yield from (arg for arg in node.args if isinstance(arg, ast.Constant))
 
 
+# lens span APIs -> index of their span-name argument (span names follow rl.<algo>.<phase>
+# and look like attribute names, but they are not attributes).
+_SPAN_NAME_ARGUMENT = {"managed_span": 1, "umbrella_span": 1, "trace_fn": 1, "umbrella_trace_fn": 1,
+                       "deferred_child_span": 1, "span_cm": 0}
+
+
+def _span_name_nodes(tree):
+    """String literals passed as the span name of a lens span API call."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            index = _SPAN_NAME_ARGUMENT.get(name)
+            if index is None:
+                continue
+            if len(node.args) > index:
+                yield node.args[index]
+            yield from (kw.value for kw in node.keywords if kw.arg == "name")
+
+
 def _hardcoded_attribute_names():
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             if path.name == "semconv.py":
                 continue
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-            skip = {id(n) for n in _docstring_nodes(tree)} | {id(n) for n in _logger_name_nodes(tree)}
+            skip = ({id(n) for n in _docstring_nodes(tree)} | {id(n) for n in _logger_name_nodes(tree)}
+                    | {id(n) for n in _span_name_nodes(tree)})
             relative = path.relative_to(ROOT).as_posix()
             for node in ast.walk(tree):
                 if (isinstance(node, ast.Constant) and isinstance(node.value, str)
@@ -69,6 +90,20 @@ def test_the_scanner_flags_a_literal_but_not_docstrings_or_logger_names(tmp_path
     )
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
     assert list(_hardcoded_attribute_names()) == ["lens_core/bad.py:4: 'rl.iteration'"]
+
+
+def test_the_scanner_skips_span_names_but_not_attributes_passed_to_the_same_call(tmp_path, monkeypatch):
+    """Span names passed to lens span APIs (rl.grpo.step) were reported as hard-coded attribute names."""
+    package = tmp_path / "otel_bridge"
+    package.mkdir()
+    (tmp_path / "lens_core").mkdir()
+    (package / "spans.py").write_text(
+        'with managed_span("step", "rl.grpo.step", **{"rl.weight_version": 1}):\n    pass\n'
+        'f = trace_fn("generation", name="rl.vllm.generate")\n'
+        'g = lens_core.span_cm("rl.custom.span")\n'
+    )
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    assert list(_hardcoded_attribute_names()) == ["otel_bridge/spans.py:1: 'rl.weight_version'"]
 
 
 def test_otel_bridge_semconv_re_exports_every_constant():

@@ -77,6 +77,26 @@ def test_without_step_spans_unbucketed_spans_are_grouped_by_iteration(tmp_path, 
     assert by_pattern.steps[0].totals.bucket_ns["overhead"] == 0
 
 
+def test_fallback_steps_leave_out_unbucketed_spans_below_a_bucketed_span(tmp_path, otlp):
+    """Regression: in a trace without step spans (``lens demo --span-groups default``), a deferred
+    ``rl.checkpoint.finalize`` (unbucketed, under the overhead checkpointing span) became a step of
+    its own, or stretched its iteration's step past the start of the next one."""
+    span = otlp.span
+    path = otlp.write(tmp_path / "a.jsonl", otlp.request([
+        span(1, "rl.grpo.job", 0, 20),
+        span(2, "rl.grpo.evaluate", 0, 4, 1, iteration=1),
+        span(3, "rl.grpo.checkpointing", 4, 5, 1, bucket="overhead", iteration=1),
+        span(4, "rl.checkpoint.finalize", 4.5, 8, 3, iteration=1),
+        span(5, "rl.grpo.evaluate", 6, 9, 1, iteration=2),
+        span(6, "rl.grpo.checkpointing", 10, 11, 1, bucket="overhead", iteration=3),
+        span(7, "rl.checkpoint.finalize", 10.5, 15, 6, iteration=3),
+    ]))
+    report = report_of(path)
+    assert [(s.iteration, s.span_id, s.totals.wall_ns) for s in report.steps] == [
+        (1, otlp.sid(2), 4 * S), (2, otlp.sid(5), 3 * S)]
+    assert report.run.bucket_ns["overhead"] == 2 * S and report.violations == ()
+
+
 def test_bucketed_spans_outside_steps_and_orphans_still_count_in_the_run(tmp_path, otlp):
     path = otlp.write(tmp_path / "a.jsonl", otlp.request([
         otlp.span(1, "rl.job", 0, 10),
