@@ -9,15 +9,22 @@ import pytest
 from otel_bridge import cli
 
 
-def test_resolve_lists_what_a_spec_enables_with_buckets(capsys):
-    assert cli.main(["resolve", "per_step,-job", "--import", "lens_core.catalogs.rl", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+def test_resolve_lists_what_a_spec_enables_with_buckets():
+    # a fresh process: --import must do the registering (in-process the module may be cached)
+    proc = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "resolve", "per_step,-job",
+                           "--import", "lens_core.catalogs.rl", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
     assert "job" not in out["enabled"] and "step" in out["enabled"]
     assert out["buckets"]["generation"] == "productive" and out["buckets"]["step"] is None
     assert out["pending"] == []
 
 
 def test_resolve_strict_fails_on_unknown_entries(capsys):
+    import lens_core.catalogs.rl as rl
+
+    rl.register()
     assert cli.main(["resolve", "per_step,nonsense", "--import", "lens_core.catalogs.rl", "--strict"]) == 1
     assert "unknown (pending): nonsense" in capsys.readouterr().out
 
