@@ -39,7 +39,7 @@ def provider():
     tracer_provider.shutdown()
 
 
-@pytest.mark.benchmark(group="enabled span")
+@pytest.mark.benchmark(group="enabled span", min_rounds=100, warmup=True)
 def test_enabled_managed_span(benchmark, provider):
     SpanRegistry.register("bench", ["g"])
     lens_core.install_backend(OTelBackend(provider))
@@ -56,7 +56,7 @@ def test_enabled_managed_span(benchmark, provider):
     benchmark(run)
 
 
-@pytest.mark.benchmark(group="enabled span")
+@pytest.mark.benchmark(group="enabled span", min_rounds=100, warmup=True)
 def test_sdk_start_as_current_span(benchmark, provider):
     tracer = provider.get_tracer("lens")
 
