@@ -12,9 +12,23 @@ from lens_core.config import LensConfig
 
 __all__ = ["TelemetryHandle", "active_handle", "resolve_rank", "setup_telemetry"]
 
-_setup_lock = threading.Lock()
+# Re-entrant: a reinit shuts the previous handle down (which takes this lock) while
+# holding it, and a SIGTERM handler may run shutdown on a thread that already holds it.
+_setup_lock = threading.RLock()
 _active = None  # the handle of the exporting setup in this process, if any
 _global_providers_set = False
+
+
+def _after_fork_in_child() -> None:
+    # A parent thread may have held these locks at fork time; the child starts afresh.
+    global _setup_lock
+    _setup_lock = threading.RLock()
+    if _active is not None:
+        _active._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def active_handle():
@@ -62,7 +76,7 @@ class TelemetryHandle:
         self.run_id = run_id
         self.providers = providers
         self.backend = backend
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._closed = False
         self._noop = None
         self._previous_handlers = {}
