@@ -1,4 +1,15 @@
-"""setup_telemetry and TelemetryHandle: one call per process, bounded flush and shutdown."""
+"""setup_telemetry and TelemetryHandle: one call per process, bounded flush and shutdown.
+
+Fork: a child forked from an exporting process keeps exporting through the setup it
+inherited, which re-initialises itself in the child: the batch queues start empty (spans
+the parent had queued stay the parent's, so each is exported once, by the parent), worker
+threads, locks and the id generator are fresh, file exporters write a new file named for
+the child's pid, and the child's shutdown report counts only the child's spans. The child
+exports what it emits itself; it must call ``handle.shutdown()`` (or exit normally, which
+runs the exit hook) before it ends; ``os._exit`` without a shutdown drops its queue. OTLP
+over gRPC in a forked child needs gRPC's own fork support (``GRPC_ENABLE_FORK_SUPPORT``);
+file and HTTP exporters need nothing.
+"""
 
 from __future__ import annotations
 
