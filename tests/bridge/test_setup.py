@@ -358,3 +358,32 @@ def test_auto_exporter_sends_traces_metrics_and_logs_to_an_otlp_receiver(otlp_re
     assert metric.proto.sum.data_points[0].as_int == 3
     (log,) = [r for r in otlp_receiver.wait_for_logs(1) if r.body == "inside generate"]
     assert log.trace_id == gen.trace_id and log.span_id == gen.span_id
+
+
+_QUIET_SCRIPT = textwrap.dedent("""
+    import os, sys
+    from lens_core import LensConfig, managed_span
+    from lens_core.registry import SpanRegistry
+    from otel_bridge import setup_telemetry
+    SpanRegistry.register("t", ["g"])
+    config = LensConfig(enabled=True, exporter="file", file_dir=sys.argv[1], span_groups="all",
+                        export_ranks="last")
+    handle = setup_telemetry(config, rank=0, world_size=4)
+    assert not handle.is_exporting
+    with managed_span("g", "quiet") as span:
+        assert span is None
+    with handle.tracer.start_as_current_span("noop") as span:
+        assert not span.is_recording()
+    handle.meter.create_counter("c").add(1)
+    handle.meter.create_histogram("h").record(1.5)
+    assert handle.force_flush() and handle.shutdown()
+    loaded = sorted(m for m in sys.modules if m.startswith("opentelemetry.sdk"))
+    print(loaded)
+""")
+
+
+def test_a_quiet_rank_imports_no_sdk_writes_nothing_and_hands_out_working_no_ops(tmp_path):
+    result = run_script(_QUIET_SCRIPT, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    assert list(tmp_path.iterdir()) == []
