@@ -187,8 +187,15 @@ cdef bint _rebinds(tuple names, Py_ssize_t nargs) except -1:
 cdef object _span_fast(object binder, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
     cdef Py_ssize_t nkw = 0 if kwnames is NULL else len(<tuple>kwnames)
     cdef tuple names = () if kwnames is NULL else <tuple>kwnames
-    if 2 <= nargs <= 3 and (nkw == 0 or not _rebinds(names, nargs)) and not _on(<object>args[0]):
-        return _NULL
+    if 2 <= nargs <= 3 and (nkw == 0 or not _rebinds(names, nargs)):
+        if not _on(<object>args[0]):
+            return _NULL
+        if nargs == 3 or "tracer" not in names:
+            # Enabled, common shape: hand over to the factory directly, without binding
+            # through the Python-level binder (which would check the gate a second time).
+            attrs = {names[i]: <object>args[nargs + i] for i in range(nkw)}
+            return _span_factory(<object>args[0], <object>args[1], <object>args[2] if nargs == 3 else None,
+                                 attrs, binder is _UMBRELLA_BINDER)
     positional = tuple([<object>args[i] for i in range(nargs)])
     kwargs = {names[i]: <object>args[nargs + i] for i in range(nkw)}
     return binder(*positional, **kwargs)
@@ -210,8 +217,9 @@ _umbrella_def.ml_doc = (
     "umbrella_span($module, group, name, tracer=None, **attrs)\n--\n\n"
     "Like managed_span, for an umbrella (never bucketed) span."
 )
+cdef object _UMBRELLA_BINDER = _Binders.umbrella_span
 managed_span = PyCFunction_NewEx(&_managed_def, _Binders.managed_span, __name__)
-umbrella_span = PyCFunction_NewEx(&_umbrella_def, _Binders.umbrella_span, __name__)
+umbrella_span = PyCFunction_NewEx(&_umbrella_def, _UMBRELLA_BINDER, __name__)
 
 
 # ---- trace_fn wrapper for plain functions ----------------------------------------------

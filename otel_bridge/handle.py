@@ -1,4 +1,15 @@
-"""setup_telemetry and TelemetryHandle: one call per process, bounded flush and shutdown."""
+"""setup_telemetry and TelemetryHandle: one call per process, bounded flush and shutdown.
+
+Fork: a child forked from an exporting process keeps exporting through the setup it
+inherited, which re-initialises itself in the child: the batch queues start empty (spans
+the parent had queued stay the parent's, so each is exported once, by the parent), worker
+threads, locks and the id generator are fresh, file exporters write a new file named for
+the child's pid, and the child's shutdown report counts only the child's spans. The child
+exports what it emits itself; it must call ``handle.shutdown()`` (or exit normally, which
+runs the exit hook) before it ends; ``os._exit`` without a shutdown drops its queue. OTLP
+over gRPC in a forked child needs gRPC's own fork support (``GRPC_ENABLE_FORK_SUPPORT``);
+file and HTTP exporters need nothing.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +23,23 @@ from lens_core.config import LensConfig
 
 __all__ = ["TelemetryHandle", "active_handle", "resolve_rank", "setup_telemetry"]
 
-_setup_lock = threading.Lock()
+# Re-entrant: a reinit shuts the previous handle down (which takes this lock) while
+# holding it, and a SIGTERM handler may run shutdown on a thread that already holds it.
+_setup_lock = threading.RLock()
 _active = None  # the handle of the exporting setup in this process, if any
 _global_providers_set = False
+
+
+def _after_fork_in_child() -> None:
+    # A parent thread may have held these locks at fork time; the child starts afresh.
+    global _setup_lock
+    _setup_lock = threading.RLock()
+    if _active is not None:
+        _active._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def active_handle():
@@ -62,7 +87,7 @@ class TelemetryHandle:
         self.run_id = run_id
         self.providers = providers
         self.backend = backend
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._closed = False
         self._noop = None
         self._previous_handlers = {}

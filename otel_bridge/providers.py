@@ -93,6 +93,10 @@ class _SpanLedger:
         self._open = {}
         self.ended = 0
         self.truncated = 0
+        counts = getattr(self, "exporter", None)
+        if counts is not None:  # the child's report must not count the parent's exports
+            counts.exported = counts.failed = 0
+            counts.last_error = None
 
     def on_start(self, span, parent_context=None):
         with self._lock:

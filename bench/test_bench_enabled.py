@@ -1,0 +1,68 @@
+"""The enabled path: managed_span through the OTel backend against the SDK's own
+start_as_current_span, on the same TracerProvider (SimpleSpanProcessor, null exporter).
+
+The span pipeline is identical on both sides, so the ratio bench/gate.py checks is the
+cost lens adds (gate, bucket stamping, attribute sanitising) against what the SDK's
+context manager costs.
+"""
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult  # noqa: E402
+
+import lens_core  # noqa: E402
+from lens_core.registry import SpanRegistry  # noqa: E402
+from otel_bridge.backend import OTelBackend  # noqa: E402
+
+LOOP = 1000
+
+
+class NullSpanExporter(SpanExporter):
+    """Accepts every span and keeps nothing."""
+
+    def export(self, spans):
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self):
+        pass
+
+
+@pytest.fixture
+def provider():
+    """One TracerProvider per benchmark: SimpleSpanProcessor over a null exporter."""
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(NullSpanExporter()))
+    yield tracer_provider
+    tracer_provider.shutdown()
+
+
+@pytest.mark.benchmark(group="enabled span", min_rounds=100, warmup=True)
+def test_enabled_managed_span(benchmark, provider):
+    SpanRegistry.register("bench", ["g"])
+    lens_core.install_backend(OTelBackend(provider))
+    lens_core.set_enabled_span_groups(["g"])
+    assert lens_core.is_span_group_enabled("g")
+    span = lens_core.managed_span
+
+    def run():
+        for _ in range(LOOP):
+            with span("g", "name", a=1, b="x"):
+                pass
+
+    benchmark.extra_info["impl"] = lens_core.IMPLEMENTATION
+    benchmark(run)
+
+
+@pytest.mark.benchmark(group="enabled span", min_rounds=100, warmup=True)
+def test_sdk_start_as_current_span(benchmark, provider):
+    tracer = provider.get_tracer("lens")
+
+    def run():
+        for _ in range(LOOP):
+            with tracer.start_as_current_span("name", attributes={"a": 1, "b": "x"}):
+                pass
+
+    benchmark(run)

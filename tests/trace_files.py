@@ -1,0 +1,79 @@
+"""Read what the file exporters wrote: spans and log records from OTLP/JSON lines."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _attrs(key_values):
+    out = {}
+    for kv in key_values or ():
+        value = kv["value"]
+        (kind, raw), = value.items() if value else (("none", None),)
+        out[kv["key"]] = int(raw) if kind == "intValue" else raw
+    return out
+
+
+def _lines(path):
+    # an unterminated last line is a torn write (see JsonLinesWriter): ignore it
+    text = Path(path).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.split("\n")[:-1] if line]
+
+
+def read_spans(directory, pattern="traces-*.jsonl"):
+    """Every span under ``directory`` (recursively) as a dict: name, trace_id, span_id,
+    parent_span_id, attributes, resource, start/end ns, file."""
+    spans = []
+    for path in sorted(Path(directory).rglob(pattern)):
+        for request in _lines(path):
+            for rs in request.get("resourceSpans", ()):
+                resource = _attrs(rs.get("resource", {}).get("attributes"))
+                for ss in rs.get("scopeSpans", ()):
+                    for span in ss.get("spans", ()):
+                        spans.append({
+                            "name": span["name"],
+                            "trace_id": span.get("traceId", ""),
+                            "span_id": span.get("spanId", ""),
+                            "parent_span_id": span.get("parentSpanId", ""),
+                            "attributes": _attrs(span.get("attributes")),
+                            "status": span.get("status", {}),
+                            "events": span.get("events", []),
+                            "start": int(span.get("startTimeUnixNano", 0)),
+                            "end": int(span.get("endTimeUnixNano", 0)),
+                            "scope": ss.get("scope", {}).get("name", ""),
+                            "resource": resource,
+                            "file": path.name,
+                        })
+    return spans
+
+
+def read_logs(directory):
+    """Every log record under ``directory`` as a dict: body, trace_id, span_id."""
+    records = []
+    for path in sorted(Path(directory).rglob("logs-*.jsonl")):
+        for request in _lines(path):
+            for rl in request.get("resourceLogs", ()):
+                for sl in rl.get("scopeLogs", ()):
+                    for record in sl.get("logRecords", ()):
+                        records.append({
+                            "body": record.get("body", {}).get("stringValue"),
+                            "trace_id": record.get("traceId", ""),
+                            "span_id": record.get("spanId", ""),
+                        })
+    return records
+
+
+def run_script(code, *args, timeout=30, env=None):
+    """Run ``code`` in a fresh interpreter that imports this checkout; CompletedProcess."""
+    environ = dict(os.environ)
+    environ["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), environ.get("PYTHONPATH", "")])
+    for name in list(environ):
+        if name.startswith("OTEL_") or name.startswith("LENS_"):
+            del environ[name]
+    environ.update(env or {})
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], env=environ,
+                          capture_output=True, text=True, timeout=timeout)
