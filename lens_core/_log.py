@@ -1,6 +1,7 @@
 """Warnings from lens_core, importing logging only when there is something to say."""
 
 import _thread
+import os
 
 __all__ = ["warn", "warn_once"]
 
@@ -23,6 +24,15 @@ def warn_once(key, message: str) -> bool:
         _warned.add(key)
     warn(message)
     return True
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = _thread.allocate_lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _reset_for_tests() -> None:

@@ -9,8 +9,10 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Optional, Tuple, Union
 
-__all__ = ["EXPORTERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
+__all__ = ["DEFAULT_SERVICE_NAME", "EXPORTERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
 
+#: The service name when neither LENS_SERVICE_NAME nor OTEL_SERVICE_NAME is set.
+DEFAULT_SERVICE_NAME = "lens"
 #: Exporter names a config may name (``auto``: OTLP if an endpoint is set, else file).
 EXPORTERS = ("auto", "otlp", "console", "file", "none")
 _TRUE = ("1", "true", "yes", "on")
@@ -91,7 +93,7 @@ class LensConfig:
     """Telemetry settings for one process. Building or validating one imports no OpenTelemetry."""
 
     enabled: bool = False
-    service_name: str = "lens"
+    service_name: str = DEFAULT_SERVICE_NAME
     span_groups: str = "default"
     traces_enabled: bool = True
     metrics_enabled: bool = True

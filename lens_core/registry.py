@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it would cost the import budget
@@ -331,6 +332,15 @@ class SpanRegistry:
                 f"unknown span-group spec entries: {', '.join(sorted(pending))}. {describe_registered(cls._view)}"
             )
         return enabled
+
+
+def _after_fork_in_child() -> None:
+    # A thread of the parent may have held the lock at fork; the child gets a fresh one.
+    SpanRegistry._lock = _thread.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def describe_registered(view: _View) -> str:

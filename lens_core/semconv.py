@@ -83,6 +83,8 @@ __all__ = [
     "SLURM_NTASKS",
     "SLURM_PARTITION",
     "SLURM_RESTART_COUNT",
+    "THREAD_ID",
+    "THREAD_NAME",
 ]
 
 # ---- span attributes stamped by lens itself ----------------------------------------------
@@ -117,6 +119,8 @@ SERVICE_VERSION = "service.version"
 SERVICE_INSTANCE_ID = "service.instance.id"
 HOST_NAME = "host.name"
 PROCESS_PID = "process.pid"
+THREAD_ID = "thread.id"  # span attribute: the thread that started the span
+THREAD_NAME = "thread.name"
 PROCESS_RUNTIME_NAME = "process.runtime.name"
 PROCESS_RUNTIME_VERSION = "process.runtime.version"
 

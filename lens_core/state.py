@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import os
 
 from . import _impl, _log
 from .registry import ALL, SpanRegistry, describe_registered, normalize_name
@@ -95,6 +96,16 @@ def _on_registry_change(namespace) -> None:
 
 
 SpanRegistry.add_listener(_on_registry_change)
+
+
+def _after_fork_in_child() -> None:
+    # A thread of the parent may have held the lock at fork; the child gets a fresh one.
+    global _lock
+    _lock = _thread.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def set_span_group_spec(spec) -> frozenset:

@@ -207,7 +207,7 @@ class TelemetryHandle:
         previous = self._previous_handlers.get(signum, _signal.SIG_DFL)
         if callable(previous):
             previous(signum, frame)
-        elif previous == _signal.SIG_DFL:
+        elif previous == _signal.SIG_DFL or previous is None:  # None: installed from C
             _signal.signal(signum, _signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
@@ -219,7 +219,13 @@ class TelemetryHandle:
 def _run_bounded(fn, deadline, name) -> bool:
     """Run ``fn`` on a daemon thread; True if it finished before ``deadline``."""
     thread = threading.Thread(target=fn, name=name, daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:
+        # Python 3.12 refuses new threads in exit hooks: run inline, bounded only by the
+        # exporters' own timeouts (3.11 and 3.13 start the thread).
+        fn()
+        return True
     thread.join(max(0.0, deadline - time.monotonic()))
     return not thread.is_alive()
 

@@ -99,6 +99,10 @@ class _SpanLedger:
             counts.last_error = None
 
     def on_start(self, span, parent_context=None):
+        # on_start runs in the starting thread: record it, so a report can give each
+        # thread its own lane (the SDK records no thread identity itself).
+        thread = threading.current_thread()
+        span.set_attributes({semconv.THREAD_ID: thread.ident, semconv.THREAD_NAME: thread.name})
         with self._lock:
             self._open[span.context.span_id] = span
 
@@ -172,6 +176,8 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     run, rank), then ``OTEL_RESOURCE_ATTRIBUTES``, then the caller's (which win)."""
     from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 
+    from lens_core.config import DEFAULT_SERVICE_NAME
+
     from .resources import detect_resource_attributes
 
     environ = os.environ if environ is None else environ
@@ -191,7 +197,11 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     })
     if config.user:
         attrs[semconv.NV_DL_USER] = config.user
-    attrs.update(OTELResourceDetector().detect().attributes)
+    environment = dict(OTELResourceDetector().detect().attributes)
+    if config.service_name != DEFAULT_SERVICE_NAME:
+        # the config already chose (LENS_SERVICE_NAME, else OTEL_SERVICE_NAME): keep it
+        environment.pop(semconv.SERVICE_NAME, None)
+    attrs.update(environment)
     attrs.update(caller)
     return Resource(attrs)
 

@@ -105,7 +105,8 @@ class Span:
     @property
     def thread(self) -> str:
         """The thread the span ran on: ``thread.id`` (with ``thread.name``), or ``""`` when not recorded."""
-        thread_id, thread_name = self.attributes.get("thread.id"), self.attributes.get("thread.name")
+        thread_id = self.attributes.get(semconv.THREAD_ID)
+        thread_name = self.attributes.get(semconv.THREAD_NAME)
         if thread_id is None:
             return "" if thread_name is None else str(thread_name)
         return str(thread_id) if thread_name is None else f"{thread_id} {thread_name}"

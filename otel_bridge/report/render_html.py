@@ -137,12 +137,17 @@ def _tooltip(span: Span) -> str:
     return escape("\n".join(lines))
 
 
-def _lane_label(span: Span) -> str:
+def _lane_label(span: Span) -> tuple[str, str]:
+    """(short label shown in the lane, full label for its tooltip)."""
     parts = [str(span.resource.get(semconv.SERVICE_NAME, "")), span.process]
     if semconv.NV_DL_RANK in span.resource:
         parts.insert(1, f"rank {span.resource[semconv.NV_DL_RANK]}")
-    label = " · ".join(part for part in parts if part)
-    return label + (f" / thread {span.thread}" if span.thread else "")
+    full = " · ".join(part for part in parts if part) + (f" / thread {span.thread}" if span.thread else "")
+    if not span.thread:
+        return full, full
+    # lead with what tells lanes of one process apart: the rank and the thread's name
+    thread = span.attributes.get(semconv.THREAD_NAME) or span.thread
+    return " · ".join(part for part in (parts[1] if len(parts) > 2 else parts[0], str(thread)) if part), full
 
 
 def _pack_rows(lane: list[Span], tree: SpanTree) -> dict[tuple[str, str], int]:
@@ -192,10 +197,10 @@ def _waterfall(timed: list[Span]) -> str:
         lane = lanes[key]
         row_of = _pack_rows(lane, tree)
         height = (max(row_of.values()) + 1) * _ROW_H
-        label = _lane_label(lane[0])
+        label, full_label = _lane_label(lane[0])
         parts.append(f'<line class="sep" x1="0" x2="{_LABEL_W + _PLOT_W}" y1="{y}" y2="{y}"/>')
         parts.append(
-            f'<text class="lane" x="4" y="{y + 11}"><title>{escape(label)}</title>'
+            f'<text class="lane" x="4" y="{y + 11}"><title>{escape(full_label)}</title>'
             f"{escape(_fit(label, _LABEL_W - 8))}</text>"
         )
         for span in lane:

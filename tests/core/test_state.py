@@ -327,3 +327,42 @@ def test_pinning_all_enables_every_group_including_later_ones(recorder):
     SpanRegistry.register("late", ["c"])
     assert lens_core.enabled_span_groups() == {"a", "b", "c"}
     assert lens_core.pending_span_groups() == frozenset()
+
+
+def test_a_forked_child_can_configure_groups_while_a_parent_thread_held_the_lock():
+    """Regression: the state and registry locks were inherited by forked children; a fork
+    taken while another thread held one deadlocked the child's next registration."""
+    import os
+
+    if not hasattr(os, "fork"):
+        pytest.skip("needs os.fork")
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with state._lock, SpanRegistry._lock:
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    pid = os.fork()
+    if pid == 0:  # child: must not block on the locks the parent's thread holds
+        try:
+            SpanRegistry.register("child", ["c"])
+            lens_core.set_span_group_spec("c")
+        finally:
+            os._exit(0)
+    release.set()
+    holder.join()
+    deadline_ok = False
+    for _ in range(100):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            deadline_ok = status == 0
+            break
+        threading.Event().wait(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert deadline_ok, "the forked child deadlocked or failed"

@@ -1,0 +1,39 @@
+"""Spans record the thread that started them, so a report gives each thread its own lane."""
+
+import threading
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from lens_core import LensConfig, managed_span  # noqa: E402
+from lens_core.registry import SpanRegistry  # noqa: E402
+from otel_bridge import setup_telemetry  # noqa: E402
+from otel_bridge.report import build_report, read_spans, render_html  # noqa: E402
+
+
+def test_spans_carry_thread_id_and_name_and_get_a_lane_per_thread(tmp_path):
+    """Regression: the SDK records no thread identity, so the waterfall put a process's
+    collector and worker threads in one lane."""
+    SpanRegistry.register("lanes", ["work"])
+    handle = setup_telemetry(LensConfig(enabled=True, span_groups="work", exporter="file",
+                                        file_dir=str(tmp_path), run_id="lanes", metrics_enabled=False))
+
+    def work():
+        with managed_span("work", "in.worker"):
+            pass
+
+    worker = threading.Thread(target=work, name="collector-thread")
+    with managed_span("work", "in.main"):
+        worker.start()
+        worker.join()
+    assert handle.shutdown()
+
+    read = read_spans([str(tmp_path)])
+    by_name = {span.name: span for span in read.spans}
+    assert by_name["in.worker"].attributes["thread.name"] == "collector-thread"
+    assert by_name["in.worker"].attributes["thread.id"] == worker.ident
+    assert by_name["in.main"].attributes["thread.name"] == threading.current_thread().name
+    html = render_html(build_report(read), read.spans)
+    assert "rank 0 · collector-thread" in html
+    assert f"rank 0 · {threading.current_thread().name}" in html
