@@ -7,8 +7,8 @@ from . import state
 __all__ = ["SpanBackend", "install_backend", "installed_backend", "uninstall_backend"]
 
 
-_REQUIRED = ("start", "use", "release", "end", "set_attributes", "current_carrier", "carrier_of",
-             "attach_carrier")
+_REQUIRED = ("start", "use", "release", "end", "open", "close", "set_attributes", "current_carrier",
+             "carrier_of", "attach_carrier")
 
 
 class SpanBackend:
@@ -36,6 +36,19 @@ class SpanBackend:
     def end(self, span, exc=None):
         """End ``span``; when ``exc`` is given, record it and set ERROR status first."""
         raise NotImplementedError
+
+    def open(self, name, attributes, tracer=None, context=None):
+        """start() then use(): returns ``(span, token)``. The enabled ``with`` path calls
+        this and close(); a backend may fuse the steps to save calls per span."""
+        span = self.start(name, attributes, tracer, context)
+        return span, self.use(span)
+
+    def close(self, span, token, exc=None):
+        """release() then end(), ending the span even if release fails."""
+        try:
+            self.release(token)
+        finally:
+            self.end(span, exc)
 
     def set_attributes(self, span, attributes):
         """Set already-sanitised attributes on a live span."""

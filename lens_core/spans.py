@@ -168,17 +168,17 @@ _scope_attributes = scopes._ATTRS.get
 _bucket_override = scopes._BUCKET.get
 
 
-def _group_info(group):
-    groups = SpanRegistry._view.groups  # the current immutable snapshot (see registry.view)
-    info = groups.get(group)
-    return info if info is not None else groups.get(group.strip().lower())
-
-
 def _span_attributes(group, name, attrs, umbrella_requested):
     """Scope attributes, then the bucket, then the call site's attributes (which win)."""
     scope = _scope_attributes()
     merged = dict(scope) if scope else {}
-    info = _group_info(group) if group is not None else None
+    if group is None:
+        info = None
+    else:  # _group_info inlined: this runs for every enabled span
+        groups = SpanRegistry._view.groups
+        info = groups.get(group)
+        if info is None:
+            info = groups.get(group.strip().lower())
     if info is not None:
         if info.umbrella:
             if info.bucket_key in attrs:
@@ -215,19 +215,14 @@ class _LiveSpan:
         self._record = record
 
     def __enter__(self):
-        backend = self._backend
-        span = self._span = backend.start(self._name, self._attrs, self._tracer, self._context)
-        self._token = backend.use(span)
+        span, self._token = self._backend.open(self._name, self._attrs, self._tracer, self._context)
+        self._span = span
         return span
 
     def __exit__(self, exc_type, exc, tb):
-        backend = self._backend
         if exc is not None and (not self._record or isinstance(exc, GeneratorExit)):
             exc = None  # closing a generator is not a failure
-        try:
-            backend.release(self._token)
-        finally:
-            backend.end(self._span, exc)
+        self._backend.close(self._span, self._token, exc)
         return False
 
 

@@ -27,7 +27,7 @@ class OTelBackend(SpanBackend):
         self._tracer = tracer_provider.get_tracer(INSTRUMENTATION_SCOPE, version or None)
         self._attach = context.attach
         # release() is context.detach itself: one Python frame less on every span's exit.
-        self.release = context.detach
+        self.release = self._detach = context.detach
         self._set_span_in_context = trace.set_span_in_context
         self._get_current_span = trace.get_current_span
         self._inject = propagate.inject
@@ -52,6 +52,23 @@ class OTelBackend(SpanBackend):
         if context is not None:  # the common case (None: the current context) skips a call
             context = self._context(context)
         return (tracer or self._tracer).start_span(name, context, attributes=attributes, links=links)
+
+    def open(self, name, attributes, tracer=None, context=None):
+        """start() and use() fused (the enabled ``with`` path): returns (span, token)."""
+        if context is not None:
+            context = self._context(context)
+        span = (tracer or self._tracer).start_span(name, context, attributes=attributes)
+        return span, self._attach(self._set_span_in_context(span))
+
+    def close(self, span, token, exc=None):
+        """release() and end() fused: detach, then end (recording ``exc`` if given)."""
+        try:
+            self._detach(token)
+        finally:
+            if exc is None:
+                span.end()
+            else:
+                self.end(span, exc)
 
     def use(self, span):
         """Make ``span`` current; returns the token for release()."""
