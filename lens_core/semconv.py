@@ -1,6 +1,9 @@
 """Attribute and metric names lens emits: the one place they are spelled (stdlib only)."""
 
 __all__ = [
+    "CODE_FILE_PATH",
+    "CODE_FUNCTION_NAME",
+    "CODE_LINE_NUMBER",
     "GEN_AI_CLIENT_OPERATION_DURATION",
     "GEN_AI_CLIENT_TOKEN_USAGE",
     "GEN_AI_OPERATION_NAME",
@@ -121,6 +124,9 @@ HOST_NAME = "host.name"
 PROCESS_PID = "process.pid"
 THREAD_ID = "thread.id"  # span attribute: the thread that started the span
 THREAD_NAME = "thread.name"
+CODE_FILE_PATH = "code.file.path"  # log records: where the log call is
+CODE_FUNCTION_NAME = "code.function.name"
+CODE_LINE_NUMBER = "code.line.number"
 PROCESS_RUNTIME_NAME = "process.runtime.name"
 PROCESS_RUNTIME_VERSION = "process.runtime.version"
 
