@@ -7,11 +7,16 @@ from lens_core import _log
 __all__ = ["active_providers"]
 
 
-def active_providers(what: str):
+def active_providers(what: str, instrumentor_kwargs=None):
     """``(tracer_provider, meter_provider)`` of the active exporting setup, or None after
     warning once that ``what`` is a no-op because telemetry is not set up. The meter
-    provider is a no-op one when the setup exports no metrics."""
+    provider is a no-op one when the setup exports no metrics. Passing the providers in
+    ``instrumentor_kwargs`` is a TypeError: they are always the active setup's."""
     from otel_bridge.handle import active_handle
+
+    for reserved in ("tracer_provider", "meter_provider"):
+        if reserved in (instrumentor_kwargs or ()):
+            raise TypeError(f"{what} sets {reserved} itself (the active lens setup's)")
 
     handle = active_handle()
     providers = handle.providers if handle is not None else None

@@ -37,10 +37,7 @@ def instrument_aiohttp_client(**instrumentor_kwargs) -> bool:
     """
     global _instrumented_with
     instrumentor = _instrumentor()
-    for reserved in ("tracer_provider", "meter_provider"):
-        if reserved in instrumentor_kwargs:
-            raise TypeError(f"instrument_aiohttp_client sets {reserved} itself (the active lens setup's)")
-    providers = active_providers("instrument_aiohttp_client")
+    providers = active_providers("instrument_aiohttp_client", instrumentor_kwargs)
     if providers is None:
         return False
     tracer_provider, meter_provider = providers

@@ -30,10 +30,7 @@ def instrument_fastapi(app, service_name: str = None, **instrumentor_kwargs) -> 
     except ImportError as exc:
         raise ImportError(f"instrument_fastapi needs FastAPI and its OpenTelemetry instrumentation: "
                           f"{_EXTRA_HINT}") from exc
-    for reserved in ("tracer_provider", "meter_provider"):
-        if reserved in instrumentor_kwargs:
-            raise TypeError(f"instrument_fastapi sets {reserved} itself (the active lens setup's)")
-    providers = active_providers("instrument_fastapi")
+    providers = active_providers("instrument_fastapi", instrumentor_kwargs)
     if providers is None:
         return False
     tracer_provider, meter_provider = providers

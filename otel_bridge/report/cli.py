@@ -15,7 +15,8 @@ from .render_html import render_html
 from .render_text import render_text
 from .rollup import DEFAULT_TOP_N, build_report
 
-__all__ = ["EXIT_NO_SPANS", "EXIT_OK", "EXIT_VIOLATIONS", "add_arguments", "build_parser", "main", "run"]
+__all__ = ["EXIT_NO_SPANS", "EXIT_OK", "EXIT_VIOLATIONS", "add_arguments", "build_parser", "main",
+           "non_negative_int", "run"]
 
 EXIT_OK = 0
 """Exit status of a report that was produced (violations included, unless ``--strict``)."""
@@ -40,7 +41,8 @@ def _regex(text: str) -> re.Pattern[str]:
         raise argparse.ArgumentTypeError(f"invalid regular expression {text!r}: {exc}") from None
 
 
-def _count(text: str) -> int:
+def non_negative_int(text: str) -> int:
+    """argparse type: a non-negative integer, with a clear error otherwise."""
     try:
         value = int(text)
     except ValueError:
@@ -56,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     parser.add_argument("--html", metavar="OUT", help="also write a self-contained HTML waterfall to OUT")
     parser.add_argument(
-        "--top", type=_count, default=DEFAULT_TOP_N, metavar="N", help="span names to list by total time"
+        "--top", type=non_negative_int, default=DEFAULT_TOP_N, metavar="N", help="span names to list by total time"
     )
     parser.add_argument(
         "--step-pattern",
