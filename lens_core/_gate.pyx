@@ -20,11 +20,23 @@ cdef extern from "Python.h":
     object PyCFunction_NewEx(PyMethodDef* ml, object self, object module)
     object PyMethod_New(object func, object self)
     object PyObject_Vectorcall(object callable, PyObject* const* args, size_t nargsf, PyObject* kwnames)
+    vectorcallfunc PyVectorcall_Function(object callable)
     Py_ssize_t PyVectorcall_NARGS(size_t nargsf)
     void PyType_Modified(object tp)
     int METH_FASTCALL
     int METH_KEYWORDS
     unsigned long Py_TPFLAGS_HAVE_VECTORCALL
+
+cdef extern from *:
+    """
+    /* Call a vectorcall entry point directly; the result is a new reference or NULL. */
+    static PyObject *lens_vectorcall(vectorcallfunc f, PyObject *callable, PyObject *const *args,
+                                     size_t nargsf, PyObject *kwnames) {
+        return f(callable, args, nargsf, kwnames);
+    }
+    """
+    object lens_vectorcall(vectorcallfunc f, PyObject* callable, PyObject* const* args, size_t nargsf,
+                           PyObject* kwnames)
 
 __all__ = [
     "any_enabled",
@@ -232,6 +244,7 @@ cdef class TracedFunction:
     """
 
     cdef vectorcallfunc _vectorcall
+    cdef vectorcallfunc _fn_vectorcall  # the wrapped callable's own entry point, or NULL
     cdef object _fn
     cdef object _group
     cdef _Snapshot _seen  # the snapshot _gid was resolved against
@@ -243,6 +256,7 @@ cdef class TracedFunction:
 
     def __init__(self, fn, group, name, tracer, umbrella):
         self._fn = fn
+        self._fn_vectorcall = PyVectorcall_Function(fn)
         self._group = group
         self.__wrapped__ = fn
         self._lens_group = group
@@ -277,6 +291,9 @@ cdef object _traced_vectorcall(object self, PyObject** args, size_t nargsf, PyOb
         gid = tf._gid
         if gid >= 0 and (gid >> 3) < PyBytes_GET_SIZE(s.bits) and (PyBytes_AS_STRING(s.bits)[gid >> 3] >> (gid & 7)) & 1:
             return _traced_enabled(tf, args, nargsf, kwnames)
+    if tf._fn_vectorcall is not NULL:
+        # Straight into the function's vectorcall (what PyObject_Vectorcall would look up).
+        return lens_vectorcall(tf._fn_vectorcall, <PyObject*>tf._fn, args, nargsf, kwnames)
     return PyObject_Vectorcall(tf._fn, args, nargsf, kwnames)
 
 
