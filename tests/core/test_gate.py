@@ -247,3 +247,26 @@ def test_switching_implementation_keeps_the_enabled_set(recorder, gate_implement
     finally:
         _impl.use(gate_implementation)
     assert lens_core.is_span_group_enabled("off") is True
+
+
+def test_disabled_traced_calls_leak_no_reference_to_the_result_and_propagate_errors():
+    """Guards the compiled fast path that calls the wrapped function's vectorcall entry
+    directly: the result must be handed over, not increfed again, and NULL must raise."""
+    import sys
+
+    result = object()
+
+    @lens_core.trace_fn("off.group")
+    def returns():
+        return result
+
+    @lens_core.trace_fn("off.group")
+    def raises():
+        raise LookupError("boom")
+
+    before = sys.getrefcount(result)
+    for _ in range(1000):
+        returns()
+    assert sys.getrefcount(result) == before
+    with pytest.raises(LookupError, match="boom"):
+        raises()
