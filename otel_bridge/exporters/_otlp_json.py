@@ -6,6 +6,11 @@ import base64
 import json
 from typing import Any
 
+# Imported here, when an exporter is built, never lazily at export time: an export runs on
+# the batch worker thread, and a fork that lands while that thread holds an import lock
+# leaves the child's first export waiting on it forever.
+from google.protobuf import json_format
+
 __all__ = ["ID_FIELDS", "to_otlp_json", "to_otlp_json_line"]
 
 #: JSON field names that OTLP/JSON writes as lowercase hex instead of base64.
@@ -19,8 +24,6 @@ def to_otlp_json(message: Any) -> dict[str, Any]:
     decimal strings, default values omitted) with the two OTLP/JSON differences
     applied: enums are integers, and trace/span ids are lowercase hex, not base64.
     """
-    from google.protobuf import json_format
-
     data = json_format.MessageToDict(
         message,
         preserving_proto_field_name=False,

@@ -107,3 +107,19 @@ def test_a_forked_childs_shutdown_reports_its_own_lost_spans():
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0", "the child's shutdown claimed every span was exported"
     assert "2 of 2 spans were not exported" in result.stderr
+
+
+def test_building_the_file_exporter_leaves_nothing_to_import_at_export_time(tmp_path):
+    """Regression: the OTLP/JSON encoder imported protobuf's json_format lazily on the
+    batch worker thread; a fork landing mid-import left the child's first export blocked
+    on the inherited module lock (its shutdown then timed out with every span lost)."""
+    script = textwrap.dedent("""
+        import sys
+        from lens_core import LensConfig
+        from otel_bridge import setup_telemetry
+        setup_telemetry(LensConfig(enabled=True, exporter="file", file_dir=sys.argv[1], run_id="r"))
+        print("google.protobuf.json_format" in sys.modules)
+    """)
+    result = run_script(script, tmp_path, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True"]
