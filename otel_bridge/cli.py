@@ -67,7 +67,8 @@ def _cmd_emit_spans(args) -> int:
         return 2
     if isinstance(specs, dict):
         specs = [specs]
-    config = LensConfig.from_env().replace(enabled=True, metrics_enabled=False)
+    # emitted spans go through the tracer directly: no span groups are involved
+    config = LensConfig.from_env().replace(enabled=True, metrics_enabled=False, span_groups="")
     if args.exporter:
         config = config.replace(exporter=args.exporter)
     handle = setup_telemetry(config, rank=0, world_size=1, local_rank=0)

@@ -59,3 +59,36 @@ def test_the_console_script_runs_the_report_subcommand(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2  # no spans at all is its own exit status
+
+
+def _emit(tmp_path, specs):
+    path = tmp_path / "spans.json"
+    path.write_text(json.dumps(specs))
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("LENS_", "OTEL_"))}
+    env.update(LENS_FILE_DIR=str(tmp_path / "out"), LENS_RUN_ID="emit")
+    return subprocess.run([sys.executable, "-m", "otel_bridge.cli", "emit-spans", str(path), "--exporter", "file"],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_emit_spans_writes_spans_over_the_given_intervals(tmp_path):
+    proc = _emit(tmp_path, [{"name": "process.start", "start": 1700000000.0, "end": 1700000002.5},
+                            {"name": "first.step", "start": 1700000002.5, "end": 1700000003.0,
+                             "attributes": {"phase": "warmup"}}])
+    assert proc.returncode == 0, proc.stderr
+    assert "emitted 2 span(s)" in proc.stdout
+    lines = [json.loads(line) for f in (tmp_path / "out" / "emit").glob("traces-*.jsonl")
+             for line in f.read_text().splitlines()]
+    spans = {s["name"]: s for line in lines for rs in line["resourceSpans"]
+             for ss in rs["scopeSpans"] for s in ss["spans"]}
+    assert spans["process.start"]["startTimeUnixNano"] == "1700000000000000000"
+    assert spans["process.start"]["endTimeUnixNano"] == "1700000002500000000"
+    assert set(spans) == {"process.start", "first.step"}
+
+
+def test_emit_spans_emits_nothing_when_any_spec_is_bad(tmp_path):
+    proc = _emit(tmp_path, [{"name": "ok", "start": 1.0, "end": 2.0},
+                            {"name": "bad", "start": "soon", "end": 2.0}])
+    assert proc.returncode == 1
+    assert "nothing emitted" in proc.stderr and "spec 1: start must be a number" in proc.stderr
+    assert "span-group spec" not in proc.stderr  # emit-spans involves no span groups
+    assert not list((tmp_path / "out").rglob("traces-*.jsonl"))
