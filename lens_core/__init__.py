@@ -2,6 +2,7 @@
 
 from ._impl import IMPLEMENTATION
 from .backend import SpanBackend, install_backend, installed_backend, uninstall_backend
+from .config import LensConfig
 from .efficiency import IdleWait, deferred_child_span, efficiency_span, start_efficiency_span
 from .registry import Bucket, SpanRegistry
 from .scopes import (
@@ -33,15 +34,6 @@ from .state import (
     set_span_group_spec,
     span_group_diagnostics,
 )
-
-def __getattr__(name):
-    # LensConfig is loaded on first use: its dataclass machinery would double the import time.
-    if name == "LensConfig":
-        from .config import LensConfig
-
-        return LensConfig
-    raise AttributeError(f"module 'lens_core' has no attribute {name!r}")
-
 
 __all__ = [
     "Bucket",

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
-import re
-from dataclasses import dataclass
-from typing import Mapping, Optional, Tuple, Union
+
+from ._record import Record
 
 __all__ = ["DEFAULT_SERVICE_NAME", "EXPORTERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
 
@@ -17,7 +15,6 @@ DEFAULT_SERVICE_NAME = "lens"
 EXPORTERS = ("auto", "otlp", "console", "file", "none")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def parse_bool(value: str, variable: str = "value") -> bool:
@@ -30,13 +27,11 @@ def parse_bool(value: str, variable: str = "value") -> bool:
     raise ValueError(f"{variable}={value!r}: expected a boolean (one of {', '.join(_TRUE + _FALSE)})")
 
 
-@dataclass(frozen=True)
-class ExportRanks:
+class ExportRanks(Record):
     """Which ranks export: mode ``all`` / ``first`` / ``last`` / ``per_node`` / ``list`` / ``sample``."""
 
-    mode: str = "all"
-    ranks: Tuple[int, ...] = ()
-    fraction: float = 1.0
+    _fields = __slots__ = ("mode", "ranks", "fraction")
+    _defaults = {"mode": "all", "ranks": (), "fraction": 1.0}
 
     def exports(self, rank: int, world_size: int, local_rank: int = 0) -> bool:
         """Whether ``rank`` of ``world_size`` exports. ``sample`` is deterministic per rank
@@ -63,7 +58,7 @@ class ExportRanks:
         return self.mode
 
 
-def parse_export_ranks(value: Union[str, ExportRanks], variable: str = "export_ranks") -> ExportRanks:
+def parse_export_ranks(value, variable: str = "export_ranks") -> ExportRanks:
     """Parse ``all``, ``first``, ``last``, ``per_node``, ``0,8,16`` or ``sample:0.05``."""
     if isinstance(value, ExportRanks):
         return value
@@ -88,25 +83,34 @@ def parse_export_ranks(value: Union[str, ExportRanks], variable: str = "export_r
     return ExportRanks("list", ranks)
 
 
-@dataclass(frozen=True)
-class LensConfig:
-    """Telemetry settings for one process. Building or validating one imports no OpenTelemetry."""
+class LensConfig(Record):
+    """Telemetry settings for one process (immutable; ``replace(**changes)`` copies).
+    Building or validating one imports no OpenTelemetry.
 
-    enabled: bool = False
-    service_name: str = DEFAULT_SERVICE_NAME
-    span_groups: str = "default"
-    traces_enabled: bool = True
-    metrics_enabled: bool = True
-    logs_enabled: bool = False
-    exporter: str = "auto"
-    file_dir: str = "./lens-traces"
-    export_ranks: ExportRanks = ExportRanks()
-    run_id: Optional[str] = None
-    user: Optional[str] = None
-    metric_export_interval_ms: int = 10_000
-    shutdown_timeout_ms: int = 5_000
+    Fields and defaults: enabled=False, service_name="lens", span_groups="default",
+    traces_enabled=True, metrics_enabled=True, logs_enabled=False, exporter="auto",
+    file_dir="./lens-traces", export_ranks=all, run_id=None, user=None,
+    metric_export_interval_ms=10000, shutdown_timeout_ms=5000.
+    """
 
-    def __post_init__(self):
+    _defaults = {
+        "enabled": False,
+        "service_name": DEFAULT_SERVICE_NAME,
+        "span_groups": "default",
+        "traces_enabled": True,
+        "metrics_enabled": True,
+        "logs_enabled": False,
+        "exporter": "auto",
+        "file_dir": "./lens-traces",
+        "export_ranks": ExportRanks(),
+        "run_id": None,
+        "user": None,
+        "metric_export_interval_ms": 10_000,
+        "shutdown_timeout_ms": 5_000,
+    }
+    _fields = __slots__ = tuple(_defaults)
+
+    def _validate(self):
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
         if self.exporter not in EXPORTERS:
             raise ValueError(f"exporter={self.exporter!r}: allowed: {', '.join(EXPORTERS)}")
@@ -117,13 +121,8 @@ class LensConfig:
         if not isinstance(self.service_name, str) or not self.service_name.strip():
             raise ValueError(f"service_name={self.service_name!r}: must be a non-empty string")
 
-    def replace(self, **changes) -> "LensConfig":
-        """A copy with ``changes`` applied (the config itself is immutable)."""
-        return dataclasses.replace(self, **changes)
-
     @classmethod
-    def from_env(cls, prefix: str = "LENS", fallback_prefix: Optional[str] = None,
-                 environ: Optional[Mapping[str, str]] = None) -> "LensConfig":
+    def from_env(cls, prefix: str = "LENS", fallback_prefix=None, environ=None) -> "LensConfig":
         """Read ``<PREFIX>_ENABLED``, ``_SERVICE_NAME``, ``_SPAN_GROUPS``, ``_TRACES_ENABLED``,
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
         ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``.
@@ -134,7 +133,7 @@ class LensConfig:
         """
         env = os.environ if environ is None else environ
         for p in (prefix, fallback_prefix):
-            if p is not None and not _NAME_RE.match(p):
+            if p is not None and not (isinstance(p, str) and p.isascii() and p.isidentifier()):
                 raise ValueError(f"prefix {p!r} must be an environment-variable name prefix like 'LENS'")
 
         def get(key: str):

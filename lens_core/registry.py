@@ -10,6 +10,7 @@ if TYPE_CHECKING:  # typing is not imported at run time: it would cost the impor
     from typing import Callable, Iterable, List, Mapping, Optional, Tuple
 
 from . import semconv
+from ._record import Record
 
 __all__ = ["ALL", "Bucket", "GroupInfo", "SpanRegistry", "describe_registered", "normalize_name"]
 
@@ -41,32 +42,7 @@ def normalize_name(name: object, what: str = "name") -> str:
     return norm
 
 
-class _Record:
-    """A small immutable record (dataclasses would cost the import budget)."""
-
-    __slots__ = ()
-    _fields: tuple = ()
-
-    def __init__(self, *values):
-        for name, value in zip(self._fields, values):
-            object.__setattr__(self, name, value)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def __eq__(self, other):
-        return type(other) is type(self) and all(
-            getattr(self, f) == getattr(other, f) for f in self._fields)
-
-    def __hash__(self):
-        return hash(tuple(getattr(self, f) for f in self._fields))
-
-    def __repr__(self):
-        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
-        return f"{type(self).__name__}({inner})"
-
-
-class GroupInfo(_Record):
+class GroupInfo(Record):
     """How a group's spans are classified: a bucketed leaf, or an umbrella (bucket None).
 
     ``declared`` is True when an owner declared the bucket or umbrella explicitly.
@@ -75,11 +51,11 @@ class GroupInfo(_Record):
     _fields = __slots__ = ("name", "id", "owners", "umbrella", "bucket", "bucket_key", "declared")
 
 
-class _Namespace(_Record):
+class _Namespace(Record):
     _fields = __slots__ = ("name", "groups", "presets", "buckets", "umbrellas", "bucket_key")
 
 
-class _View(_Record):
+class _View(Record):
     """An immutable snapshot of the registry; replaced whole on every change (its dicts
     are never mutated after publication)."""
 

@@ -1,0 +1,52 @@
+"""Record: a small immutable value class (dataclasses would cost the import budget)."""
+
+__all__ = ["Record"]
+
+
+class Record:
+    """Fields in ``_fields`` (in order), optional ``_defaults``; built from positional or
+    keyword arguments; immutable, comparable, hashable; ``replace(**changes)`` copies.
+    Subclasses declare ``__slots__ = _fields`` and may override ``_validate``."""
+
+    __slots__ = ()
+    _fields = ()
+    _defaults = {}
+
+    def __init__(self, *args, **kwargs):
+        cls = type(self).__name__
+        if len(args) > len(self._fields):
+            raise TypeError(f"{cls}() takes at most {len(self._fields)} positional arguments ({len(args)} given)")
+        values = dict(zip(self._fields, args))
+        for key, value in kwargs.items():
+            if key not in self._fields:
+                raise TypeError(f"{cls}() got an unexpected keyword argument {key!r}")
+            if key in values:
+                raise TypeError(f"{cls}() got multiple values for argument {key!r}")
+            values[key] = value
+        for name in self._fields:
+            if name not in values:
+                if name not in self._defaults:
+                    raise TypeError(f"{cls}() missing required argument {name!r}")
+                values[name] = self._defaults[name]
+            object.__setattr__(self, name, values[name])
+        self._validate()
+
+    def _validate(self):
+        """Check (and normalise with object.__setattr__) the fields; raise ValueError."""
+
+    def replace(self, **changes):
+        """A copy with ``changes`` applied (the record itself is immutable)."""
+        return type(self)(**{**{f: getattr(self, f) for f in self._fields}, **changes})
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable; use replace()")
+
+    def __eq__(self, other):
+        return type(other) is type(self) and all(getattr(self, f) == getattr(other, f) for f in self._fields)
+
+    def __hash__(self):
+        return hash(tuple(getattr(self, f) for f in self._fields))
+
+    def __repr__(self):
+        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{type(self).__name__}({inner})"
