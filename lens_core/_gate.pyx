@@ -39,8 +39,6 @@ cdef extern from *:
                            PyObject* kwnames)
 
 __all__ = [
-    "any_enabled",
-    "group_id",
     "is_enabled",
     "managed_span",
     "null_span",
@@ -137,21 +135,9 @@ cdef inline int _on(object group) except -1:
     return (PyBytes_AS_STRING(s.bits)[gid >> 3] >> (gid & 7)) & 1
 
 
-def group_id(group):
-    """The id of ``group`` (any spelling) in the current snapshot, or -1 if unregistered."""
-    cdef _Snapshot s = _snap
-    found = s.ids.get(group)
-    return _slow_id(s.ids, group) if found is None else found
-
-
 def is_enabled(group):
     """True when ``group`` is on (registered, enabled and a backend installed)."""
     return _on(group) == 1
-
-
-def any_enabled():
-    """True when at least one group is on."""
-    return _snap.anyon
 
 
 # ---- managed_span / umbrella_span -------------------------------------------------------

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 __all__ = [
-    "any_enabled",
-    "group_id",
     "is_enabled",
     "managed_span",
     "null_span",
@@ -83,19 +81,9 @@ def publish(ids, bits):
     _on = _Lookup(ids, int(bits))  # one reference assignment; readers never lock
 
 
-def group_id(group):
-    """The id of ``group`` (any spelling) in the current snapshot, or -1 if unregistered."""
-    return _on.gid(group)
-
-
 def is_enabled(group):
     """True when ``group`` is on (registered, enabled and a backend installed)."""
     return _on[group]
-
-
-def any_enabled():
-    """True when at least one group is on."""
-    return _on.bits != 0
 
 
 def managed_span(group, name, tracer=None, **attrs):
