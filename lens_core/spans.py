@@ -36,7 +36,8 @@ DEFAULT_REDACT_KEYS = frozenset({
 })
 REDACTED = "[REDACTED]"
 _SCALARS = (bool, int, float, str)
-_redact_cache: dict = {}
+_redact_cache: dict = {}  # attribute key -> redact? for the default keys
+_REDACT_CACHE_LIMIT = 4096
 _dropped = 0
 _warn_once = _log.warn_once
 
@@ -59,7 +60,9 @@ def redact_value(key: str, value, redact_keys=None):
         redact_keys = DEFAULT_REDACT_KEYS
         hit = _redact_cache.get(key)
         if hit is None:
-            hit = _redact_cache[key] = _is_redacted_key(key, redact_keys)
+            hit = _is_redacted_key(key, redact_keys)
+            if len(_redact_cache) < _REDACT_CACHE_LIMIT:  # keys built at run time must not grow it forever
+                _redact_cache[key] = hit
     else:
         hit = _is_redacted_key(key, redact_keys)
     if not hit:

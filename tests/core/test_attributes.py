@@ -138,3 +138,14 @@ def test_default_redact_keys_are_the_documented_set():
         "prompt", "input_text", "output_text", "text", "password", "token", "secret", "key",
         "api_key", "authorization",
     }
+
+
+def test_the_redaction_cache_stays_bounded_for_keys_built_at_run_time():
+    """Regression: every distinct attribute key was cached forever, so keys built at run
+    time (f"item.{i}") grew the cache without bound."""
+    from lens_core import spans
+
+    for i in range(spans._REDACT_CACHE_LIMIT + 500):
+        spans.sanitize_attributes({f"item.{i}.label": "x"})
+    assert len(spans._redact_cache) <= spans._REDACT_CACHE_LIMIT
+    assert spans.redact_value(f"item.{10**6}.token", "secret") == spans.REDACTED
