@@ -16,11 +16,19 @@ def warn(message: str) -> None:
     logging.getLogger("lens_core").warning(message)
 
 
+_LIMIT = 4096  # distinct warnings remembered; past it, new ones are suppressed (said once)
+
+
 def warn_once(key, message: str) -> bool:
     """Log ``message`` once per ``key``; True if it was logged now."""
     with _lock:
         if key in _warned:
             return False
+        if len(_warned) >= _LIMIT:
+            full = "lens_core: too many distinct warnings"
+            if full in _warned:
+                return False
+            key, message = full, f"lens_core: {_LIMIT} distinct warnings logged; further ones are suppressed"
         _warned.add(key)
     warn(message)
     return True
