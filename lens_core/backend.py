@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from . import state
 
-__all__ = ["SpanBackend", "install_backend", "installed_backend", "uninstall_backend"]
+__all__ = ["LiveSpan", "SpanBackend", "install_backend", "installed_backend", "uninstall_backend"]
 
 
-_REQUIRED = ("start", "use", "release", "end", "open", "close", "set_attributes", "current_carrier",
-             "carrier_of", "attach_carrier")
+_REQUIRED = ("start", "use", "release", "end", "live", "set_attributes", "current_carrier", "carrier_of",
+             "attach_carrier")
 
 
 class SpanBackend:
@@ -37,18 +37,12 @@ class SpanBackend:
         """End ``span``; when ``exc`` is given, record it and set ERROR status first."""
         raise NotImplementedError
 
-    def open(self, name, attributes, tracer=None, context=None):
-        """start() then use(): returns ``(span, token)``. The enabled ``with`` path calls
-        this and close(); a backend may fuse the steps to save calls per span."""
-        span = self.start(name, attributes, tracer, context)
-        return span, self.use(span)
-
-    def close(self, span, token, exc=None):
-        """release() then end(), ending the span even if release fails."""
-        try:
-            self.release(token)
-        finally:
-            self.end(span, exc)
+    def live(self, name, attributes, tracer=None, context=None, record=True):
+        """The context manager of an enabled ``with`` block: on entry start the span and
+        make it current (yielding it); on exit undo that and end it, recording an
+        exception (unless ``record`` is false or it is a GeneratorExit). A backend may
+        return its own, fusing the steps to save calls on every span."""
+        return LiveSpan(self, name, attributes, tracer, context, record)
 
     def set_attributes(self, span, attributes):
         """Set already-sanitised attributes on a live span."""
@@ -65,6 +59,35 @@ class SpanBackend:
     def attach_carrier(self, carrier):
         """Make the carrier's remote context current; a token, or None if it is unusable."""
         raise NotImplementedError
+
+
+class LiveSpan:
+    """SpanBackend.live's generic context manager, built on start/use/release/end."""
+
+    __slots__ = ("_backend", "_name", "_attrs", "_tracer", "_context", "_record", "_span", "_token")
+
+    def __init__(self, backend, name, attrs, tracer=None, context=None, record=True):
+        self._backend = backend
+        self._name = name
+        self._attrs = attrs
+        self._tracer = tracer
+        self._context = context
+        self._record = record
+
+    def __enter__(self):
+        backend = self._backend
+        span = self._span = backend.start(self._name, self._attrs, self._tracer, self._context)
+        self._token = backend.use(span)
+        return span
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is not None and (not self._record or isinstance(exc, GeneratorExit)):
+            exc = None  # closing a generator is not a failure
+        try:
+            self._backend.release(self._token)
+        finally:
+            self._backend.end(self._span, exc)
+        return False
 
 
 def install_backend(backend: SpanBackend) -> None:

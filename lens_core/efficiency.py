@@ -74,9 +74,7 @@ def efficiency_span(category: str, group: str = "efficiency", tracer=None, **att
     backend = state.installed_backend()
     if backend is None or not _impl.gate.is_enabled(group):
         return _impl.gate.null_span
-    from .spans import _LiveSpan
-
-    return _LiveSpan(backend, span_name_for(category), _efficiency_attributes(category, group, attrs), tracer)
+    return backend.live(span_name_for(category), _efficiency_attributes(category, group, attrs), tracer)
 
 
 class EfficiencySpan:

@@ -204,36 +204,11 @@ def _span_attributes(group, name, attrs, umbrella_requested):
     return merged
 
 
-class _LiveSpan:
-    """The context manager an enabled span uses: start, make current, end in finally."""
-
-    __slots__ = ("_backend", "_name", "_attrs", "_tracer", "_context", "_record", "_span", "_token")
-
-    def __init__(self, backend, name, attrs, tracer=None, context=None, record=True):
-        self._backend = backend
-        self._name = name
-        self._attrs = attrs
-        self._tracer = tracer
-        self._context = context
-        self._record = record
-
-    def __enter__(self):
-        span, self._token = self._backend.open(self._name, self._attrs, self._tracer, self._context)
-        self._span = span
-        return span
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc is not None and (not self._record or isinstance(exc, GeneratorExit)):
-            exc = None  # closing a generator is not a failure
-        self._backend.close(self._span, self._token, exc)
-        return False
-
-
 def _span_factory(group, name, tracer, attrs, umbrella):
     backend = state._backend
     if backend is None:  # uninstalled between the gate check and here
         return _impl.gate.null_span
-    return _LiveSpan(backend, name, _span_attributes(group, name, attrs, umbrella), tracer)
+    return backend.live(name, _span_attributes(group, name, attrs, umbrella), tracer)
 
 
 def _call_factory(traced, args, kwargs):
@@ -318,8 +293,7 @@ def span_cm(name: str, tracer=None, record_exception: bool = True, context=None,
     backend = state.installed_backend()
     if backend is None:
         return _impl.gate.null_span
-    return _LiveSpan(backend, name, _span_attributes(None, name, attrs, False), tracer, context,
-                     record_exception)
+    return backend.live(name, _span_attributes(None, name, attrs, False), tracer, context, record_exception)
 
 
 # ---- carriers -----------------------------------------------------------------------------

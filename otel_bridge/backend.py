@@ -53,22 +53,10 @@ class OTelBackend(SpanBackend):
             context = self._context(context)
         return (tracer or self._tracer).start_span(name, context, attributes=attributes, links=links)
 
-    def open(self, name, attributes, tracer=None, context=None):
-        """start() and use() fused (the enabled ``with`` path): returns (span, token)."""
-        if context is not None:
-            context = self._context(context)
-        span = (tracer or self._tracer).start_span(name, context, attributes=attributes)
-        return span, self._attach(self._set_span_in_context(span))
-
-    def close(self, span, token, exc=None):
-        """release() and end() fused: detach, then end (recording ``exc`` if given)."""
-        try:
-            self._detach(token)
-        finally:
-            if exc is None:
-                span.end()
-            else:
-                self.end(span, exc)
+    def live(self, name, attributes, tracer=None, context=None, record=True):
+        """The enabled ``with`` block's context manager, with start+attach and detach+end
+        fused (fewer calls on every span than the generic one)."""
+        return _LiveOTelSpan(self, name, attributes, tracer, context, record)
 
     def use(self, span):
         """Make ``span`` current; returns the token for release()."""
@@ -116,3 +104,37 @@ class OTelBackend(SpanBackend):
         if not self._get_current_span(ctx).get_span_context().is_valid:
             return None
         return self._attach(ctx)
+
+
+class _LiveOTelSpan:
+    """OTelBackend.live's context manager: start the span and attach it on entry; detach
+    and end it (recording an exception with ERROR status) on exit."""
+
+    __slots__ = ("_backend", "_name", "_attrs", "_tracer", "_context", "_record", "_span", "_token")
+
+    def __init__(self, backend, name, attrs, tracer, context, record):
+        self._backend = backend
+        self._name = name
+        self._attrs = attrs
+        self._tracer = tracer
+        self._context = context
+        self._record = record
+
+    def __enter__(self):
+        backend = self._backend
+        context = self._context
+        if context is not None:
+            context = backend._context(context)
+        span = self._span = (self._tracer or backend._tracer).start_span(self._name, context, attributes=self._attrs)
+        self._token = backend._attach(backend._set_span_in_context(span))
+        return span
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self._backend._detach(self._token)
+        finally:
+            if exc is None or not self._record or isinstance(exc, GeneratorExit):
+                self._span.end()  # closing a generator is not a failure
+            else:
+                self._backend.end(self._span, exc)
+        return False
