@@ -73,7 +73,8 @@ def run_demo_cli(args: argparse.Namespace) -> int:
                           out=args.out, seed=args.seed, val_every=args.val_every,
                           checkpoint_every=args.checkpoint_every, stream=sys.stdout)
     except ImportError as exc:
-        print(f"lens demo: needs torch and the OpenTelemetry SDK: {exc}", file=sys.stderr)
+        print(f"lens demo: needs torch and the OpenTelemetry SDK ({exc}); install them with "
+              "pip install -c constraints.txt -e '.[torch,otel]'", file=sys.stderr)
         return EXIT_NO_SPANS
     return result.exit_code
 
