@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lens_core.backend import SpanBackend
+from lens_core.backend import LiveSpan, SpanBackend
 
 __all__ = ["INSTRUMENTATION_SCOPE", "OTelBackend"]
 
@@ -106,19 +106,11 @@ class OTelBackend(SpanBackend):
         return self._attach(ctx)
 
 
-class _LiveOTelSpan:
-    """OTelBackend.live's context manager: start the span and attach it on entry; detach
-    and end it (recording an exception with ERROR status) on exit."""
+class _LiveOTelSpan(LiveSpan):
+    """OTelBackend.live's context manager: the generic LiveSpan with start+attach and
+    detach+end inlined (no backend method calls in between)."""
 
-    __slots__ = ("_backend", "_name", "_attrs", "_tracer", "_context", "_record", "_span", "_token")
-
-    def __init__(self, backend, name, attrs, tracer, context, record):
-        self._backend = backend
-        self._name = name
-        self._attrs = attrs
-        self._tracer = tracer
-        self._context = context
-        self._record = record
+    __slots__ = ()
 
     def __enter__(self):
         backend = self._backend

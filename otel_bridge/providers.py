@@ -113,6 +113,8 @@ class _SpanLedger:
             self.ended += 1
 
     def _on_ending(self, span):
+        # The SDK calls this hook on every processor; the ledger is duck-typed (subclassing
+        # SpanProcessor would import the SDK with this module), so it must exist.
         pass
 
     def end_open_spans(self):
