@@ -16,8 +16,16 @@ __all__ = [
     "K8S_NODE_NAME",
     "K8S_POD_NAME",
     "K8S_POD_UID",
+    "LENS_GROUP",
+    "LENS_LOSS_SPAN_NAME",
+    "LENS_SPANS_CREATED",
+    "LENS_SPANS_DROPPED",
+    "LENS_SPANS_FAILED",
+    "LENS_SPANS_TRUNCATED",
+    "LENS_SPANS_UNENDED",
     "LENS_SPAN_CLAMPED",
     "LENS_SPAN_TRUNCATED",
+    "LENS_UMBRELLA",
     "NEMO_PRECISION",
     "NEMO_RUN_ID",
     "NV_DL_CAMPAIGN_STAGE",
@@ -94,6 +102,21 @@ __all__ = [
 RL_BUCKET = "rl.bucket"  # goodput bucket: productive / overhead / idle / wasted
 LENS_SPAN_TRUNCATED = "lens.span.truncated"  # the span was cut short (e.g. at shutdown)
 LENS_SPAN_CLAMPED = "lens.span.clamped"  # an explicit interval had start > end; made zero-length
+LENS_GROUP = "lens.group"  # the span group that gated the span (absent on ungated spans)
+LENS_UMBRELLA = "lens.umbrella"  # true on umbrella spans (which never carry a bucket)
+
+# ---- loss records: what a process could not deliver, written into its own output ----------
+# Each exporting process writes a zero-length root span named LENS_LOSS_SPAN_NAME whenever
+# its counters have changed since the last one it wrote (and at shutdown). The counters
+# are cumulative for the process, so the newest record (the largest counts) supersedes
+# the earlier ones; the process is the record's resource (service.instance.id). A record
+# is telemetry about telemetry: never counted among the process's spans.
+LENS_LOSS_SPAN_NAME = "lens.telemetry.loss"
+LENS_SPANS_CREATED = "lens.spans.created"  # spans started (and sampled) so far
+LENS_SPANS_DROPPED = "lens.spans.dropped"  # lost: the buffer or queue was full
+LENS_SPANS_FAILED = "lens.spans.failed"  # lost: an export failed (collector gone, disk full)
+LENS_SPANS_UNENDED = "lens.spans.unended"  # lost: never ended, evicted from the bounded open-span ledger
+LENS_SPANS_TRUNCATED = "lens.spans.truncated"  # not lost: still open at shutdown, ended there and marked
 
 # ---- RL span tags (categorical: "which one?", not "how much?") --------------------------
 RL_ITERATION = "rl.iteration"  # 1-based training step across the whole run
