@@ -231,9 +231,9 @@ def _run_bounded(fn, deadline, name) -> bool:
 
 
 def _fresh_run_id() -> str:
-    import uuid
-
-    return uuid.uuid4().hex[:16]
+    # 64 random bits from the OS: as unique as the 16 uuid4 hex digits this replaces, without
+    # importing uuid (and with it platform), 1.6 ms that a quiet rank's setup must not pay.
+    return os.urandom(8).hex()
 
 
 def _atexit_shutdown(handle_ref):
