@@ -226,7 +226,10 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
 
     resource = build_resource(config, run_id=run_id, rank=rank, world_size=world_size,
                               local_rank=local_rank, resource_attributes=resource_attributes)
-    name = exporters.resolve_exporter_name(config.exporter)
+    # The exporter name goes to each signal's builder unresolved: ``auto`` is decided per
+    # signal, so an endpoint set for metrics alone sends metrics over OTLP and keeps
+    # traces and logs in files.
+    name = config.exporter
     built = []
     tracer_provider = meter_provider = logger_provider = ledger = None
     try:

@@ -366,6 +366,30 @@ def test_auto_exporter_sends_traces_metrics_and_logs_to_an_otlp_receiver(otlp_re
     assert log.trace_id == gen.trace_id and log.span_id == gen.span_id
 
 
+@pytest.mark.parametrize("signal", ["metrics", "traces", "logs"])
+def test_auto_exporter_is_decided_per_signal(otlp_receiver, monkeypatch, tmp_path, signal):
+    """Regression: ``auto`` was resolved once, for traces, so an endpoint set for metrics
+    alone (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT) sent nothing over OTLP and wrote metric
+    files; and a traces-only endpoint took metrics and logs off the files too."""
+    from otel_bridge import setup_logging_bridge
+
+    monkeypatch.setenv(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", f"{otlp_receiver.http_endpoint}/v1/{signal}")
+    _register()
+    config = LensConfig(enabled=True, exporter="auto", span_groups="gen", logs_enabled=True,
+                        file_dir=str(tmp_path), run_id="r")
+    handle = setup_telemetry(config)
+    setup_logging_bridge("lens.test.per_signal")
+    with managed_span("gen", "generate"):
+        logging.getLogger("lens.test.per_signal").warning("hello")
+    handle.meter.create_counter("lens.test.ticks").add(1)
+    assert handle.shutdown() is True
+
+    received = {s: bool(otlp_receiver.requests(s)) for s in ("traces", "metrics", "logs")}
+    written = {s: bool(list(tmp_path.rglob(f"{s}-rank0-*.jsonl"))) for s in ("traces", "metrics", "logs")}
+    assert received == {s: s == signal for s in received}
+    assert written == {s: s != signal for s in written}
+
+
 _QUIET_SCRIPT = textwrap.dedent("""
     import os, sys
     from lens_core import LensConfig, managed_span
