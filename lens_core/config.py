@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import os
 
 from ._record import Record
+from .export_ranks import ExportRanks, parse_export_ranks
 
 __all__ = ["DEFAULT_SERVICE_NAME", "EXPORTERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
 
@@ -25,62 +25,6 @@ def parse_bool(value: str, variable: str = "value") -> bool:
     if text in _FALSE:
         return False
     raise ValueError(f"{variable}={value!r}: expected a boolean (one of {', '.join(_TRUE + _FALSE)})")
-
-
-class ExportRanks(Record):
-    """Which ranks export: mode ``all`` / ``first`` / ``last`` / ``per_node`` / ``list`` / ``sample``."""
-
-    _fields = __slots__ = ("mode", "ranks", "fraction")
-    _defaults = {"mode": "all", "ranks": (), "fraction": 1.0}
-
-    def exports(self, rank: int, world_size: int, local_rank: int = 0) -> bool:
-        """Whether ``rank`` of ``world_size`` exports. ``sample`` is deterministic per rank
-        (the same ranks export on every restart) and always includes rank 0."""
-        if self.mode == "all":
-            return True
-        if self.mode == "first":
-            return rank == 0
-        if self.mode == "last":
-            return rank == world_size - 1
-        if self.mode == "per_node":
-            return local_rank == 0
-        if self.mode == "list":
-            return rank in self.ranks
-        # sample: rank r exports when floor(r * F) steps up at r, which picks an evenly
-        # spread fraction F of the ranks (rank 0 always), the same ones on every restart.
-        return math.floor(rank * self.fraction) != math.floor((rank - 1) * self.fraction)
-
-    def __str__(self) -> str:
-        if self.mode == "list":
-            return ",".join(map(str, self.ranks))
-        if self.mode == "sample":
-            return f"sample:{self.fraction:g}"
-        return self.mode
-
-
-def parse_export_ranks(value, variable: str = "export_ranks") -> ExportRanks:
-    """Parse ``all``, ``first``, ``last``, ``per_node``, ``0,8,16`` or ``sample:0.05``."""
-    if isinstance(value, ExportRanks):
-        return value
-    allowed = "all, first, last, per_node, a list of ranks like 0,8,16, or sample:FRACTION (0 < F <= 1)"
-    text = str(value).strip().lower()
-    if text in ("all", "first", "last", "per_node"):
-        return ExportRanks(text)
-    if text.startswith("sample:"):
-        try:
-            fraction = float(text[len("sample:"):])
-        except ValueError:
-            fraction = -1.0
-        if not 0 < fraction <= 1:
-            raise ValueError(f"{variable}={value!r}: the sample fraction must be in (0, 1]; allowed: {allowed}")
-        return ExportRanks("sample", fraction=fraction)
-    try:
-        ranks = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
-    except ValueError:
-        ranks = ()
-    if not ranks or min(ranks) < 0:
-        raise ValueError(f"{variable}={value!r}: allowed: {allowed}")
-    return ExportRanks("list", ranks)
 
 
 class LensConfig(Record):

@@ -20,6 +20,7 @@ import time
 
 from lens_core import _log, install_backend, set_span_group_spec, uninstall_backend
 from lens_core.config import LensConfig
+from lens_core.export_ranks import export_decision
 
 __all__ = ["TelemetryHandle", "active_handle", "resolve_rank", "setup_telemetry"]
 
@@ -242,16 +243,27 @@ def _atexit_shutdown(handle_ref):
         handle.shutdown()
 
 
+def _warn_outside(selector, world_size: int, what: str) -> None:
+    outside = selector.outside(world_size)
+    if outside:
+        none_left = len(outside) == len(selector.ranks)
+        _log.warn(f"lens telemetry: {what}={selector} names rank(s) {','.join(map(str, outside))} outside world "
+                  f"size {world_size}" + ("; no rank is selected" if none_left else "; they are ignored"))
+
+
 def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, world_size=None,
-                    local_rank=None, span_exporter=None, metric_reader=None,
+                    local_rank=None, span_exporter=None, metric_reader=None, export_strategy=None,
                     _allow_reinit: bool = False) -> TelemetryHandle:
     """Set up telemetry for this process and return its handle.
 
     A disabled config or a rank that ``export_ranks`` leaves quiet builds nothing, never
-    imports the OpenTelemetry SDK and leaves every span group off. An exporting rank
-    builds providers, installs the OTel span backend into lens_core and applies
-    ``config.span_groups``. A second enabled call raises RuntimeError unless
-    ``_allow_reinit`` (tests); a failure part-way leaves nothing installed.
+    imports the OpenTelemetry SDK and leaves every span group off. ``export_strategy``
+    (a callable ``(rank, world_size, local_rank) -> bool``, or a spec such as ``first``
+    or a registered strategy's name) decides instead of ``config.export_ranks``. An
+    exporting rank builds providers, installs the OTel span backend into lens_core and
+    applies ``config.span_groups``. A second enabled call raises RuntimeError unless
+    ``_allow_reinit`` (tests); a failure part-way leaves nothing installed. A rank list
+    naming ranks outside the world is warned about (once, on rank 0).
     """
     global _active, _global_providers_set
     if not isinstance(config, LensConfig):
@@ -259,7 +271,12 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
     rank, world_size, local_rank = resolve_rank(rank, world_size, local_rank)
     run_id = config.run_id or os.environ.get("SLURM_JOB_ID", "").strip() or _fresh_run_id()
     handle_args = dict(rank=rank, world_size=world_size, local_rank=local_rank, run_id=run_id)
-    if not (config.enabled and config.export_ranks.exports(rank, world_size, local_rank)):
+    if not config.enabled:
+        return TelemetryHandle(config, **handle_args)
+    if export_strategy is None and rank == 0:  # every rank sees the same list: say it once
+        _warn_outside(config.export_ranks, world_size, "export_ranks")
+    if not export_decision(config.export_ranks if export_strategy is None else export_strategy,
+                           rank, world_size, local_rank):
         return TelemetryHandle(config, **handle_args)
 
     from .backend import OTelBackend
