@@ -34,7 +34,8 @@ class LensConfig(Record):
     Fields and defaults: enabled=False, service_name="lens", span_groups="default",
     traces_enabled=True, metrics_enabled=True, logs_enabled=False, exporter="auto",
     file_dir="./lens-traces", export_ranks=all, run_id=None, user=None,
-    metric_export_interval_ms=10000, shutdown_timeout_ms=5000.
+    metric_export_interval_ms=10000, shutdown_timeout_ms=5000, trace_ranks=all (which
+    exporting ranks record traces; the others still export metrics and logs).
     """
 
     _defaults = {
@@ -51,11 +52,13 @@ class LensConfig(Record):
         "user": None,
         "metric_export_interval_ms": 10_000,
         "shutdown_timeout_ms": 5_000,
+        "trace_ranks": ExportRanks(),  # last: fields added later keep positional arguments working
     }
     _fields = __slots__ = tuple(_defaults)
 
     def _validate(self):
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
+        object.__setattr__(self, "trace_ranks", parse_export_ranks(self.trace_ranks, "trace_ranks"))
         if self.exporter not in EXPORTERS:
             raise ValueError(f"exporter={self.exporter!r}: allowed: {', '.join(EXPORTERS)}")
         for name in ("metric_export_interval_ms", "shutdown_timeout_ms"):
@@ -69,7 +72,7 @@ class LensConfig(Record):
     def from_env(cls, prefix: str = "LENS", fallback_prefix=None, environ=None) -> "LensConfig":
         """Read ``<PREFIX>_ENABLED``, ``_SERVICE_NAME``, ``_SPAN_GROUPS``, ``_TRACES_ENABLED``,
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
-        ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``.
+        ``_TRACE_RANKS``, ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``.
 
         ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
         service name falls back to ``OTEL_SERVICE_NAME``. A bad value raises ValueError
@@ -101,6 +104,7 @@ class LensConfig(Record):
             ("exporter", "EXPORTER", "exporter"),
             ("file_dir", "FILE_DIR", "str"),
             ("export_ranks", "EXPORT_RANKS", "ranks"),
+            ("trace_ranks", "TRACE_RANKS", "ranks"),
             ("run_id", "RUN_ID", "str"),
             ("user", "USER", "str"),
             ("metric_export_interval_ms", "METRIC_EXPORT_INTERVAL_MS", "ms"),

@@ -273,8 +273,10 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
     handle_args = dict(rank=rank, world_size=world_size, local_rank=local_rank, run_id=run_id)
     if not config.enabled:
         return TelemetryHandle(config, **handle_args)
-    if export_strategy is None and rank == 0:  # every rank sees the same list: say it once
-        _warn_outside(config.export_ranks, world_size, "export_ranks")
+    if rank == 0:  # every rank sees the same lists: say it once
+        if export_strategy is None:
+            _warn_outside(config.export_ranks, world_size, "export_ranks")
+        _warn_outside(config.trace_ranks, world_size, "trace_ranks")
     if not export_decision(config.export_ranks if export_strategy is None else export_strategy,
                            rank, world_size, local_rank):
         return TelemetryHandle(config, **handle_args)
@@ -299,7 +301,11 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
                 config, run_id=run_id, rank=rank, world_size=world_size, local_rank=local_rank,
                 resource_attributes=resource_attributes, span_exporter=span_exporter,
                 metric_reader=metric_reader)
-            if providers.tracer_provider is not None:
+            # A rank the trace sampler leaves out gets no span backend: every group reads
+            # off, so its lens spans cost what they cost on a quiet rank (the sampler
+            # still drops spans made on the provider directly).
+            sampler = getattr(providers.tracer_provider, "sampler", None)
+            if providers.tracer_provider is not None and getattr(sampler, "selected", True):
                 backend = OTelBackend(providers.tracer_provider, lens_version())
                 install_backend(backend)
             set_span_group_spec(config.span_groups)

@@ -239,6 +239,7 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
             ledger = _SpanLedger()
             # shutdown_on_exit=False: the SDK's own exit hook has no deadline; ours does.
             tracer_provider = TracerProvider(resource=resource, id_generator=SeedIndependentIdGenerator(),
+                                             sampler=_rank_sampler(config, rank, world_size, local_rank),
                                              shutdown_on_exit=False)
             # The ledger comes first so, at shutdown, the spans it ends still reach the
             # batch processor before that one flushes and stops.
@@ -257,6 +258,18 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
         raise
     propagate.set_global_textmap(CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()]))
     return Providers(tracer_provider, meter_provider, logger_provider, ledger, built, resource)
+
+
+def _rank_sampler(config, rank, world_size, local_rank):
+    """A RankSampler when ``config.trace_ranks`` leaves ranks out; None (the SDK's sampler
+    from OTEL_TRACES_SAMPLER) when every rank records traces."""
+    from lens_core.export_ranks import ExportRanks
+
+    if config.trace_ranks == ExportRanks():
+        return None
+    from .sampling import RankSampler
+
+    return RankSampler(config.trace_ranks, rank, world_size, local_rank)
 
 
 def _build_meter_provider(config, name, resource, run_id, rank, metric_reader, built):
