@@ -154,6 +154,10 @@ class TelemetryHandle:
             if _active is self:
                 uninstall_backend()  # no new spans against providers that are closing
                 _active = None
+        if self.providers.logger_provider is not None:  # no new records either
+            from .logging_bridge import detach_logging_bridge
+
+            detach_logging_bridge(self.providers.logger_provider)
         providers = self._live_providers()
 
         def close():
@@ -312,8 +316,16 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
             if not _global_providers_set:
                 _set_global_providers(providers)
                 _global_providers_set = True
+            if providers.logger_provider is not None:  # logs enabled: Python logging goes there
+                from .logging_bridge import setup_logging_bridge
+
+                setup_logging_bridge(logger_provider=providers.logger_provider)
         except BaseException:
             uninstall_backend()
+            if providers is not None and providers.logger_provider is not None:
+                from .logging_bridge import detach_logging_bridge
+
+                detach_logging_bridge(providers.logger_provider)
             if providers is not None:
                 for provider in (providers.tracer_provider, providers.meter_provider, providers.logger_provider):
                     if provider is not None:

@@ -17,7 +17,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, Trace
 import lens_core  # noqa: E402
 from lens_core import LensConfig, managed_span  # noqa: E402
 from lens_core.registry import SpanRegistry  # noqa: E402
-from otel_bridge import setup_logging_bridge, setup_telemetry  # noqa: E402
+from otel_bridge import setup_telemetry  # noqa: E402
 from otel_bridge.sampling import RankSampler  # noqa: E402
 from trace_files import read_logs, read_spans  # noqa: E402
 
@@ -103,9 +103,8 @@ def _job(tmp_path, rank, world_size=4, **config):
     handle = setup_telemetry(LensConfig(enabled=True, exporter="file", file_dir=str(tmp_path), run_id="r",
                                         span_groups="g", logs_enabled=True, **config),
                              rank=rank, world_size=world_size, _allow_reinit=True)
-    setup_logging_bridge(f"lens.test.sampling.rank{rank}")
-    with managed_span("g", "work", rank_index=rank):
-        logging.getLogger(f"lens.test.sampling.rank{rank}").warning("from rank %d", rank)
+    with managed_span("g", "work", rank_index=rank):  # logs_enabled attaches the bridge to the root logger
+        logging.getLogger("lens.test.sampling").warning("from rank %d", rank)
     handle.meter.create_counter("lens.test.steps").add(1)
     assert handle.shutdown() is True
     return handle
