@@ -46,7 +46,7 @@ def _per_node(rank: int, world_size: int, local_rank: int) -> bool:
 
 
 # Plain strategies by name: the built-ins first; users add theirs with register_export_strategy.
-_strategies = {"all": _all, "first": _first, "last": _last, "per_node": _per_node}
+_strategies: dict[str, Strategy] = {"all": _all, "first": _first, "last": _last, "per_node": _per_node}
 #: Strategy names lens defines; ``list`` and ``sample`` take an argument (``0,8,16``, ``sample:F``).
 BUILTIN_STRATEGIES = ("all", "first", "last", "list", "per_node", "sample")
 _lock = _thread.allocate_lock()
@@ -143,6 +143,9 @@ class ExportRanks(Record):
     """Which ranks export: ``mode`` is ``list`` (``ranks``), ``sample`` (``fraction``) or the
     name of a registered strategy (``all``, ``first``, ``last``, ``per_node`` or your own)."""
 
+    mode: str
+    ranks: Tuple[int, ...]
+    fraction: float
     _fields = __slots__ = ("mode", "ranks", "fraction")
     _defaults = {"mode": "all", "ranks": (), "fraction": 1.0}
 

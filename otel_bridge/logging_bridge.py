@@ -60,7 +60,7 @@ def setup_logging_bridge(logger_name: str = "", level: int | None = None, logger
         return None
     for handler in list(logger.handlers):
         if getattr(handler, _MARK, False):
-            if handler.logger_provider is logger_provider:
+            if getattr(handler, "logger_provider", None) is logger_provider:
                 return handler
             logger.removeHandler(handler)  # it exported to a provider that has been replaced
             handler.close()
@@ -83,7 +83,7 @@ def detach_logging_bridge(logger_provider) -> int:
     removed = 0
     for logger in loggers:
         for handler in list(logger.handlers):
-            if getattr(handler, _MARK, False) and handler.logger_provider is logger_provider:
+            if getattr(handler, _MARK, False) and getattr(handler, "logger_provider", None) is logger_provider:
                 logger.removeHandler(handler)
                 handler.close()
                 removed += 1

@@ -38,15 +38,13 @@ class RankSampler(Sampler):
         #: The sampler that decides on a selected rank. The SDK's own reading of
         #: OTEL_TRACES_SAMPLER is what a TracerProvider given no sampler would use.
         self.delegate = delegate if delegate is not None else sampling._get_from_env_or_default()
-        if self.selected:
-            # The delegate's decision is the whole answer: hand its method out directly,
-            # one Python frame less on every span.
-            self.should_sample = self.delegate.should_sample
 
     def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None,
                       trace_state=None) -> SamplingResult:
-        """DROP with no attributes (the parent's trace state kept) on a rank left out; on
-        a selected rank (bound per instance) the delegate's result, attributes passed through."""
+        """The delegate's result on a selected rank (attributes passed through); DROP with
+        no attributes (the parent's trace state kept) on a rank left out."""
+        if self.selected:
+            return self.delegate.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
         parent = get_current_span(parent_context).get_span_context()
         return SamplingResult(Decision.DROP, None, parent.trace_state if parent.is_valid else None)
 
