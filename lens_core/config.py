@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import os
 
 from ._record import Record
+from .export_ranks import ExportRanks, parse_export_ranks
 
 __all__ = ["DEFAULT_SERVICE_NAME", "EXPORTERS", "RECORDERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
 
@@ -31,62 +31,6 @@ def parse_bool(value: str, variable: str = "value") -> bool:
     raise ValueError(f"{variable}={value!r}: expected a boolean (one of {', '.join(_TRUE + _FALSE)})")
 
 
-class ExportRanks(Record):
-    """Which ranks export: mode ``all`` / ``first`` / ``last`` / ``per_node`` / ``list`` / ``sample``."""
-
-    _fields = __slots__ = ("mode", "ranks", "fraction")
-    _defaults = {"mode": "all", "ranks": (), "fraction": 1.0}
-
-    def exports(self, rank: int, world_size: int, local_rank: int = 0) -> bool:
-        """Whether ``rank`` of ``world_size`` exports. ``sample`` is deterministic per rank
-        (the same ranks export on every restart) and always includes rank 0."""
-        if self.mode == "all":
-            return True
-        if self.mode == "first":
-            return rank == 0
-        if self.mode == "last":
-            return rank == world_size - 1
-        if self.mode == "per_node":
-            return local_rank == 0
-        if self.mode == "list":
-            return rank in self.ranks
-        # sample: rank r exports when floor(r * F) steps up at r, which picks an evenly
-        # spread fraction F of the ranks (rank 0 always), the same ones on every restart.
-        return math.floor(rank * self.fraction) != math.floor((rank - 1) * self.fraction)
-
-    def __str__(self) -> str:
-        if self.mode == "list":
-            return ",".join(map(str, self.ranks))
-        if self.mode == "sample":
-            return f"sample:{self.fraction:g}"
-        return self.mode
-
-
-def parse_export_ranks(value, variable: str = "export_ranks") -> ExportRanks:
-    """Parse ``all``, ``first``, ``last``, ``per_node``, ``0,8,16`` or ``sample:0.05``."""
-    if isinstance(value, ExportRanks):
-        return value
-    allowed = "all, first, last, per_node, a list of ranks like 0,8,16, or sample:FRACTION (0 < F <= 1)"
-    text = str(value).strip().lower()
-    if text in ("all", "first", "last", "per_node"):
-        return ExportRanks(text)
-    if text.startswith("sample:"):
-        try:
-            fraction = float(text[len("sample:"):])
-        except ValueError:
-            fraction = -1.0
-        if not 0 < fraction <= 1:
-            raise ValueError(f"{variable}={value!r}: the sample fraction must be in (0, 1]; allowed: {allowed}")
-        return ExportRanks("sample", fraction=fraction)
-    try:
-        ranks = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
-    except ValueError:
-        ranks = ()
-    if not ranks or min(ranks) < 0:
-        raise ValueError(f"{variable}={value!r}: allowed: {allowed}")
-    return ExportRanks("list", ranks)
-
-
 class LensConfig(Record):
     """Telemetry settings for one process (immutable; ``replace(**changes)`` copies).
     Building or validating one imports no OpenTelemetry.
@@ -94,8 +38,9 @@ class LensConfig(Record):
     Fields and defaults: enabled=False, service_name="lens", span_groups="default",
     traces_enabled=True, metrics_enabled=True, logs_enabled=False, exporter="auto",
     file_dir="./lens-traces", export_ranks=all, run_id=None, user=None,
-    metric_export_interval_ms=10000, shutdown_timeout_ms=5000, recorder="native" (or LENS_RECORDER),
-    max_open_spans=10000, buffer_mb=32.
+    metric_export_interval_ms=10000, shutdown_timeout_ms=5000, trace_ranks=all (which
+    exporting ranks record traces; the others still export metrics and logs),
+    recorder="native" (or LENS_RECORDER), max_open_spans=10000, buffer_mb=32.
     """
 
     _defaults = {
@@ -112,6 +57,8 @@ class LensConfig(Record):
         "user": None,
         "metric_export_interval_ms": 10_000,
         "shutdown_timeout_ms": 5_000,
+        # New fields go last, so positional arguments keep working.
+        "trace_ranks": ExportRanks(),
         # LENS_RECORDER picks the recorder of every config that does not name one, so a
         # job (or CI) switches recorders without code changes.
         "recorder": os.environ.get("LENS_RECORDER", "").strip().lower() or "native",
@@ -122,6 +69,7 @@ class LensConfig(Record):
 
     def _validate(self):
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
+        object.__setattr__(self, "trace_ranks", parse_export_ranks(self.trace_ranks, "trace_ranks"))
         if self.exporter not in EXPORTERS:
             raise ValueError(f"exporter={self.exporter!r}: allowed: {', '.join(EXPORTERS)}")
         for name in ("metric_export_interval_ms", "shutdown_timeout_ms"):
@@ -141,7 +89,7 @@ class LensConfig(Record):
     def from_env(cls, prefix: str = "LENS", fallback_prefix=None, environ=None) -> "LensConfig":
         """Read ``<PREFIX>_ENABLED``, ``_SERVICE_NAME``, ``_SPAN_GROUPS``, ``_TRACES_ENABLED``,
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
-        ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
+        ``_TRACE_RANKS``, ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
         ``_RECORDER``, ``_MAX_OPEN_SPANS``, ``_BUFFER_MB``.
 
         ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
@@ -174,6 +122,7 @@ class LensConfig(Record):
             ("exporter", "EXPORTER", "exporter"),
             ("file_dir", "FILE_DIR", "str"),
             ("export_ranks", "EXPORT_RANKS", "ranks"),
+            ("trace_ranks", "TRACE_RANKS", "ranks"),
             ("run_id", "RUN_ID", "str"),
             ("user", "USER", "str"),
             ("metric_export_interval_ms", "METRIC_EXPORT_INTERVAL_MS", "ms"),

@@ -9,6 +9,13 @@ __all__ = [
     "GEN_AI_OPERATION_NAME",
     "GEN_AI_REQUEST_MODEL",
     "GEN_AI_TOKEN_TYPE",
+    "GYM_ROLLOUT_DURATION",
+    "GYM_SERVERS_ACTIVE",
+    "GYM_SERVER_REQUEST_DURATION",
+    "GYM_VERIFY_COUNT",
+    "GYM_VERIFY_DURATION",
+    "GYM_VERIFY_OUTCOME",
+    "GYM_VERIFY_SUCCESS_RATE",
     "HOST_NAME",
     "K8S_CONTAINER_NAME",
     "K8S_JOB_NAME",
@@ -75,6 +82,8 @@ __all__ = [
     "RL_NUM_PROMPT_GROUPS",
     "RL_POLICY_LOSS",
     "RL_PPO_EPOCH",
+    "RL_RESPONSE_LENGTH",
+    "RL_RESPONSE_MEAN_LENGTH",
     "RL_REWARD_MEAN",
     "RL_ROLLOUT_ATTEMPT",
     "RL_ROLLOUT_DURATION",
@@ -217,6 +226,17 @@ RL_LEARNING_RATE = "rl.learning_rate"
 RL_TOKENS_THROUGHPUT = "rl.throughput.tokens"  # {token}/s
 RL_GENERATION_DURATION = "rl.generation.duration"  # s
 RL_ROLLOUT_DURATION = "rl.rollout.duration"  # s
+RL_RESPONSE_LENGTH = "rl.response.length"  # {token}, histogram: one value per response
+RL_RESPONSE_MEAN_LENGTH = "rl.response.mean_length"  # {token}, gauge: the batch mean
+
+# ---- metrics: Gym environment servers ------------------------------------------------------
+GYM_ROLLOUT_DURATION = "gym.rollout.duration"  # s, one rollout (an agent server's /run)
+GYM_VERIFY_DURATION = "gym.verify.duration"  # s, one verification
+GYM_VERIFY_COUNT = "gym.verify.count"  # {verification}, counter split by GYM_VERIFY_OUTCOME
+GYM_VERIFY_OUTCOME = "gym.verify.outcome"  # attribute: success / failure
+GYM_VERIFY_SUCCESS_RATE = "gym.verify.success_rate"  # 1, gauge: the caller's success fraction
+GYM_SERVERS_ACTIVE = "gym.servers.active"  # {server}, up-down counter summed across processes
+GYM_SERVER_REQUEST_DURATION = "gym.server.request.duration"  # s, one request a Gym server answered
 
 # ---- metrics: training steps --------------------------------------------------------------
 NV_DL_TRAINING_STEP_DURATION = "nv.dl.training.step.duration"  # s

@@ -20,6 +20,7 @@ import time
 
 from lens_core import _log, install_backend, set_span_group_spec, uninstall_backend
 from lens_core.config import LensConfig
+from lens_core.export_ranks import export_decision
 
 __all__ = ["TelemetryHandle", "active_handle", "resolve_rank", "setup_telemetry"]
 
@@ -184,6 +185,10 @@ class TelemetryHandle:
             if _active is self:
                 uninstall_backend()  # no new spans against providers that are closing
                 _active = None
+        if self.providers.logger_provider is not None:  # no new records either
+            from .logging_bridge import detach_logging_bridge
+
+            detach_logging_bridge(self.providers.logger_provider)
         _start_bounded(self._close, "lens-shutdown")
         return self._await_result()
 
@@ -308,9 +313,9 @@ def _run_bounded(fn, deadline, name) -> bool:
 
 
 def _fresh_run_id() -> str:
-    import uuid
-
-    return uuid.uuid4().hex[:16]
+    # 64 random bits from the OS: as unique as the 16 uuid4 hex digits this replaces, without
+    # importing uuid (and with it platform), 1.6 ms that a quiet rank's setup must not pay.
+    return os.urandom(8).hex()
 
 
 def _atexit_shutdown(handle_ref):
@@ -319,16 +324,27 @@ def _atexit_shutdown(handle_ref):
         handle.shutdown()
 
 
+def _warn_outside(selector, world_size: int, what: str) -> None:
+    outside = selector.outside(world_size)
+    if outside:
+        none_left = len(outside) == len(selector.ranks)
+        _log.warn(f"lens telemetry: {what}={selector} names rank(s) {','.join(map(str, outside))} outside world "
+                  f"size {world_size}" + ("; no rank is selected" if none_left else "; they are ignored"))
+
+
 def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, world_size=None,
-                    local_rank=None, span_exporter=None, metric_reader=None,
+                    local_rank=None, span_exporter=None, metric_reader=None, export_strategy=None,
                     _allow_reinit: bool = False) -> TelemetryHandle:
     """Set up telemetry for this process and return its handle.
 
     A disabled config or a rank that ``export_ranks`` leaves quiet builds nothing, never
-    imports the OpenTelemetry SDK and leaves every span group off. An exporting rank
-    builds providers, installs the OTel span backend into lens_core and applies
-    ``config.span_groups``. A second enabled call raises RuntimeError unless
-    ``_allow_reinit`` (tests); a failure part-way leaves nothing installed.
+    imports the OpenTelemetry SDK and leaves every span group off. ``export_strategy``
+    (a callable ``(rank, world_size, local_rank) -> bool``, or a spec such as ``first``
+    or a registered strategy's name) decides instead of ``config.export_ranks``. An
+    exporting rank builds providers, installs the OTel span backend into lens_core and
+    applies ``config.span_groups``. A second enabled call raises RuntimeError unless
+    ``_allow_reinit`` (tests); a failure part-way leaves nothing installed. A rank list
+    naming ranks outside the world is warned about (once, on rank 0).
     """
     global _active, _global_providers_set
     if not isinstance(config, LensConfig):
@@ -336,7 +352,14 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
     rank, world_size, local_rank = resolve_rank(rank, world_size, local_rank)
     run_id = config.run_id or os.environ.get("SLURM_JOB_ID", "").strip() or _fresh_run_id()
     handle_args = dict(rank=rank, world_size=world_size, local_rank=local_rank, run_id=run_id)
-    if not (config.enabled and config.export_ranks.exports(rank, world_size, local_rank)):
+    if not config.enabled:
+        return TelemetryHandle(config, **handle_args)
+    if rank == 0:  # every rank sees the same lists: say it once
+        if export_strategy is None:
+            _warn_outside(config.export_ranks, world_size, "export_ranks")
+        _warn_outside(config.trace_ranks, world_size, "trace_ranks")
+    if not export_decision(config.export_ranks if export_strategy is None else export_strategy,
+                           rank, world_size, local_rank):
         return TelemetryHandle(config, **handle_args)
 
     from .backend import OTelBackend
@@ -359,9 +382,15 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
                 config, run_id=run_id, rank=rank, world_size=world_size, local_rank=local_rank,
                 resource_attributes=resource_attributes, span_exporter=span_exporter,
                 metric_reader=metric_reader)
-            if providers.recorder is not None:
+            # A rank the trace sampler leaves out gets no span backend: every group reads
+            # off, so its lens spans cost what they cost on a quiet rank (the sampler
+            # still drops spans made on the provider directly).
+            sampler = getattr(providers.tracer_provider, "sampler", None)
+            if providers.tracer_provider is None or not getattr(sampler, "selected", True):
+                backend = None
+            elif providers.recorder is not None:
                 backend = providers.recorder
-            elif providers.tracer_provider is not None:
+            else:
                 backend = OTelBackend(providers.tracer_provider, lens_version())
             if backend is not None:
                 install_backend(backend)
@@ -369,8 +398,16 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
             if not _global_providers_set:
                 _set_global_providers(providers)
                 _global_providers_set = True
+            if providers.logger_provider is not None:  # logs enabled: Python logging goes there
+                from .logging_bridge import setup_logging_bridge
+
+                setup_logging_bridge(logger_provider=providers.logger_provider)
         except BaseException:
             uninstall_backend()
+            if providers is not None and providers.logger_provider is not None:
+                from .logging_bridge import detach_logging_bridge
+
+                detach_logging_bridge(providers.logger_provider)
             if providers is not None:
                 for provider in (providers.tracer_provider, providers.meter_provider, providers.logger_provider):
                     if provider is not None:

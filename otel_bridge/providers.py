@@ -148,7 +148,10 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
 
     resource = build_resource(config, run_id=run_id, rank=rank, world_size=world_size,
                               local_rank=local_rank, resource_attributes=resource_attributes)
-    name = exporters.resolve_exporter_name(config.exporter)
+    # The exporter name goes to each signal's builder unresolved: ``auto`` is decided per
+    # signal, so an endpoint set for metrics alone sends metrics over OTLP and keeps
+    # traces and logs in files.
+    name = config.exporter
     built = []
     tracer_provider = meter_provider = logger_provider = pipeline = recorder = None
     try:
@@ -156,7 +159,8 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
             from .recording import build_span_pipeline
 
             tracer_provider, pipeline, recorder = build_span_pipeline(
-                config, name, resource, run_id=run_id, rank=rank, span_exporter=span_exporter, built=built)
+                config, name, resource, run_id=run_id, rank=rank, span_exporter=span_exporter,
+                sampler=_rank_sampler(config, rank, world_size, local_rank))
         if config.metrics_enabled:
             meter_provider = _build_meter_provider(config, name, resource, run_id, rank, metric_reader, built)
         if config.logs_enabled:
@@ -170,6 +174,18 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
         raise
     propagate.set_global_textmap(CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()]))
     return Providers(tracer_provider, meter_provider, logger_provider, pipeline, built, resource, recorder=recorder)
+
+
+def _rank_sampler(config, rank, world_size, local_rank):
+    """A RankSampler when ``config.trace_ranks`` leaves ranks out; None (the SDK's sampler
+    from OTEL_TRACES_SAMPLER) when every rank records traces."""
+    from lens_core.export_ranks import ExportRanks
+
+    if config.trace_ranks == ExportRanks():
+        return None
+    from .sampling import RankSampler
+
+    return RankSampler(config.trace_ranks, rank, world_size, local_rank)
 
 
 def _build_meter_provider(config, name, resource, run_id, rank, metric_reader, built):

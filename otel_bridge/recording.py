@@ -15,9 +15,10 @@ __all__ = ["RECORDERS", "build_span_pipeline", "exception_attributes", "sampling
 RECORDERS = ("native", "sdk")
 
 
-def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_exporter=None, built=None):
+def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_exporter=None, sampler=None):
     """(tracer_provider, pipeline, native recorder or None) for ``config``; the pipeline's
-    export thread is running."""
+    export thread is running. ``exporter_name`` may be ``auto`` (decided for traces);
+    ``sampler`` None means the SDK's (OTEL_TRACES_SAMPLER)."""
     from opentelemetry.sdk.trace import TracerProvider
 
     from lens_core import _impl
@@ -25,12 +26,15 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
     from .pipeline import ScopeTable, SdkSpanProcessor, SpanPipeline
     from .providers import SeedIndependentIdGenerator, lens_version
 
+    from . import exporters
+
     impl = _impl.recorder()
     recorder = impl.Recorder(max_open=config.max_open_spans, buffer_bytes=config.buffer_mb << 20)
-    sink = _sink(exporter_name, config, run_id, rank, span_exporter, impl)
+    sink = _sink(exporters.resolve_exporter_name(exporter_name, signal="traces"), config, run_id, rank,
+                 span_exporter, impl)
     # shutdown_on_exit=False: the SDK's own exit hook has no deadline; ours does.
     tracer_provider = TracerProvider(resource=resource, id_generator=SeedIndependentIdGenerator(),
-                                     shutdown_on_exit=False)
+                                     sampler=sampler, shutdown_on_exit=False)
     pipeline = SpanPipeline(recorder, sink, scopes=ScopeTable("lens", lens_version()), encoders=impl,
                             resource=resource, retarget=_retargeter(run_id))
     pipeline.sdk = SdkSpanProcessor(pipeline, config.max_open_spans)
@@ -120,6 +124,11 @@ def sampling_mode(sampler, impl):
     """(mode, ratio, sampler) for Recorder.set_sampler: the SDK's built-in samplers are
     decided natively; any other sampler is asked for every span."""
     from opentelemetry.sdk.trace import sampling
+
+    if hasattr(sampler, "selected") and hasattr(sampler, "delegate"):  # otel_bridge.sampling.RankSampler
+        if not sampler.selected:
+            return impl.SAMPLE_ALWAYS_OFF, 1.0, None
+        sampler = sampler.delegate
 
     def static(s):
         if isinstance(s, sampling.StaticSampler):

@@ -70,7 +70,8 @@ def _read_all(directory, pattern):
 
 
 def read_logs(directory):
-    """Every log record under ``directory`` as a dict: body, trace_id, span_id."""
+    """Every log record under ``directory`` as a dict: body, trace_id, span_id, severity,
+    attributes."""
     records = []
     for path in sorted(Path(directory).rglob("logs-*.jsonl")):
         for request in _lines(path):
@@ -81,6 +82,8 @@ def read_logs(directory):
                             "body": record.get("body", {}).get("stringValue"),
                             "trace_id": record.get("traceId", ""),
                             "span_id": record.get("spanId", ""),
+                            "severity": record.get("severityText", ""),
+                            "attributes": _attrs(record.get("attributes")),
                         })
     return records
 
