@@ -21,6 +21,8 @@ import time
 from lens_core import _log, install_backend, set_span_group_spec, uninstall_backend
 from lens_core.config import LensConfig
 
+from ._extras import missing_otel
+
 __all__ = ["TelemetryHandle", "active_handle", "resolve_rank", "setup_telemetry"]
 
 # Re-entrant: a reinit shuts the previous handle down (which takes this lock) while
@@ -101,7 +103,13 @@ class TelemetryHandle:
         if self._noop is None:
             from .providers import build_noop_providers
 
-            self._noop = build_noop_providers()
+            try:
+                self._noop = build_noop_providers()
+            except ModuleNotFoundError as exc:
+                missing = missing_otel(exc, "handle.tracer / handle.meter (no-op ones on this quiet rank)")
+                if missing is None:
+                    raise
+                raise missing from exc
         return self._noop
 
     @property
@@ -289,7 +297,7 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
             if not _global_providers_set:
                 _set_global_providers(providers)
                 _global_providers_set = True
-        except BaseException:
+        except BaseException as exc:
             uninstall_backend()
             if providers is not None:
                 for provider in (providers.tracer_provider, providers.meter_provider, providers.logger_provider):
@@ -298,6 +306,9 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
                             provider.shutdown()
                         except Exception:
                             pass
+            missing = missing_otel(exc, "setup_telemetry (telemetry is enabled on this rank)")
+            if missing is not None:
+                raise missing from exc
             raise
         handle = TelemetryHandle(config, providers=providers, backend=backend, **handle_args)
         _active = handle
