@@ -7,6 +7,10 @@ import os
 
 from ._record import Record
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (import budget)
+    from typing import Mapping, Optional, Tuple, Union
+
 __all__ = ["DEFAULT_SERVICE_NAME", "EXPORTERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
 
 #: The service name when neither LENS_SERVICE_NAME nor OTEL_SERVICE_NAME is set.
@@ -32,6 +36,13 @@ class ExportRanks(Record):
 
     _fields = __slots__ = ("mode", "ranks", "fraction")
     _defaults = {"mode": "all", "ranks": (), "fraction": 1.0}
+    mode: str
+    ranks: Tuple[int, ...]
+    fraction: float
+
+    if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
+
+        def __init__(self, mode: str = "all", ranks: Tuple[int, ...] = (), fraction: float = 1.0) -> None: ...
 
     def exports(self, rank: int, world_size: int, local_rank: int = 0) -> bool:
         """Whether ``rank`` of ``world_size`` exports. ``sample`` is deterministic per rank
@@ -58,7 +69,7 @@ class ExportRanks(Record):
         return self.mode
 
 
-def parse_export_ranks(value, variable: str = "export_ranks") -> ExportRanks:
+def parse_export_ranks(value: Union[str, ExportRanks], variable: str = "export_ranks") -> ExportRanks:
     """Parse ``all``, ``first``, ``last``, ``per_node``, ``0,8,16`` or ``sample:0.05``."""
     if isinstance(value, ExportRanks):
         return value
@@ -109,8 +120,30 @@ class LensConfig(Record):
         "shutdown_timeout_ms": 5_000,
     }
     _fields = __slots__ = tuple(_defaults)
+    enabled: bool
+    service_name: str
+    span_groups: str
+    traces_enabled: bool
+    metrics_enabled: bool
+    logs_enabled: bool
+    exporter: str
+    file_dir: str
+    export_ranks: ExportRanks
+    run_id: Optional[str]
+    user: Optional[str]
+    metric_export_interval_ms: int
+    shutdown_timeout_ms: int
 
-    def _validate(self):
+    if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
+
+        def __init__(self, enabled: bool = False, service_name: str = DEFAULT_SERVICE_NAME,
+                     span_groups: str = "default", traces_enabled: bool = True, metrics_enabled: bool = True,
+                     logs_enabled: bool = False, exporter: str = "auto", file_dir: str = "./lens-traces",
+                     export_ranks: Union[str, ExportRanks] = ExportRanks(), run_id: Optional[str] = None,
+                     user: Optional[str] = None, metric_export_interval_ms: int = 10_000,
+                     shutdown_timeout_ms: int = 5_000) -> None: ...
+
+    def _validate(self) -> None:
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
         if self.exporter not in EXPORTERS:
             raise ValueError(f"exporter={self.exporter!r}: allowed: {', '.join(EXPORTERS)}")
@@ -122,7 +155,8 @@ class LensConfig(Record):
             raise ValueError(f"service_name={self.service_name!r}: must be a non-empty string")
 
     @classmethod
-    def from_env(cls, prefix: str = "LENS", fallback_prefix=None, environ=None) -> "LensConfig":
+    def from_env(cls, prefix: str = "LENS", fallback_prefix: Optional[str] = None,
+                 environ: Optional[Mapping[str, str]] = None) -> LensConfig:
         """Read ``<PREFIX>_ENABLED``, ``_SERVICE_NAME``, ``_SPAN_GROUPS``, ``_TRACES_ENABLED``,
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
         ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``.

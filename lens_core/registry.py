@@ -7,7 +7,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it would cost the import budget
-    from typing import Callable, Iterable, List, Mapping, Optional, Tuple
+    from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Union
 
 from . import _log, semconv
 from ._record import Record
@@ -49,6 +49,13 @@ class GroupInfo(Record):
     """
 
     _fields = __slots__ = ("name", "id", "owners", "umbrella", "bucket", "bucket_key", "declared")
+    name: str
+    id: int
+    owners: Tuple[str, ...]
+    umbrella: bool
+    bucket: Optional[str]
+    bucket_key: str
+    declared: bool
 
 
 class _Namespace(Record):
@@ -98,7 +105,7 @@ def _conflict_message(group: str, winner, declarations) -> str:
     )
 
 
-def _split_spec(spec) -> List[str]:
+def _split_spec(spec: Union[str, Iterable[str], None]) -> List[str]:
     if spec is None:
         return []
     if isinstance(spec, str):
@@ -299,17 +306,17 @@ class SpanRegistry:
         return cls._view
 
     @classmethod
-    def groups(cls) -> frozenset:
+    def groups(cls) -> FrozenSet[str]:
         """Every registered group name."""
         return frozenset(cls._view.groups)
 
     @classmethod
-    def presets(cls) -> dict:
+    def presets(cls) -> Dict[str, FrozenSet[str]]:
         """Preset name -> groups, unioned across namespaces, including ``all``."""
         return dict(cls._view.presets)
 
     @classmethod
-    def namespaces(cls) -> dict:
+    def namespaces(cls) -> Dict[str, FrozenSet[str]]:
         """Namespace -> the groups it registered."""
         return {n: frozenset(s.groups) for n, s in cls._view.namespaces.items()}
 
@@ -331,7 +338,8 @@ class SpanRegistry:
         return bool(info and info.umbrella)
 
     @classmethod
-    def resolve(cls, spec, view: Optional[_View] = None) -> Tuple[frozenset, frozenset]:
+    def resolve(cls, spec: Union[str, Iterable[str], None],
+                view: Optional[_View] = None) -> Tuple[FrozenSet[str], FrozenSet[str]]:
         """Resolve a spec to ``(enabled groups, pending entries)``; never raises for unknowns.
 
         Entries are presets or group names, unioned; entries starting with ``-`` are
@@ -352,7 +360,7 @@ class SpanRegistry:
         return frozenset(add - remove), frozenset(pending)
 
     @classmethod
-    def validate(cls, spec) -> frozenset:
+    def validate(cls, spec: Union[str, Iterable[str], None]) -> FrozenSet[str]:
         """Strict resolve for tools: raise ValueError listing unknown entries and valid names."""
         enabled, pending = cls.resolve(spec)
         if pending:
