@@ -98,25 +98,14 @@ def measure(module: str, runs: int = 7, python: str = sys.executable):
     return min(samples, key=lambda s: s.cumulative_us(module))
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``MODULE``, ``--max-ms``, ``--forbid``, ``--runs`` and ``--top`` to ``parser``."""
     parser.add_argument("module", help="module to import, e.g. lens_core")
     parser.add_argument("--max-ms", type=float, required=True, help="budget for the cumulative import time")
     parser.add_argument("--forbid", action="append", default=[], metavar="PREFIX",
                         help="a top-level package that must not be imported (repeatable)")
-    parser.add_argument("--runs", type=_positive_int, default=7,
-                        help="measured runs; the best one counts (default 7)")
-    parser.add_argument("--top", type=_positive_int, default=10, help="offenders to list on failure")
+    parser.add_argument("--runs", type=int, default=7, help="measured runs; the best one counts (default 7)")
+    parser.add_argument("--top", type=int, default=10, help="offenders to list on failure")
 
 
 def run(args: argparse.Namespace, prog: str = "python -m lens_core.importbudget") -> int:

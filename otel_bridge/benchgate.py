@@ -242,6 +242,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a file of checks, one per line, '# label' after each (repeatable)")
 
 
+def _fail(prog: str, message: str, status: int) -> int:
+    print(f"{prog}: {message}", file=sys.stderr)
+    return status
+
+
 def run(args: argparse.Namespace, prog: str = "lens bench-gate") -> int:
     """Run the gate for parsed arguments: one line per check on stdout, errors on stderr."""
     try:
@@ -249,25 +254,19 @@ def run(args: argparse.Namespace, prog: str = "lens bench-gate") -> int:
         for path in args.checks_files:
             checks += read_checks_file(path)
     except CheckError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(prog, str(exc), EXIT_USAGE)
     except OSError as exc:
-        print(f"{prog}: cannot read checks file: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(prog, f"cannot read checks file: {exc}", EXIT_USAGE)
     if not checks:
-        print(f"{prog}: no checks given: pass --check EXPR or --checks FILE", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(prog, "no checks given: pass --check EXPR or --checks FILE", EXIT_USAGE)
     try:
         benchmarks = load_benchmarks(args.json)
     except OSError as exc:
-        print(f"{prog}: cannot read {args.json}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(prog, f"cannot read {args.json}: {exc.strerror or exc}", EXIT_USAGE)
     except ValueError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return EXIT_NO_DATA
+        return _fail(prog, str(exc), EXIT_NO_DATA)
     if not benchmarks:
-        print(f"{prog}: {args.json} holds no benchmarks", file=sys.stderr)
-        return EXIT_NO_DATA
+        return _fail(prog, f"{args.json} holds no benchmarks", EXIT_NO_DATA)
     outcomes = evaluate(checks, benchmarks)
     for outcome in outcomes:
         print(outcome.line())
