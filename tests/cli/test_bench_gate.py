@@ -164,3 +164,13 @@ def test_the_command_reports_usage_errors_and_missing_data_in_one_line(tmp_path)
         assert proc.returncode == status, (args, proc.stderr)
         [line] = proc.stderr.splitlines()
         assert line.startswith("lens bench-gate: ") and fragment in line and proc.stdout == ""
+
+
+def test_a_mistyped_checks_file_among_valid_ones_is_a_usage_error(tmp_path):
+    path = _json(tmp_path, {"test_a": 0.1, "test_b": 1.0})
+    good = tmp_path / "checks.txt"
+    good.write_text("test_a / test_b <= 0.2\n")
+    proc = bench_gate(path, "--checks", str(good), "--checks", str(tmp_path / "chekcs.txt"))
+    assert proc.returncode == 2 and proc.stdout == ""
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("lens bench-gate: cannot read checks file") and "chekcs.txt" in line
