@@ -11,12 +11,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (import budget)
     from typing import Mapping, Optional, Tuple, Union
 
-__all__ = ["DEFAULT_SERVICE_NAME", "EXPORTERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
+__all__ = ["DEFAULT_SERVICE_NAME", "EXPORTERS", "RECORDERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
 
 #: The service name when neither LENS_SERVICE_NAME nor OTEL_SERVICE_NAME is set.
 DEFAULT_SERVICE_NAME = "lens"
 #: Exporter names a config may name (``auto``: OTLP if an endpoint is set, else file).
 EXPORTERS = ("auto", "otlp", "console", "file", "none")
+#: Span recorders: ``native`` (Lens's compact records) or ``sdk`` (OpenTelemetry SDK spans).
+RECORDERS = ("native", "sdk")
+_MAX_OPEN_SPANS = 10_000_000
+_MAX_BUFFER_MB = 65_536
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -101,7 +105,8 @@ class LensConfig(Record):
     Fields and defaults: enabled=False, service_name="lens", span_groups="default",
     traces_enabled=True, metrics_enabled=True, logs_enabled=False, exporter="auto",
     file_dir="./lens-traces", export_ranks=all, run_id=None, user=None,
-    metric_export_interval_ms=10000, shutdown_timeout_ms=5000.
+    metric_export_interval_ms=10000, shutdown_timeout_ms=5000, recorder="native" (or LENS_RECORDER),
+    max_open_spans=10000, buffer_mb=32.
     """
 
     _defaults = {
@@ -118,6 +123,11 @@ class LensConfig(Record):
         "user": None,
         "metric_export_interval_ms": 10_000,
         "shutdown_timeout_ms": 5_000,
+        # LENS_RECORDER picks the recorder of every config that does not name one, so a
+        # job (or CI) switches recorders without code changes.
+        "recorder": os.environ.get("LENS_RECORDER", "").strip().lower() or "native",
+        "max_open_spans": 10_000,
+        "buffer_mb": 32,
     }
     _fields = __slots__ = tuple(_defaults)
     enabled: bool
@@ -133,6 +143,9 @@ class LensConfig(Record):
     user: Optional[str]
     metric_export_interval_ms: int
     shutdown_timeout_ms: int
+    recorder: str
+    max_open_spans: int
+    buffer_mb: int
 
     if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
 
@@ -141,7 +154,8 @@ class LensConfig(Record):
                      logs_enabled: bool = False, exporter: str = "auto", file_dir: str = "./lens-traces",
                      export_ranks: Union[str, ExportRanks] = ExportRanks(), run_id: Optional[str] = None,
                      user: Optional[str] = None, metric_export_interval_ms: int = 10_000,
-                     shutdown_timeout_ms: int = 5_000) -> None: ...
+                     shutdown_timeout_ms: int = 5_000, recorder: str = _defaults["recorder"],
+                     max_open_spans: int = 10_000, buffer_mb: int = 32) -> None: ...
 
     def _validate(self) -> None:
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
@@ -151,6 +165,12 @@ class LensConfig(Record):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name}={value!r}: must be a positive integer (milliseconds)")
+        if self.recorder not in RECORDERS:
+            raise ValueError(f"recorder={self.recorder!r}: allowed: {', '.join(RECORDERS)}")
+        for name, most in (("max_open_spans", _MAX_OPEN_SPANS), ("buffer_mb", _MAX_BUFFER_MB)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+                raise ValueError(f"{name}={value!r}: must be an integer from 1 to {most}")
         if not isinstance(self.service_name, str) or not self.service_name.strip():
             raise ValueError(f"service_name={self.service_name!r}: must be a non-empty string")
 
@@ -159,7 +179,8 @@ class LensConfig(Record):
                  environ: Optional[Mapping[str, str]] = None) -> LensConfig:
         """Read ``<PREFIX>_ENABLED``, ``_SERVICE_NAME``, ``_SPAN_GROUPS``, ``_TRACES_ENABLED``,
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
-        ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``.
+        ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
+        ``_RECORDER``, ``_MAX_OPEN_SPANS``, ``_BUFFER_MB``.
 
         ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
         service name falls back to ``OTEL_SERVICE_NAME``. A bad value raises ValueError
@@ -195,6 +216,9 @@ class LensConfig(Record):
             ("user", "USER", "str"),
             ("metric_export_interval_ms", "METRIC_EXPORT_INTERVAL_MS", "ms"),
             ("shutdown_timeout_ms", "SHUTDOWN_TIMEOUT_MS", "ms"),
+            ("recorder", "RECORDER", "recorder"),
+            ("max_open_spans", "MAX_OPEN_SPANS", "count"),
+            ("buffer_mb", "BUFFER_MB", "count"),
         ):
             var, raw = get(key)
             if var is None:
@@ -205,6 +229,15 @@ class LensConfig(Record):
                 if raw.lower() not in EXPORTERS:
                     raise ValueError(f"{var}={raw!r}: allowed exporters: {', '.join(EXPORTERS)}")
                 values[field] = raw.lower()
+            elif kind == "recorder":
+                if raw.lower() not in RECORDERS:
+                    raise ValueError(f"{var}={raw!r}: allowed recorders: {', '.join(RECORDERS)}")
+                values[field] = raw.lower()
+            elif kind == "count":
+                try:
+                    values[field] = int(raw)
+                except ValueError:
+                    raise ValueError(f"{var}={raw!r}: must be a positive integer") from None
             elif kind == "ranks":
                 values[field] = parse_export_ranks(raw, var)
             elif kind == "ms":

@@ -58,7 +58,9 @@ class span_attributes(_Scope):
     __slots__ = ()
 
     def __init__(self, **attrs: object) -> None:
-        super().__init__(_ATTRS, attrs)
+        from .spans import sanitize_attributes  # sanitised once here, not on every span
+
+        super().__init__(_ATTRS, sanitize_attributes(attrs))
 
     def __enter__(self) -> None:
         outer = _ATTRS.get()

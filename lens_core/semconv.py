@@ -25,6 +25,7 @@ __all__ = [
     "LENS_SPANS_UNENDED",
     "LENS_SPAN_CLAMPED",
     "LENS_SPAN_TRUNCATED",
+    "LENS_TRUNCATION_REASON",
     "LENS_UMBRELLA",
     "NEMO_PRECISION",
     "NEMO_RUN_ID",
@@ -94,6 +95,8 @@ __all__ = [
     "SLURM_NTASKS",
     "SLURM_PARTITION",
     "SLURM_RESTART_COUNT",
+    "TELEMETRY_DISTRO_NAME",
+    "TELEMETRY_DISTRO_VERSION",
     "THREAD_ID",
     "THREAD_NAME",
 ]
@@ -102,6 +105,7 @@ __all__ = [
 RL_BUCKET = "rl.bucket"  # goodput bucket: productive / overhead / idle / wasted
 LENS_SPAN_TRUNCATED = "lens.span.truncated"  # the span was cut short (e.g. at shutdown)
 LENS_SPAN_CLAMPED = "lens.span.clamped"  # an explicit interval had start > end; made zero-length
+LENS_TRUNCATION_REASON = "lens.truncation.reason"  # on the truncation event: why (e.g. shutdown)
 LENS_GROUP = "lens.group"  # the span group that gated the span (absent on ungated spans)
 LENS_UMBRELLA = "lens.umbrella"  # true on umbrella spans (which never carry a bucket)
 
@@ -144,6 +148,8 @@ SERVICE_NAME = "service.name"
 SERVICE_VERSION = "service.version"
 SERVICE_INSTANCE_ID = "service.instance.id"
 HOST_NAME = "host.name"
+TELEMETRY_DISTRO_NAME = "telemetry.distro.name"  # the distribution that made the telemetry: lens
+TELEMETRY_DISTRO_VERSION = "telemetry.distro.version"
 PROCESS_PID = "process.pid"
 THREAD_ID = "thread.id"  # span attribute: the thread that started the span
 THREAD_NAME = "thread.name"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import _impl, _log, _stepping, scopes, state
+from . import _impl, _log, _stepping, scopes, semconv, state
 from .carrier import is_valid_carrier
 from .registry import SpanRegistry
 
@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_REDACT_KEYS",
     "REDACTED",
     "current_trace_carrier",
+    "describe_exception",
     "dropped_attribute_count",
     "is_span_group_enabled",
     "managed_span",
@@ -155,6 +156,21 @@ def _sanitize_one(out, key, value, redact_keys) -> None:
     out[key] = redact_value(key, clean, redact_keys)
 
 
+def describe_exception(exc, with_type: bool = True) -> str:
+    """``"Type: message"`` (or just the message) for a span's status and exception event;
+    never raises, even when the exception's ``__str__`` does."""
+    try:
+        message = str(exc)
+    except BaseException:  # noqa: BLE001 - a broken __str__ must not replace the user's error
+        try:
+            message = f"<{type(exc).__name__}.__str__ raised>"
+        except BaseException:  # noqa: BLE001
+            message = "<unprintable exception>"
+    if not with_type:
+        return message
+    return f"{type(exc).__name__}: {message}"
+
+
 def dropped_attribute_count() -> int:
     """How many attribute values were dropped because of their type (None is not counted)."""
     return _dropped
@@ -182,10 +198,14 @@ def safe_set_span_attributes(span: Optional[Span], attrs: Optional[Mapping[str, 
 # measured as a visible share of the enabled path's cost).
 _scope_attributes = scopes._ATTRS.get
 _bucket_override = scopes._BUCKET.get
+_LENS_GROUP = semconv.LENS_GROUP
+_LENS_UMBRELLA = semconv.LENS_UMBRELLA
 
 
 def _span_attributes(group, name, attrs, umbrella_requested):
-    """Scope attributes, then the bucket, then the call site's attributes (which win)."""
+    """Scope attributes, then what the group stamps (``lens.group``, then the bucket or
+    ``lens.umbrella``), then the call site's attributes (which win). Scope attributes were
+    sanitised when the scope was entered."""
     scope = _scope_attributes()
     merged = dict(scope) if scope else {}
     if group is None:
@@ -196,7 +216,9 @@ def _span_attributes(group, name, attrs, umbrella_requested):
         if info is None:
             info = groups.get(group.strip().lower())
     if info is not None:
+        merged[_LENS_GROUP] = info.name
         if info.umbrella:
+            merged[_LENS_UMBRELLA] = True
             if info.bucket_key in attrs:
                 _warn_once(("umbrella-bucket", name), f"span {name!r} of umbrella group {info.name!r} "
                            f"was given {info.bucket_key}=; umbrellas are never bucketed, dropped")
@@ -206,12 +228,6 @@ def _span_attributes(group, name, attrs, umbrella_requested):
                 _warn_once(("umbrella-leaf", name), f"umbrella span {name!r} was opened with leaf group "
                            f"{info.name!r}; emitting it as a leaf (bucket {info.bucket})")
             merged[info.bucket_key] = _bucket_override() or info.bucket
-    if scope:
-        if attrs:
-            merged.update(attrs)
-        return sanitize_attributes(merged)
-    # No scope (the common case): merged holds at most the bucket, which the call site's
-    # attributes override, so sanitise them straight into it instead of merging first.
     if attrs:
         _sanitize_into(merged, attrs)
     return merged

@@ -32,7 +32,8 @@ if TYPE_CHECKING:  # typing and OpenTelemetry are imported by checkers only
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.trace import Tracer
 
-    from .backend import OTelBackend
+    from lens_core.backend import SpanBackend
+
     from .providers import Providers
 
 __all__ = ["TelemetryHandle", "active_handle", "resolve_rank", "setup_telemetry"]
@@ -100,10 +101,10 @@ class TelemetryHandle:
     local_rank: int
     run_id: str
     providers: Optional[Providers]
-    backend: Optional[OTelBackend]
+    backend: Optional[SpanBackend]
 
     def __init__(self, config: LensConfig, *, rank: int, world_size: int, local_rank: int, run_id: str,
-                 providers: Optional[Providers] = None, backend: Optional[OTelBackend] = None) -> None:
+                 providers: Optional[Providers] = None, backend: Optional[SpanBackend] = None) -> None:
         self.config = config
         self.rank = rank
         self.world_size = world_size
@@ -112,14 +113,28 @@ class TelemetryHandle:
         self.providers = providers
         self.backend = backend
         self._lock = threading.RLock()
-        self._closed = False
+        self._deadline = None  # set by the first shutdown()
+        self._timeout_ms = None
+        self._result = None  # the first shutdown's result, once known
+        self._claims = {}
         self._noop = None
+        self._tracer = None
         self._previous_handlers = {}
 
     @property
     def is_exporting(self) -> bool:
         """True when this rank built providers and exports telemetry."""
         return self.providers is not None
+
+    @property
+    def closed(self) -> bool:
+        """True once shutdown() has been called."""
+        return self._deadline is not None
+
+    @property
+    def pipeline(self):
+        """The span pipeline (records in, OTLP out), or None on a quiet rank."""
+        return self.providers.pipeline if self.providers is not None else None
 
     def _fallback(self):
         if self._noop is None:
@@ -136,10 +151,17 @@ class TelemetryHandle:
 
     @property
     def tracer(self) -> Tracer:
-        """The lens tracer (a no-op tracer on a quiet rank; the SDK is not loaded for it)."""
-        if self.backend is not None:
-            return self.backend.tracer
-        return self._fallback().tracer_provider.get_tracer("lens")
+        """A tracer on this rank's TracerProvider, under the ``lens`` scope (a no-op tracer
+        on a quiet rank; the SDK is not loaded for it)."""
+        if self._tracer is None:
+            provider = self.providers.tracer_provider if self.providers else None
+            if provider is None:
+                return self._fallback().tracer_provider.get_tracer("lens")
+            from .backend import INSTRUMENTATION_SCOPE
+            from .providers import lens_version
+
+            self._tracer = provider.get_tracer(INSTRUMENTATION_SCOPE, lens_version())
+        return self._tracer
 
     @property
     def meter(self) -> Meter:
@@ -149,77 +171,122 @@ class TelemetryHandle:
 
     def force_flush(self, timeout_ms: Optional[int] = None) -> bool:
         """Export what is buffered; True if everything went out within ``timeout_ms``."""
-        if not self.is_exporting or self._closed:
+        if not self.is_exporting or self._deadline is not None:
             return True
         timeout_ms = timeout_ms or self.config.shutdown_timeout_ms
         deadline = time.monotonic() + timeout_ms / 1000
+        ok = True
+        if self.pipeline is not None:  # waits without a lock: a signal may interrupt it
+            ok = self.pipeline.flush(timeout_ms / 1000)
         results = []
 
-        def flush():
-            for provider in self._live_providers():
-                results.append(bool(provider.force_flush(max(1, int((deadline - time.monotonic()) * 1000)))))
+        def flush_others():
+            p = self.providers
+            for provider in (p.meter_provider, p.logger_provider):
+                if provider is not None:
+                    results.append(bool(provider.force_flush(max(1, int((deadline - time.monotonic()) * 1000)))))
 
-        finished = _run_bounded(flush, deadline, "lens-force-flush")
-        return finished and all(results)
+        return _run_bounded(flush_others, deadline, "lens-force-flush") and ok and all(results)
 
     def _live_providers(self):
         p = self.providers
         return [x for x in (p.tracer_provider, p.meter_provider, p.logger_provider) if x is not None]
 
     def shutdown(self, timeout_ms: Optional[int] = None) -> bool:
-        """Flush and shut down traces, metrics and logs; idempotent; returns by the deadline
-        even when the collector is unreachable (what could not be exported is reported in
-        one WARNING). True when everything was exported."""
+        """Flush and shut down traces, metrics and logs; returns by the deadline even when
+        the collector is unreachable (what could not be exported is reported in one
+        WARNING). True when everything was exported.
+
+        Spans still open are ended first, marked truncated. A second call (another thread,
+        or a SIGTERM handler that interrupted the first call) waits for the first one and
+        returns its result."""
         global _active
-        with self._lock:
-            if self._closed:
-                return True
-            self._closed = True
+        with self._lock:  # re-entrant: a signal handler may run this on the same thread
+            first = self._deadline is None
+            if first:
+                self._timeout_ms = timeout_ms or self.config.shutdown_timeout_ms
+                self._deadline = time.monotonic() + self._timeout_ms / 1000
+        if not first:
+            return self._await_result()
         if not self.is_exporting:
+            self._result = True
             return True
-        timeout_ms = timeout_ms or self.config.shutdown_timeout_ms
-        deadline = time.monotonic() + timeout_ms / 1000
         with _setup_lock:
             if _active is self:
                 uninstall_backend()  # no new spans against providers that are closing
                 _active = None
-        providers = self._live_providers()
+        _start_bounded(self._close, "lens-shutdown")
+        return self._await_result()
 
-        def close():
-            for provider in providers:
-                remaining = max(1, int((deadline - time.monotonic()) * 1000))
-                try:
-                    if hasattr(provider, "get_meter"):  # MeterProvider takes a deadline
-                        provider.shutdown(timeout_millis=remaining)
-                    else:
-                        provider.shutdown()
-                except Exception as exc:
-                    _log.warn(f"telemetry shutdown: {type(provider).__name__} failed: {exc}")
+    def _await_result(self) -> bool:
+        # Polls rather than joins or waits on an Event: a signal handler that interrupted
+        # this thread inside a lock's critical section must not need that lock again.
+        while self._result is None:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                return self._time_out()
+            time.sleep(min(remaining, 0.002))
+        return self._result
 
-        finished = _run_bounded(close, deadline, "lens-shutdown")
-        if not finished:
-            # Stop exporter retry loops so the background thread ends soon too.
-            for exporter in self.providers.exporters:
-                try:
-                    exporter.shutdown()
-                except Exception:
-                    pass
-        return self._report(finished, timeout_ms)
+    def _claim(self, what) -> bool:
+        token = object()
+        return self._claims.setdefault(what, token) is token  # one atomic step: one winner
 
-    def _report(self, finished, timeout_ms) -> bool:
-        ledger = self.providers.ledger
-        counts = getattr(ledger, "exporter", None)
-        lost = 0
-        detail = ""
-        if ledger is not None and counts is not None:
-            lost = max(0, ledger.ended - counts.exported)
-            if counts.last_error:
-                detail = f"; last export error: {counts.last_error}"
-        if finished and lost == 0:
+    def _close(self) -> None:
+        """The shutdown itself, on the bounded thread: final export, providers, report."""
+        p = self.providers
+        deadline = self._deadline
+        ok = True
+        if p.pipeline is not None:
+            try:
+                ok = p.pipeline.close(deadline)
+            except Exception as exc:
+                ok = False
+                _log.warn(f"telemetry shutdown: the span pipeline failed: {exc}")
+        for provider in self._live_providers():
+            remaining = max(1, int((deadline - time.monotonic()) * 1000))
+            try:
+                if hasattr(provider, "get_meter"):  # MeterProvider takes a deadline
+                    provider.shutdown(timeout_millis=remaining)
+                else:
+                    provider.shutdown()
+            except Exception as exc:
+                _log.warn(f"telemetry shutdown: {type(provider).__name__} failed: {exc}")
+        if p.pipeline is not None:
+            p.pipeline.stop_sink(max(0.0, deadline - time.monotonic()))
+        if self._claim("outcome"):
+            self._result = self._report(finished=True, ok=ok)
+
+    def _time_out(self) -> bool:
+        if self._claim("outcome"):
+            pipeline = self.pipeline
+            if pipeline is not None:  # stop exporter retry loops, so the thread ends soon too
+                pipeline.stop_sink(0.0)
+            self._result = self._report(finished=False, ok=False)
+        while self._result is None:  # the other claimant is writing it now
+            time.sleep(0.001)
+        return self._result
+
+    def _report(self, *, finished, ok) -> bool:
+        pipeline = self.pipeline
+        if pipeline is None:
+            return finished and ok
+        counts = pipeline.counts()
+        lost = max(0, counts.created - counts.exported)
+        if finished and ok and lost == 0:
             return True
-        where = "" if finished else f"shutdown did not finish within {timeout_ms} ms; "
+        where = "" if finished else f"shutdown did not finish within {self._timeout_ms} ms; "
+        parts = [f"{n} {what}" for n, what in ((counts.dropped, "dropped (buffer full)"),
+                                                (counts.failed, "failed to export"),
+                                                (counts.unended, "never ended")) if n]
+        pending = lost - counts.lost
+        if pending > 0:
+            parts.append(f"{pending} still queued")
+        detail = f" ({', '.join(parts)})" if parts else ""
+        if pipeline.last_error:
+            detail += f"; last export error: {pipeline.last_error}"
         _log.warn(f"lens telemetry (run {self.run_id}, rank {self.rank}): {where}{lost} of "
-                  f"{getattr(ledger, 'ended', 0)} spans were not exported{detail}")
+                  f"{counts.created} spans were not exported{detail}")
         return False
 
     def install_signal_handlers(self, signals: Optional[Iterable[int]] = None) -> None:
@@ -246,8 +313,8 @@ class TelemetryHandle:
         return f"<TelemetryHandle run={self.run_id} rank={self.rank}/{self.world_size} {state}>"
 
 
-def _run_bounded(fn, deadline, name) -> bool:
-    """Run ``fn`` on a daemon thread; True if it finished before ``deadline``."""
+def _start_bounded(fn, name) -> None:
+    """Run ``fn`` on a daemon thread (inline where no thread can start: exit hooks on 3.12)."""
     thread = threading.Thread(target=fn, name=name, daemon=True)
     try:
         thread.start()
@@ -255,9 +322,20 @@ def _run_bounded(fn, deadline, name) -> bool:
         # Python 3.12 refuses new threads in exit hooks: run inline, bounded only by the
         # exporters' own timeouts (3.11 and 3.13 start the thread).
         fn()
-        return True
-    thread.join(max(0.0, deadline - time.monotonic()))
-    return not thread.is_alive()
+
+
+def _run_bounded(fn, deadline, name) -> bool:
+    """Run ``fn`` on a daemon thread; True if it finished before ``deadline``."""
+    done = []
+
+    def run():
+        fn()
+        done.append(True)
+
+    _start_bounded(run, name)
+    while not done and time.monotonic() < deadline:
+        time.sleep(0.002)
+    return bool(done)
 
 
 def _fresh_run_id() -> str:
@@ -313,8 +391,11 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
                 config, run_id=run_id, rank=rank, world_size=world_size, local_rank=local_rank,
                 resource_attributes=resource_attributes, span_exporter=span_exporter,
                 metric_reader=metric_reader)
-            if providers.tracer_provider is not None:
+            if providers.recorder is not None:
+                backend = providers.recorder
+            elif providers.tracer_provider is not None:
                 backend = OTelBackend(providers.tracer_provider, lens_version())
+            if backend is not None:
                 install_backend(backend)
             set_span_group_spec(config.span_groups)
             if not _global_providers_set:
@@ -329,6 +410,8 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
                             provider.shutdown()
                         except Exception:
                             pass
+                if providers.pipeline is not None:
+                    providers.pipeline.abandon()
             missing = missing_otel(exc, "setup_telemetry (telemetry is enabled on this rank)")
             if missing is not None:
                 raise missing from exc

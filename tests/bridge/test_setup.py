@@ -3,6 +3,7 @@ failure, the Resource, providers, id generation, exporter selection, and a real 
 receiver reached through setup_telemetry."""
 
 import logging
+import os
 import textwrap
 
 import pytest
@@ -27,6 +28,11 @@ def _without_thread(attributes):
     return {k: v for k, v in dict(attributes).items() if not k.startswith("thread.")}
 
 ON = LensConfig(enabled=True, exporter="none", span_groups="all")
+
+
+def _user_spans(exporter):
+    """What an in-memory exporter got, less the process's loss record."""
+    return [s for s in exporter.get_finished_spans() if s.name != "lens.telemetry.loss"]
 
 
 def _register():
@@ -101,11 +107,16 @@ def test_a_disabled_config_or_quiet_rank_builds_nothing_and_leaves_every_group_o
     assert handle.shutdown() is True
 
 
-def test_an_exporting_rank_installs_the_otel_backend_and_applies_the_spec():
+@pytest.mark.parametrize("recorder", ["native", "sdk"])
+def test_an_exporting_rank_installs_its_recorder_as_the_backend_and_applies_the_spec(recorder):
     _register()
-    handle = setup_telemetry(LensConfig(enabled=True, span_groups="gen"), span_exporter=InMemorySpanExporter())
+    handle = setup_telemetry(LensConfig(enabled=True, span_groups="gen", recorder=recorder),
+                             span_exporter=InMemorySpanExporter())
     assert handle.is_exporting and active_handle() is handle
-    assert isinstance(lens_core.installed_backend(), OTelBackend)
+    if recorder == "native":
+        assert lens_core.installed_backend() is handle.providers.recorder is not None
+    else:
+        assert isinstance(lens_core.installed_backend(), OTelBackend) and handle.providers.recorder is None
     assert lens_core.enabled_span_groups() == {"gen"}
     handle.shutdown()
     assert lens_core.installed_backend() is None and active_handle() is None
@@ -133,7 +144,7 @@ def test_allow_reinit_replaces_a_still_active_setup_without_deadlocking():
         config = LensConfig(enabled=True, exporter="none")
         first = setup_telemetry(config)
         second = setup_telemetry(config, _allow_reinit=True)
-        assert active_handle() is second and first._closed
+        assert active_handle() is second and first.closed
         print("ok")
     """)
     result = run_script(script, timeout=20)
@@ -190,8 +201,10 @@ def test_resource_has_service_run_rank_user_and_host_attributes(monkeypatch):
     handle = setup_telemetry(config, rank=3, world_size=8, local_rank=1, resource_attributes={"team": "caller"})
     attrs = handle.providers.resource.attributes
     assert attrs["service.name"] == "trainer"
-    assert attrs["service.version"] == providers_module.lens_version()
-    assert attrs["service.instance.id"] == "r1-rank3"
+    assert "service.version" not in attrs  # the application's, not Lens's
+    assert attrs["telemetry.distro.name"] == "lens"
+    assert attrs["telemetry.distro.version"] == providers_module.lens_version()
+    assert attrs["service.instance.id"] == f"r1-rank3-{attrs['host.name']}-{os.getpid()}"
     assert attrs["nemo.run.id"] == "r1"
     assert (attrs["nv.dl.rank"], attrs["nv.dl.world_size"], attrs["nv.dl.local_rank"]) == (3, 8, 1)
     assert attrs["nv.dl.user"] == "ada"
@@ -249,9 +262,9 @@ def test_exported_spans_use_the_lens_scope_and_start_with_their_attributes():
         with managed_span("gen", "generate", n=2):
             pass
     handle.shutdown()
-    (span,) = exporter.get_finished_spans()
+    (span,) = _user_spans(exporter)
     assert span.instrumentation_scope.name == "lens"
-    assert _without_thread(span.attributes) == {"run": "r", "rl.bucket": "productive", "n": 2}
+    assert _without_thread(span.attributes) == {"run": "r", "lens.group": "gen", "rl.bucket": "productive", "n": 2}
 
 
 @pytest.mark.parametrize("exc_type", [ValueError, KeyboardInterrupt])
@@ -263,7 +276,7 @@ def test_an_exception_escaping_a_span_is_recorded_with_error_status(exc_type):
         with managed_span("gen", "boom"):
             raise exc_type("bad")
     handle.shutdown()
-    (span,) = exporter.get_finished_spans()
+    (span,) = _user_spans(exporter)
     assert span.status.status_code.name == "ERROR"
     assert [e.name for e in span.events] == ["exception"]
     assert span.events[0].attributes["exception.type"] == exc_type.__name__
@@ -348,14 +361,15 @@ def test_auto_exporter_sends_traces_metrics_and_logs_to_an_otlp_receiver(otlp_re
     assert gen.parent_span_id == step.span_id == f"{outer.get_span_context().span_id:016x}"
     assert gen.trace_id == step.trace_id and step.parent_span_id == ""
     assert gen.span_id == f"{inner.get_span_context().span_id:016x}"
-    assert _without_thread(gen.attributes) == {"rl.bucket": "productive", "prompts": 8}
-    assert _without_thread(step.attributes) == {"iteration": 4}  # an umbrella is never bucketed
+    assert _without_thread(gen.attributes) == {"lens.group": "gen", "rl.bucket": "productive", "prompts": 8}
+    # an umbrella is never bucketed
+    assert _without_thread(step.attributes) == {"iteration": 4, "lens.group": "step", "lens.umbrella": True}
     assert gen.attributes["thread.name"] == "MainThread"
     assert gen.scope == "lens" and {s.transport for s in spans.values()} == {protocol.split("/")[0]}
     resource = gen.resource
     assert resource["service.name"] == "rl-trainer"
     assert resource["nv.dl.rank"] == 1
-    assert resource["service.instance.id"] == "job9-rank1"
+    assert resource["service.instance.id"] == f"job9-rank1-{resource['host.name']}-{os.getpid()}"
     assert resource["nemo.run.id"] == "job9"
     assert resource["deployment.environment"] == "ci"
     assert resource["team"] == "rl"

@@ -136,7 +136,7 @@ def test_the_checkers_init_signature_matches_the_records_fields_and_defaults(rec
     [init] = [n for n in ast.walk(source) if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
     params = init.args.args[1:]
     assert [p.arg for p in params] == list(record._fields)
-    namespace = vars(sys.modules[record.__module__])
+    namespace = {**vars(sys.modules[record.__module__]), **vars(record)}  # a default may read _defaults
     defaults = [eval(ast.unparse(d), namespace) for d in init.args.defaults]  # noqa: S307 - our own source
     assert dict(zip(record._fields[len(params) - len(defaults):], defaults)) == record._defaults
 
