@@ -7,6 +7,10 @@ import os
 from ._record import Record
 from .export_ranks import ExportRanks, parse_export_ranks
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (import budget)
+    from typing import Mapping, Optional, Tuple, Union
+
 __all__ = ["DEFAULT_SERVICE_NAME", "EXPORTERS", "RECORDERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
 
 #: The service name when neither LENS_SERVICE_NAME nor OTEL_SERVICE_NAME is set.
@@ -66,8 +70,36 @@ class LensConfig(Record):
         "buffer_mb": 32,
     }
     _fields = __slots__ = tuple(_defaults)
+    enabled: bool
+    service_name: str
+    span_groups: str
+    traces_enabled: bool
+    metrics_enabled: bool
+    logs_enabled: bool
+    exporter: str
+    file_dir: str
+    export_ranks: ExportRanks
+    run_id: Optional[str]
+    user: Optional[str]
+    metric_export_interval_ms: int
+    shutdown_timeout_ms: int
+    trace_ranks: ExportRanks
+    recorder: str
+    max_open_spans: int
+    buffer_mb: int
 
-    def _validate(self):
+    if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
+
+        def __init__(self, enabled: bool = False, service_name: str = DEFAULT_SERVICE_NAME,
+                     span_groups: str = "default", traces_enabled: bool = True, metrics_enabled: bool = True,
+                     logs_enabled: bool = False, exporter: str = "auto", file_dir: str = "./lens-traces",
+                     export_ranks: Union[str, ExportRanks] = ExportRanks(), run_id: Optional[str] = None,
+                     user: Optional[str] = None, metric_export_interval_ms: int = 10_000,
+                     shutdown_timeout_ms: int = 5_000, trace_ranks: Union[str, ExportRanks] = ExportRanks(),
+                     recorder: str = _defaults["recorder"],
+                     max_open_spans: int = 10_000, buffer_mb: int = 32) -> None: ...
+
+    def _validate(self) -> None:
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
         object.__setattr__(self, "trace_ranks", parse_export_ranks(self.trace_ranks, "trace_ranks"))
         if self.exporter not in EXPORTERS:
@@ -86,7 +118,8 @@ class LensConfig(Record):
             raise ValueError(f"service_name={self.service_name!r}: must be a non-empty string")
 
     @classmethod
-    def from_env(cls, prefix: str = "LENS", fallback_prefix=None, environ=None) -> "LensConfig":
+    def from_env(cls, prefix: str = "LENS", fallback_prefix: Optional[str] = None,
+                 environ: Optional[Mapping[str, str]] = None) -> LensConfig:
         """Read ``<PREFIX>_ENABLED``, ``_SERVICE_NAME``, ``_SPAN_GROUPS``, ``_TRACES_ENABLED``,
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
         ``_TRACE_RANKS``, ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,

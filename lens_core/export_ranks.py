@@ -149,6 +149,10 @@ class ExportRanks(Record):
     _fields = __slots__ = ("mode", "ranks", "fraction")
     _defaults = {"mode": "all", "ranks": (), "fraction": 1.0}
 
+    if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
+
+        def __init__(self, mode: str = "all", ranks: Tuple[int, ...] = (), fraction: float = 1.0) -> None: ...
+
     def exports(self, rank: int, world_size: int, local_rank: int = 0) -> bool:
         """Whether ``rank`` of ``world_size`` exports. ``sample`` is deterministic per rank
         (the same ranks export on every restart) and always includes rank 0. A registered

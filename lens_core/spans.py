@@ -6,6 +6,15 @@ from . import _impl, _log, _stepping, scopes, semconv, state
 from .carrier import is_valid_carrier
 from .registry import SpanRegistry
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (import budget)
+    from types import TracebackType
+    from typing import Any, Collection, Dict, Literal, Mapping, Optional, Type, TypeVar, Union
+
+    from .typing import Span, SpanContextManager, SpanDecorator
+
+    _T = TypeVar("_T")
+
 __all__ = [
     "DEFAULT_REDACT_KEYS",
     "REDACTED",
@@ -24,10 +33,13 @@ __all__ = [
     "umbrella_trace_fn",
 ]
 
-# The disabled fast paths live in the gate; these names are rebound if tests switch it.
-managed_span = _impl.gate.managed_span
-umbrella_span = _impl.gate.umbrella_span
-is_span_group_enabled = _impl.gate.is_enabled
+if TYPE_CHECKING:  # checkers read the gate's stub (_gate.pyi), which both gates match
+    from ._gate import is_enabled as is_span_group_enabled
+    from ._gate import managed_span, umbrella_span
+else:  # the disabled fast paths live in the gate; these names are rebound if tests switch it
+    managed_span = _impl.gate.managed_span
+    umbrella_span = _impl.gate.umbrella_span
+    is_span_group_enabled = _impl.gate.is_enabled
 
 # ---- attribute safety ---------------------------------------------------------------------
 
@@ -51,7 +63,7 @@ def _is_redacted_key(key: str, redact_keys) -> bool:
     return any(part in redact_keys for part in parts)
 
 
-def redact_value(key: str, value, redact_keys=None):
+def redact_value(key: str, value: _T, redact_keys: Optional[Collection[str]] = None) -> Union[_T, str]:
     """``REDACTED`` when ``key`` (or any of its ``.``/``_``/``-`` parts) is in
     ``redact_keys`` (default DEFAULT_REDACT_KEYS) and the value carries text; numbers and
     booleans are returned unchanged."""
@@ -164,7 +176,8 @@ def dropped_attribute_count() -> int:
     return _dropped
 
 
-def safe_set_span_attributes(span, attrs, redact_keys=None) -> None:
+def safe_set_span_attributes(span: Optional[Span], attrs: Optional[Mapping[str, object]],
+                             redact_keys: Optional[Collection[str]] = None) -> None:
     """Set sanitised ``attrs`` on ``span``; a ``None`` span (a disabled group) is fine.
     ``redact_keys`` defaults to DEFAULT_REDACT_KEYS."""
     if span is None or not attrs:
@@ -292,18 +305,19 @@ def _decorator(group, name, tracer, umbrella):
     return decorate
 
 
-def trace_fn(group: str, name=None, tracer=None):
+def trace_fn(group: str, name: Optional[str] = None, tracer: Any = None) -> SpanDecorator:
     """Decorator: run each call in a span of ``group`` (decided per call; the span covers
     the awaited / iterated work of coroutines and generators). Keeps the metadata."""
     return _decorator(group, name, tracer, False)
 
 
-def umbrella_trace_fn(group: str, name=None, tracer=None):
+def umbrella_trace_fn(group: str, name: Optional[str] = None, tracer: Any = None) -> SpanDecorator:
     """trace_fn for umbrella groups (never bucketed)."""
     return _decorator(group, name, tracer, True)
 
 
-def span_cm(name: str, tracer=None, record_exception: bool = True, context=None, **attrs):
+def span_cm(name: str, tracer: Any = None, record_exception: bool = True, context: Any = None,
+            **attrs: object) -> SpanContextManager:
     """An ungated span (still off when no backend is installed). ``context`` parents it on
     a remote context: a W3C carrier mapping or a backend context object."""
     backend = state.installed_backend()
@@ -315,7 +329,7 @@ def span_cm(name: str, tracer=None, record_exception: bool = True, context=None,
 # ---- carriers -----------------------------------------------------------------------------
 
 
-def current_trace_carrier() -> dict:
+def current_trace_carrier() -> Dict[str, str]:
     """The current span's context as a W3C carrier; ``{}`` when nothing is recording."""
     backend = state.installed_backend()
     return backend.current_carrier() if backend is not None else {}
@@ -327,19 +341,20 @@ class remote_trace_context:
 
     __slots__ = ("_carrier", "_backend", "_token")
 
-    def __init__(self, carrier):
+    def __init__(self, carrier: Optional[Mapping[str, str]]) -> None:
         self._carrier = carrier
         self._backend = None
         self._token = None
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         backend = state.installed_backend()
         if backend is not None and is_valid_carrier(self._carrier):
             self._token = backend.attach_carrier(self._carrier)
             self._backend = backend if self._token is not None else None
         return None
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         if self._backend is not None:
             self._backend.release(self._token)
             self._backend = self._token = None

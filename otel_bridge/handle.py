@@ -22,6 +22,21 @@ from lens_core import _log, install_backend, set_span_group_spec, uninstall_back
 from lens_core.config import LensConfig
 from lens_core.export_ranks import export_decision
 
+from ._extras import missing_otel
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing and OpenTelemetry are imported by checkers only
+    from typing import Any, Iterable, Mapping, Optional, Tuple
+
+    from opentelemetry.metrics import Meter
+    from opentelemetry.sdk.metrics.export import MetricReader
+    from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Tracer
+
+    from lens_core.backend import SpanBackend
+
+    from .providers import Providers
+
 __all__ = ["TelemetryHandle", "active_handle", "resolve_rank", "setup_telemetry"]
 
 # Re-entrant: a reinit shuts the previous handle down (which takes this lock) while
@@ -43,7 +58,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def active_handle():
+def active_handle() -> Optional[TelemetryHandle]:
     """The handle of this process's exporting setup, or None."""
     return _active
 
@@ -62,7 +77,8 @@ def _env_int(environ, names, default, label):
     return default
 
 
-def resolve_rank(rank=None, world_size=None, local_rank=None, environ=None):
+def resolve_rank(rank: Optional[int] = None, world_size: Optional[int] = None, local_rank: Optional[int] = None,
+                 environ: Optional[Mapping[str, str]] = None) -> Tuple[int, int, int]:
     """(rank, world_size, local_rank): explicit values, then RANK / WORLD_SIZE / LOCAL_RANK,
     then SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID, then 0 / 1 / 0."""
     env = os.environ if environ is None else environ
@@ -80,7 +96,16 @@ def resolve_rank(rank=None, world_size=None, local_rank=None, environ=None):
 class TelemetryHandle:
     """What setup_telemetry returns: tracer, meter, who this rank is, flush and shutdown."""
 
-    def __init__(self, config, *, rank, world_size, local_rank, run_id, providers=None, backend=None):
+    config: LensConfig
+    rank: int
+    world_size: int
+    local_rank: int
+    run_id: str
+    providers: Optional[Providers]
+    backend: Optional[SpanBackend]
+
+    def __init__(self, config: LensConfig, *, rank: int, world_size: int, local_rank: int, run_id: str,
+                 providers: Optional[Providers] = None, backend: Optional[SpanBackend] = None) -> None:
         self.config = config
         self.rank = rank
         self.world_size = world_size
@@ -116,11 +141,17 @@ class TelemetryHandle:
         if self._noop is None:
             from .providers import build_noop_providers
 
-            self._noop = build_noop_providers()
+            try:
+                self._noop = build_noop_providers()
+            except ModuleNotFoundError as exc:
+                missing = missing_otel(exc, "handle.tracer / handle.meter (no-op ones on this quiet rank)")
+                if missing is None:
+                    raise
+                raise missing from exc
         return self._noop
 
     @property
-    def tracer(self):
+    def tracer(self) -> Tracer:
         """A tracer on this rank's TracerProvider, under the ``lens`` scope (a no-op tracer
         on a quiet rank; the SDK is not loaded for it)."""
         if self._tracer is None:
@@ -134,12 +165,12 @@ class TelemetryHandle:
         return self._tracer
 
     @property
-    def meter(self):
+    def meter(self) -> Meter:
         """A meter from this rank's MeterProvider (a no-op meter when not exporting metrics)."""
         provider = self.providers.meter_provider if self.providers else None
         return (provider or self._fallback().meter_provider).get_meter("lens")
 
-    def force_flush(self, timeout_ms: int = None) -> bool:
+    def force_flush(self, timeout_ms: Optional[int] = None) -> bool:
         """Export what is buffered; True if everything went out within ``timeout_ms``."""
         if not self.is_exporting or self._deadline is not None:
             return True
@@ -162,7 +193,7 @@ class TelemetryHandle:
         p = self.providers
         return [x for x in (p.tracer_provider, p.meter_provider, p.logger_provider) if x is not None]
 
-    def shutdown(self, timeout_ms: int = None) -> bool:
+    def shutdown(self, timeout_ms: Optional[int] = None) -> bool:
         """Flush and shut down traces, metrics and logs; returns by the deadline even when
         the collector is unreachable (what could not be exported is reported in one
         WARNING). True when everything was exported.
@@ -263,7 +294,7 @@ class TelemetryHandle:
                   f"{counts.created} spans were not exported{detail}")
         return False
 
-    def install_signal_handlers(self, signals=None) -> None:
+    def install_signal_handlers(self, signals: Optional[Iterable[int]] = None) -> None:
         """On SIGTERM (or ``signals``), flush within the shutdown timeout, then run the
         handler that was installed before (the default one re-delivers the signal)."""
         import signal as _signal
@@ -282,7 +313,7 @@ class TelemetryHandle:
             _signal.signal(signum, _signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "exporting" if self.is_exporting else "quiet"
         return f"<TelemetryHandle run={self.run_id} rank={self.rank}/{self.world_size} {state}>"
 
@@ -332,8 +363,10 @@ def _warn_outside(selector, world_size: int, what: str) -> None:
                   f"size {world_size}" + ("; no rank is selected" if none_left else "; they are ignored"))
 
 
-def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, world_size=None,
-                    local_rank=None, span_exporter=None, metric_reader=None, export_strategy=None,
+def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping[str, Any]] = None,
+                    rank: Optional[int] = None, world_size: Optional[int] = None, local_rank: Optional[int] = None,
+                    span_exporter: Optional[SpanExporter] = None, metric_reader: Optional[MetricReader] = None,
+                    export_strategy: Any = None,
                     _allow_reinit: bool = False) -> TelemetryHandle:
     """Set up telemetry for this process and return its handle.
 
@@ -402,7 +435,7 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
                 from .logging_bridge import setup_logging_bridge
 
                 setup_logging_bridge(logger_provider=providers.logger_provider)
-        except BaseException:
+        except BaseException as exc:
             uninstall_backend()
             if providers is not None and providers.logger_provider is not None:
                 from .logging_bridge import detach_logging_bridge
@@ -417,6 +450,9 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
                             pass
                 if providers.pipeline is not None:
                     providers.pipeline.abandon()
+            missing = missing_otel(exc, "setup_telemetry (telemetry is enabled on this rank)")
+            if missing is not None:
+                raise missing from exc
             raise
         handle = TelemetryHandle(config, providers=providers, backend=backend, **handle_args)
         _active = handle
