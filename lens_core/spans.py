@@ -246,6 +246,7 @@ def _call_factory(traced, args, kwargs):
 
 
 _impl.set_factories(_span_factory, _call_factory)
+_impl.set_attribute_hooks(scopes._ATTRS, scopes._BUCKET, _redact_cache, _sanitize_one, _span_attributes)
 
 
 class _SpanSteps:
