@@ -18,7 +18,7 @@ cdef extern from "Python.h":
     ctypedef struct _TypeHead "PyTypeObject":
         Py_ssize_t tp_vectorcall_offset
         unsigned long tp_flags
-    object PyCFunction_NewEx(PyMethodDef* ml, object self, object module)
+    object PyCFunction_NewEx(PyMethodDef* ml, PyObject* self, object module)
     object PyMethod_New(object func, object self)
     object PyObject_Vectorcall(object callable, PyObject* const* args, size_t nargsf, PyObject* kwnames)
     vectorcallfunc PyVectorcall_Function(object callable)
@@ -237,23 +237,36 @@ cdef object _span_fast(object binder, PyObject** args, Py_ssize_t nargs, PyObjec
 
 cdef PyMethodDef _managed_def
 _managed_def.ml_name = "managed_span"
-_managed_def.ml_meth = <void*>_span_fast
+_managed_def.ml_meth = <void*>_managed_fast
 _managed_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
 _managed_def.ml_doc = (
-    "managed_span($module, group, name, tracer=None, **attrs)\n--\n\n"
+    "managed_span(group, name, tracer=None, **attrs)\n--\n\n"
     "Context manager for a span of ``group``; yields the span, or None when off."
 )
 cdef PyMethodDef _umbrella_def
 _umbrella_def.ml_name = "umbrella_span"
-_umbrella_def.ml_meth = <void*>_span_fast
+_umbrella_def.ml_meth = <void*>_umbrella_fast
 _umbrella_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
 _umbrella_def.ml_doc = (
-    "umbrella_span($module, group, name, tracer=None, **attrs)\n--\n\n"
+    "umbrella_span(group, name, tracer=None, **attrs)\n--\n\n"
     "Like managed_span, for an umbrella (never bucketed) span."
 )
+cdef object _MANAGED_BINDER = _Binders.managed_span
 cdef object _UMBRELLA_BINDER = _Binders.umbrella_span
-managed_span = PyCFunction_NewEx(&_managed_def, _Binders.managed_span, __name__)
-umbrella_span = PyCFunction_NewEx(&_umbrella_def, _UMBRELLA_BINDER, __name__)
+
+
+cdef object _managed_fast(PyObject* self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+    return _span_fast(_MANAGED_BINDER, args, nargs, kwnames)
+
+
+cdef object _umbrella_fast(PyObject* self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+    return _span_fast(_UMBRELLA_BINDER, args, nargs, kwnames)
+
+
+# No bound self and the public module as __module__: pickle saves them by reference as
+# lens_core.managed_span / lens_core.umbrella_span (Ray ships classes that use them by value).
+managed_span = PyCFunction_NewEx(&_managed_def, NULL, "lens_core")
+umbrella_span = PyCFunction_NewEx(&_umbrella_def, NULL, "lens_core")
 
 
 # ---- trace_fn wrapper for plain functions ----------------------------------------------
@@ -300,6 +313,12 @@ cdef class TracedFunction:
 
     def __repr__(self):
         return f"<lens traced {self._group!r} {self._fn!r}>"
+
+    def __reduce__(self):
+        # By value (cloudpickle ships a __main__ class's methods so): rebuilt around the
+        # function, with the metadata functools.update_wrapper copied.
+        return (_rebuild_traced, (self._fn, self._group, self._lens_name, self._lens_tracer, self._lens_umbrella,
+                                  dict(getattr(self, "__dict__"))))
 
 
 cdef object _traced_vectorcall(object self, PyObject** args, size_t nargsf, PyObject* kwnames):
@@ -364,6 +383,12 @@ _enable_vectorcall()
 def wrap_function(fn, group, name, tracer, umbrella):
     """Wrap a plain function (not a coroutine or generator) so each call checks the gate."""
     return TracedFunction(fn, group, name, tracer, umbrella)
+
+
+def _rebuild_traced(fn, group, name, tracer, umbrella, state):
+    traced = TracedFunction(fn, group, name, tracer, umbrella)
+    getattr(traced, "__dict__").update(state)
+    return traced
 
 
 # ---- the native recorder's fast path ----------------------------------------------------

@@ -125,6 +125,11 @@ def umbrella_span(group, name, tracer=None, **attrs):
     return null_span
 
 
+# Pickled by reference under their public names, like the compiled gate's (whichever gate
+# the unpickling process runs then answers).
+managed_span.__module__ = umbrella_span.__module__ = "lens_core"
+
+
 def wrap_function(fn, group, name, tracer, umbrella):
     """Wrap a plain function (not a coroutine or generator) so each call checks the gate."""
 

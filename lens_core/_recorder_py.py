@@ -382,7 +382,7 @@ class Recorder:
         with self._lock:
             self.created += 1
 
-    def _end(self, span, end_ns) -> None:
+    def _end(self, span, end_ns, from_shutdown=False) -> None:
         if span._state != _OPEN:
             return
         span._state = _ENDED
@@ -396,7 +396,13 @@ class Recorder:
                 self.evicted_ended += 1
         else:
             self._unlink(span)
-        self._enqueue(span)
+        if from_shutdown:
+            # The shutdown path takes no lock: a signal handler may be running it on a thread
+            # that was interrupted while holding one. Truncated spans were open, so the
+            # ledger's bound already bounds them.
+            self._queue.append(span)
+        else:
+            self._enqueue(span)
 
     def _enqueue(self, record) -> bool:
         queued = len(self._queue)
@@ -482,7 +488,7 @@ class Recorder:
                 continue
             self._add_event(span, semconv.LENS_SPAN_TRUNCATED, {semconv.LENS_TRUNCATION_REASON: reason}, None)
             span.attrs[semconv.LENS_SPAN_TRUNCATED] = True
-            self._end(span, 0)
+            self._end(span, 0, from_shutdown=True)
             count += 1
         self.truncated += count
         return count

@@ -1,14 +1,15 @@
 """setup_telemetry and TelemetryHandle: one call per process, bounded flush and shutdown.
 
 Fork: a child forked from an exporting process keeps exporting through the setup it
-inherited, which re-initialises itself in the child: the batch queues start empty (spans
-the parent had queued stay the parent's, so each is exported once, by the parent), worker
-threads, locks and the id generator are fresh, file exporters write a new file named for
-the child's pid, and the child's shutdown report counts only the child's spans. The child
-exports what it emits itself; it must call ``handle.shutdown()`` (or exit normally, which
-runs the exit hook) before it ends; ``os._exit`` without a shutdown drops its queue. OTLP
-over gRPC in a forked child needs gRPC's own fork support (``GRPC_ENABLE_FORK_SUPPORT``);
-file and HTTP exporters need nothing.
+inherited, which re-initialises itself in the child: the span queue starts empty (spans
+the parent had queued stay the parent's, so each is exported once, by the parent), the
+export thread, locks and the id generator are fresh, the exporter is built anew for the
+child (it never touches the parent's connections or gRPC channel), file exporters write a
+new file named for the child's pid, the resource names the child's pid and instance, and
+the child's shutdown report counts only the child's spans. The child exports what it
+emits itself: a multiprocessing child flushes in multiprocessing's exit path and on
+SIGTERM (pool workers are terminated so); a raw ``os.fork()`` child must call
+``handle.shutdown()`` (or exit normally, which runs the exit hook) before ``os._exit``.
 """
 
 from __future__ import annotations
@@ -458,8 +459,34 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
         _active = handle
     import weakref
 
-    atexit.register(_atexit_shutdown, weakref.ref(handle))
+    ref = weakref.ref(handle)
+    atexit.register(_atexit_shutdown, ref)
+    _flush_multiprocessing_children(ref)
     return handle
+
+
+def _flush_multiprocessing_children(handle_ref) -> None:
+    """A multiprocessing child ends through ``os._exit`` (no exit hook runs) or, for a pool
+    worker, by the parent's SIGTERM: in such a child, flush and shut down in the exit path
+    multiprocessing does run (its finalizers) and on SIGTERM. Forked children get this
+    from the parent's setup; spawned ones when they call setup_telemetry themselves."""
+    import multiprocessing
+    import multiprocessing.util as mp_util
+
+    def in_child(_handle=None):
+        handle = handle_ref()
+        if handle is None or handle.closed:
+            return
+        mp_util.Finalize(None, _atexit_shutdown, args=(handle_ref,), exitpriority=100)
+        try:
+            handle.install_signal_handlers()
+        except ValueError:  # not the main thread: the finalizer still flushes a normal exit
+            pass
+
+    handle = handle_ref()
+    mp_util.register_after_fork(handle, in_child)  # runs in each forked multiprocessing child
+    if multiprocessing.parent_process() is not None:  # this process is such a child itself
+        in_child()
 
 
 def _set_global_providers(providers) -> None:

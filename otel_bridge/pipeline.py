@@ -295,7 +295,7 @@ class SdkSpanProcessor:
         self._open = {}
         self._evicted = {}
         self._pid = os.getpid()
-        self.created = self.evicted = self.evicted_ended = self.truncated = 0
+        self.created = self.evicted = self.evicted_ended = self.truncated = self.skipped = 0
 
     def on_start(self, span, parent_context=None):
         if self._pid != os.getpid():
@@ -343,6 +343,13 @@ class SdkSpanProcessor:
         """End every SDK span still open, newest first, marked truncated."""
         count = 0
         for span in reversed(list(self._open.values())):
+            lock = getattr(span, "_lock", None)
+            if lock is not None and lock.locked():
+                # Its owner is inside end() or set_attribute() right now (or was interrupted
+                # there by the signal running this shutdown): taking the span's lock would
+                # wait for it. Counted as never ended.
+                self.skipped += 1
+                continue
             try:
                 span.add_event(semconv.LENS_SPAN_TRUNCATED, {semconv.LENS_TRUNCATION_REASON: "shutdown"})
                 span.set_attribute(semconv.LENS_SPAN_TRUNCATED, True)
@@ -427,7 +434,7 @@ class SpanPipeline:
         if sdk is not None:
             created += sdk.created
             truncated += sdk.truncated
-            unended += sdk.evicted - sdk.evicted_ended
+            unended += sdk.evicted - sdk.evicted_ended + sdk.skipped
         return LossCounts(created, self.exported, rec.dropped, self.failed, max(0, unended), truncated)
 
     # ---- the export thread ---------------------------------------------------------------

@@ -163,6 +163,8 @@ class _HTTPHandler(BaseHTTPRequestHandler):
         except Exception:  # bad compression or protobuf: the client sent garbage
             return self._reply(400)
         headers = {key.lower(): value for key, value in self.headers.items()}
+        if self.server.receiver.delay_s:  # a slow collector
+            time.sleep(self.server.receiver.delay_s)
         self.server.receiver._record(ReceivedRequest(signal, "http", request, headers))
         self._reply(200, response_cls().SerializeToString())
 
@@ -185,7 +187,8 @@ class OTLPReceiver:
     signal paths ``/v1/traces``, ``/v1/metrics``, ``/v1/logs`` go after it).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s  # the HTTP receiver waits this long before taking a request
         self._received: list[ReceivedRequest] = []
         self._condition = threading.Condition()
         self._grpc_server: grpc.Server | None = None

@@ -19,10 +19,10 @@ def _attrs(key_values):
     return out
 
 
-def _lines(path):
+def _lines(path, only_with=None):
     # an unterminated last line is a torn write (see JsonLinesWriter): ignore it
     text = Path(path).read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.split("\n")[:-1] if line]
+    return [json.loads(line) for line in text.split("\n")[:-1] if line and (only_with is None or only_with in line)]
 
 
 LOSS_SPAN_NAME = "lens.telemetry.loss"
@@ -35,20 +35,32 @@ def read_spans(directory, pattern="traces-*.jsonl", *, loss_records=False):
     return [s for s in _read_all(directory, pattern) if (s["name"] == LOSS_SPAN_NAME) == loss_records]
 
 
+def count_spans(directory, name, pattern="traces-*.jsonl"):
+    """How many spans called ``name`` the files under ``directory`` hold, without parsing
+    them (for millions of spans): complete lines only, like every reader."""
+    needle = '"name":%s' % json.dumps(name)
+    count = 0
+    for path in Path(directory).rglob(pattern):
+        text = path.read_text(encoding="utf-8")
+        complete = text[: text.rfind("\n") + 1]
+        count += complete.count(needle)
+    return count
+
+
 def final_losses(directory):
     """service.instance.id -> the newest loss record's attributes (counters are cumulative)."""
     newest = {}
-    for record in read_spans(directory, loss_records=True):
+    for record in _read_all(directory, "traces-*.jsonl", only_with=LOSS_SPAN_NAME):
         process = record["resource"].get("service.instance.id")
         if process not in newest or record["end"] >= newest[process]["end"]:
             newest[process] = record
     return {process: record["attributes"] for process, record in newest.items()}
 
 
-def _read_all(directory, pattern):
+def _read_all(directory, pattern, only_with=None):
     spans = []
     for path in sorted(Path(directory).rglob(pattern)):
-        for request in _lines(path):
+        for request in _lines(path, only_with):
             for rs in request.get("resourceSpans", ()):
                 resource = _attrs(rs.get("resource", {}).get("attributes"))
                 for ss in rs.get("scopeSpans", ()):

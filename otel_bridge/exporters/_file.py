@@ -58,6 +58,7 @@ class JsonLinesWriter:
         self._fd: int | None = None
         self._pid = os.getpid()
         self._closed = False
+        self._suspect_tail = False  # a failed write could not be cut back: check before the next
         _WRITERS.add(self)
 
     @property
@@ -73,13 +74,26 @@ class JsonLinesWriter:
         with self._lock:
             if self._closed:
                 raise ValueError(f"{self.signal} file writer is closed")
-            if self._fd is None:
-                self._fd = self._open()
+            if self._fd is None or self._suspect_tail:
+                if self._fd is None:
+                    self._fd = self._open()
                 if self._ends_with_torn_line(self._fd):
                     payload = b"\n" + payload
+                self._suspect_tail = False
+            start = os.fstat(self._fd).st_size
             data = memoryview(payload)
-            while data:  # local file systems take it all in one call; loop for the others
-                data = data[os.write(self._fd, data) :]
+            try:
+                while data:  # local file systems take it all in one call; loop for the others
+                    data = data[os.write(self._fd, data) :]
+            except OSError:
+                # A full disk (or a file size limit) took part of the line: cut it back off, so
+                # the next line does not start glued to a fragment and what is counted as
+                # written is what can be read. If even that fails, the next write checks.
+                try:
+                    os.ftruncate(self._fd, start)
+                except OSError:
+                    self._suspect_tail = True
+                raise
 
     def _open(self) -> int:
         self.directory.mkdir(parents=True, exist_ok=True)

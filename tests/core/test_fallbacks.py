@@ -64,7 +64,7 @@ def test_the_compiled_gates_text_signatures_match_the_fallbacks():
     """The compiled gate's C-level functions carry text signatures (__text_signature__), so
     inspect.signature compares them with the fallbacks instead of failing or seeing (*args)."""
     gate = pytest.importorskip("lens_core._gate")
-    assert gate.managed_span.__text_signature__ == "($module, group, name, tracer=None, **attrs)"
+    assert gate.managed_span.__text_signature__ == "(group, name, tracer=None, **attrs)"
     for public, attr in _impl.GATE_EXPORTS.items():
         assert _shape(getattr(gate, attr)) == _shape(getattr(fallbacks, public)), public
 
