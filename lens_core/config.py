@@ -7,12 +7,35 @@ import os
 
 from ._record import Record
 
-__all__ = ["DEFAULT_SERVICE_NAME", "EXPORTERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
+__all__ = [
+    "DEFAULT_SERVICE_NAME",
+    "EXPORTERS",
+    "MAX_RANK",
+    "MILLISECOND_RANGES",
+    "ExportRanks",
+    "LensConfig",
+    "parse_bool",
+    "parse_export_ranks",
+    "parse_redact_allow",
+]
 
 #: The service name when neither LENS_SERVICE_NAME nor OTEL_SERVICE_NAME is set.
 DEFAULT_SERVICE_NAME = "lens"
 #: Exporter names a config may name (``auto``: OTLP if an endpoint is set, else file).
 EXPORTERS = ("auto", "otlp", "console", "file", "none")
+#: Allowed (min, max) of each millisecond setting. The maxima are far below what
+#: ``threading`` and ``time`` accept (``threading.TIMEOUT_MAX`` is ~9.2e12 ms on Linux), so
+#: no setting can overflow a wait: shutdown runs at process exit, where schedulers kill a
+#: job within seconds to minutes (SLURM's KillWait, Kubernetes' grace period), so an hour
+#: is generous; a metric interval beyond a day would export nothing while a job runs
+#: (metrics are still flushed at shutdown).
+MILLISECOND_RANGES = {
+    "metric_export_interval_ms": (1, 86_400_000),
+    "shutdown_timeout_ms": (1, 3_600_000),
+}
+#: The largest rank an export-ranks list may name: torch.distributed and MPI hold ranks in
+#: a C int.
+MAX_RANK = 2**31 - 1
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -62,7 +85,8 @@ def parse_export_ranks(value, variable: str = "export_ranks") -> ExportRanks:
     """Parse ``all``, ``first``, ``last``, ``per_node``, ``0,8,16`` or ``sample:0.05``."""
     if isinstance(value, ExportRanks):
         return value
-    allowed = "all, first, last, per_node, a list of ranks like 0,8,16, or sample:FRACTION (0 < F <= 1)"
+    allowed = ("all, first, last, per_node, a list of ranks like 0,8,16, or sample:FRACTION (0 < F <= 1); "
+               f"ranks go from 0 to {MAX_RANK}")
     text = str(value).strip().lower()
     if text in ("all", "first", "last", "per_node"):
         return ExportRanks(text)
@@ -78,9 +102,36 @@ def parse_export_ranks(value, variable: str = "export_ranks") -> ExportRanks:
         ranks = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
     except ValueError:
         ranks = ()
-    if not ranks or min(ranks) < 0:
+    if not ranks or ranks[0] < 0 or ranks[-1] > MAX_RANK:
         raise ValueError(f"{variable}={value!r}: allowed: {allowed}")
     return ExportRanks("list", ranks)
+
+
+def _milliseconds(name: str, value, shown: str) -> int:
+    """``value`` as an int within MILLISECOND_RANGES[name]; ValueError naming ``shown``."""
+    low, high = MILLISECOND_RANGES[name]
+    if isinstance(value, str):  # from the environment: plain ASCII digits, no sign or "_"
+        text = value.strip()
+        # (the length check keeps int() from its own error on thousands of digits)
+        number = int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+    else:
+        number = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if number is None or not low <= number <= high:
+        raise ValueError(f"{shown}={value!r}: must be a whole number of milliseconds from {low} to {high}")
+    return number
+
+
+def parse_redact_allow(value, variable: str = "redact_allow") -> tuple:
+    """Attribute keys never redacted by key, as a sorted tuple: a comma list
+    (``"max_tokens, stop_tokens"``) or an iterable of str; blanks are skipped."""
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        keys = tuple(items)
+    except TypeError:
+        keys = None
+    if keys is None or not all(isinstance(k, str) for k in keys):
+        raise ValueError(f"{variable}={value!r}: must be a comma list or a sequence of attribute keys (str)")
+    return tuple(sorted({k.strip() for k in keys if k.strip()}))
 
 
 class LensConfig(Record):
@@ -90,7 +141,8 @@ class LensConfig(Record):
     Fields and defaults: enabled=False, service_name="lens", span_groups="default",
     traces_enabled=True, metrics_enabled=True, logs_enabled=False, exporter="auto",
     file_dir="./lens-traces", export_ranks=all, run_id=None, user=None,
-    metric_export_interval_ms=10000, shutdown_timeout_ms=5000.
+    metric_export_interval_ms=10000 (1 ms to 1 day), shutdown_timeout_ms=5000 (1 ms to 1 hour),
+    redact_allow=() (attribute keys never redacted by key; see lens_core.redaction).
     """
 
     _defaults = {
@@ -107,6 +159,7 @@ class LensConfig(Record):
         "user": None,
         "metric_export_interval_ms": 10_000,
         "shutdown_timeout_ms": 5_000,
+        "redact_allow": (),
     }
     _fields = __slots__ = tuple(_defaults)
 
@@ -114,10 +167,12 @@ class LensConfig(Record):
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
         if self.exporter not in EXPORTERS:
             raise ValueError(f"exporter={self.exporter!r}: allowed: {', '.join(EXPORTERS)}")
-        for name in ("metric_export_interval_ms", "shutdown_timeout_ms"):
+        for name in MILLISECOND_RANGES:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name}={value!r}: must be a positive integer (milliseconds)")
+            if isinstance(value, str):  # only from_env parses text
+                raise ValueError(f"{name}={value!r}: must be an int, not a str")
+            _milliseconds(name, value, name)
+        object.__setattr__(self, "redact_allow", parse_redact_allow(self.redact_allow))
         if not isinstance(self.service_name, str) or not self.service_name.strip():
             raise ValueError(f"service_name={self.service_name!r}: must be a non-empty string")
 
@@ -125,7 +180,8 @@ class LensConfig(Record):
     def from_env(cls, prefix: str = "LENS", fallback_prefix=None, environ=None) -> "LensConfig":
         """Read ``<PREFIX>_ENABLED``, ``_SERVICE_NAME``, ``_SPAN_GROUPS``, ``_TRACES_ENABLED``,
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
-        ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``.
+        ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
+        ``_REDACT_ALLOW`` (a comma list of attribute keys).
 
         ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
         service name falls back to ``OTEL_SERVICE_NAME``. A bad value raises ValueError
@@ -161,6 +217,7 @@ class LensConfig(Record):
             ("user", "USER", "str"),
             ("metric_export_interval_ms", "METRIC_EXPORT_INTERVAL_MS", "ms"),
             ("shutdown_timeout_ms", "SHUTDOWN_TIMEOUT_MS", "ms"),
+            ("redact_allow", "REDACT_ALLOW", "keys"),
         ):
             var, raw = get(key)
             if var is None:
@@ -174,13 +231,9 @@ class LensConfig(Record):
             elif kind == "ranks":
                 values[field] = parse_export_ranks(raw, var)
             elif kind == "ms":
-                try:
-                    number = int(raw)
-                except ValueError:
-                    number = 0
-                if number <= 0:
-                    raise ValueError(f"{var}={raw!r}: must be a positive integer number of milliseconds")
-                values[field] = number
+                values[field] = _milliseconds(field, raw, var)
+            elif kind == "keys":
+                values[field] = parse_redact_allow(raw, var)
             else:
                 values[field] = raw
         if "service_name" not in values and env.get("OTEL_SERVICE_NAME", "").strip():
