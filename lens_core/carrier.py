@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+from . import _log
+
 __all__ = [
+    "BAGGAGE",
     "TRACEPARENT",
     "TRACESTATE",
     "TraceParent",
+    "canonical_carrier",
     "format_traceparent",
+    "ignored_carrier_count",
     "is_valid_carrier",
     "parse_traceparent",
+    "usable_carrier",
 ]
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
+BAGGAGE = "baggage"
 _HEX = frozenset("0123456789abcdef")
 _MAX_HEADER = 512
+_MAX_BAGGAGE = 8192  # W3C baggage: a propagator may drop a header longer than 8192 bytes
+_OWS = " \t"  # W3C: the only optional whitespace around a header value
+_ignored = 0
 
 
 class TraceParent(tuple):
@@ -44,7 +54,9 @@ def parse_traceparent(value: object):
     """Parse a ``traceparent`` header into a TraceParent; ``None`` if malformed or all-zero."""
     if not isinstance(value, str) or len(value) > _MAX_HEADER:
         return None
-    fields = value.strip().split("-")  # W3C: hex must be lowercase; uppercase is invalid
+    # Only space and tab may pad the value (str.strip() would also take \n, \x85, \u3000);
+    # W3C: hex must be lowercase; uppercase is invalid.
+    fields = value.strip(_OWS).split("-")
     if len(fields) < 4:
         return None
     version, trace_hex, span_hex, flags_hex = fields[:4]
@@ -66,7 +78,93 @@ def format_traceparent(trace_id: int, span_id: int, flags: int = 1) -> str:
     return f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
 
 
+def _traceparent_of(carrier):
+    # (entry, parsed): entry is the traceparent value (None when absent), or _BROKEN when
+    # carrier is no mapping or its get() fails; parsed is its TraceParent or None.
+    try:
+        value = carrier.get(TRACEPARENT)
+    except Exception:  # not a mapping, or a mapping that fails: never a usable carrier
+        return _BROKEN, None
+    return value, parse_traceparent(value)
+
+
+_BROKEN = object()
+
+
 def is_valid_carrier(carrier: object) -> bool:
-    """True when ``carrier`` is a dict-like holding a well-formed ``traceparent``."""
-    get = getattr(carrier, "get", None)
-    return get is not None and parse_traceparent(get(TRACEPARENT)) is not None
+    """True when ``carrier`` is a dict-like holding a well-formed ``traceparent``. Never raises."""
+    return _traceparent_of(carrier)[1] is not None
+
+
+_tracestate_match = None
+
+
+def _valid_tracestate(value) -> bool:
+    # W3C tracestate: at most 32 comma-separated key=value members (empty ones allowed),
+    # keys unique. Checked here so a backend never sees one its own parser could choke on.
+    global _tracestate_match
+    if not isinstance(value, str) or len(value) > _MAX_HEADER:
+        return False
+    if _tracestate_match is None:
+        import re  # deferred: only carriers with a tracestate need it
+
+        key = r"(?:[a-z][a-z0-9_\-*/]{0,255}|[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13})"
+        _tracestate_match = re.compile(rf"({key})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{{0,255}}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
+                                       ).fullmatch
+    keys = set()
+    members = [m.strip(_OWS) for m in value.split(",")]
+    for member in members:
+        if not member:
+            continue
+        match = _tracestate_match(member)
+        if match is None or match.group(1) in keys:
+            return False
+        keys.add(match.group(1))
+    return len(keys) <= 32
+
+
+def canonical_carrier(carrier: object) -> dict:
+    """A fresh W3C carrier for ``carrier``'s context: its ``traceparent`` re-formatted as
+    version 00, plus its ``tracestate`` (dropped when malformed, as W3C allows) and its
+    ``baggage`` (kept when it is a str of at most 8192 characters). ``{}`` when
+    ``carrier`` holds no valid ``traceparent``. Never raises; what a backend is given is
+    only ever this, so no backend parser sees a malformed header."""
+    parsed = _traceparent_of(carrier)[1]
+    if parsed is None:
+        return {}
+    out = {TRACEPARENT: format_traceparent(parsed[0], parsed[1], parsed[2])}
+    try:
+        state, baggage = carrier.get(TRACESTATE), carrier.get(BAGGAGE)
+    except Exception:  # its get() worked a moment ago; keep the traceparent alone
+        return out
+    if state is not None and _valid_tracestate(state):
+        out[TRACESTATE] = state.strip(_OWS)
+    if isinstance(baggage, str) and 0 < len(baggage) <= _MAX_BAGGAGE:
+        out[BAGGAGE] = baggage
+    return out
+
+
+def usable_carrier(carrier: object, where: str) -> dict:
+    """canonical_carrier(carrier), counting a malformed one: anything but ``None``, a
+    mapping without a ``traceparent`` (both mean "no remote parent") or a valid carrier is
+    counted in ignored_carrier_count() and warned about once per ``where`` (the entry
+    point's name). The caller then goes on as if no carrier was given."""
+    global _ignored
+    if carrier is None:
+        return {}
+    out = canonical_carrier(carrier)
+    if out:
+        return out
+    if _traceparent_of(carrier)[0] is None:
+        return {}  # a mapping with no traceparent: nothing was captured
+    _ignored += 1
+    _log.warn_once(("malformed-carrier", where),
+                   f"{where}: ignored a malformed trace carrier (a {type(carrier).__name__} without a valid "
+                   "W3C traceparent); the span is parented on the current context as if none was given. "
+                   "Further ones are counted in lens_core.carrier.ignored_carrier_count()")
+    return {}
+
+
+def ignored_carrier_count() -> int:
+    """How many malformed carriers the entry points ignored in this process."""
+    return _ignored

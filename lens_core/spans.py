@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import _impl, _log, _stepping, scopes, state
-from .carrier import is_valid_carrier
+from .carrier import usable_carrier
 from .registry import SpanRegistry
 
 __all__ = [
@@ -289,11 +289,24 @@ def umbrella_trace_fn(group: str, name=None, tracer=None):
 
 def span_cm(name: str, tracer=None, record_exception: bool = True, context=None, **attrs):
     """An ungated span (still off when no backend is installed). ``context`` parents it on
-    a remote context: a W3C carrier mapping or a backend context object."""
+    a remote context: a W3C carrier mapping or a backend context object. A malformed
+    carrier is ignored (counted and warned about once, see lens_core.carrier): the span
+    is parented on the current context, as if none was given."""
     backend = state.installed_backend()
     if backend is None:
         return _impl.gate.null_span
+    if context is not None:
+        context = _remote_parent(backend, context, "span_cm")
     return backend.live(name, _span_attributes(None, name, attrs, False), tracer, context, record_exception)
+
+
+def _remote_parent(backend, context, where):
+    """``context`` as a backend may receive it: one of its own context objects as is, a
+    carrier canonical, or None (a malformed or empty carrier: the current context)."""
+    types = backend.context_types if hasattr(backend, "context_types") else ()
+    if types and isinstance(context, types):
+        return context
+    return usable_carrier(context, where) or None
 
 
 # ---- carriers -----------------------------------------------------------------------------
@@ -307,7 +320,8 @@ def current_trace_carrier() -> dict:
 
 class remote_trace_context:
     """Attach a carrier's remote context in this thread for the block; a no-op for ``{}``,
-    a malformed carrier, or when no backend is installed."""
+    a malformed carrier (counted and warned about once, see lens_core.carrier), or when
+    no backend is installed."""
 
     __slots__ = ("_carrier", "_backend", "_token")
 
@@ -318,9 +332,11 @@ class remote_trace_context:
 
     def __enter__(self):
         backend = state.installed_backend()
-        if backend is not None and is_valid_carrier(self._carrier):
-            self._token = backend.attach_carrier(self._carrier)
-            self._backend = backend if self._token is not None else None
+        if backend is not None:
+            carrier = usable_carrier(self._carrier, "remote_trace_context")
+            if carrier:
+                self._token = backend.attach_carrier(carrier)
+                self._backend = backend if self._token is not None else None
         return None
 
     def __exit__(self, exc_type, exc, tb):

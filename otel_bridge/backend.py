@@ -35,6 +35,9 @@ class OTelBackend(SpanBackend):
         self._error = StatusCode.ERROR
         self._status = Status
         self._context_type = Context
+        # lens_core passes these through; every other context= value reaches us only as a
+        # carrier it has validated and made canonical.
+        self.context_types = (Context,)
 
     @property
     def tracer(self):

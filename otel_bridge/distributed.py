@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from lens_core import current_trace_carrier, get_pp_trace_carrier, installed_backend
-from lens_core.carrier import is_valid_carrier
+from lens_core.carrier import usable_carrier
 from lens_core.scopes import current_scope_attributes
 from lens_core.spans import sanitize_attributes
 
@@ -19,15 +19,13 @@ MAX_CARRIER_BYTES = 4096
 
 
 def _encode(carrier) -> bytes:
-    """Compact UTF-8 JSON of a valid str -> str carrier; ``b""`` for anything unusable."""
+    """Compact UTF-8 JSON of the carrier's canonical copy; ``b""`` for anything unusable."""
+    headers = usable_carrier(carrier, "broadcast_trace_context")
+    if not headers:
+        return b""
     try:
-        if not is_valid_carrier(carrier):
-            return b""
-        items = dict(carrier.items())
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in items.items()):
-            return b""
-        data = json.dumps(items, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    except Exception:  # a mapping whose items() fails, unencodable text: send nothing
+        data = json.dumps(headers, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate in the baggage: send nothing
         return b""
     return data if len(data) <= MAX_CARRIER_BYTES else b""
 
@@ -37,11 +35,7 @@ def _decode(data: bytes) -> dict:
         decoded = json.loads(data.decode("utf-8"))
     except ValueError:  # covers UnicodeDecodeError and JSONDecodeError
         return {}
-    if not isinstance(decoded, dict) or not is_valid_carrier(decoded):
-        return {}
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in decoded.items()):
-        return {}
-    return decoded
+    return usable_carrier(decoded, "broadcast_trace_context") if isinstance(decoded, dict) else {}
 
 
 def _device(dist, torch, group):
@@ -122,7 +116,8 @@ def _span_context(remote_carrier, remote_context):
     else:
         if remote_carrier is None:
             remote_carrier = get_pp_trace_carrier()
-        if not is_valid_carrier(remote_carrier):
+        remote_carrier = usable_carrier(remote_carrier, "create_linked_span")
+        if not remote_carrier:
             return None
         from opentelemetry import propagate
 
