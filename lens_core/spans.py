@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from . import _impl, _log, _stepping, scopes, state
+from . import _impl, _log, _stepping, redaction, scopes, state
 from .carrier import usable_carrier
+from .redaction import DEFAULT_REDACT_KEYS, REDACTED, redact_text, redact_value
 from .registry import SpanRegistry
 
 __all__ = [
@@ -30,46 +31,13 @@ is_span_group_enabled = _impl.gate.is_enabled
 
 # ---- attribute safety ---------------------------------------------------------------------
 
-DEFAULT_REDACT_KEYS = frozenset({
-    "prompt", "input_text", "output_text", "text", "password", "token", "secret", "key",
-    "api_key", "authorization",
-})
-REDACTED = "[REDACTED]"
 _SCALARS = (bool, int, float, str)
-_redact_cache: dict = {}  # attribute key -> redact? for the default keys
-_REDACT_CACHE_LIMIT = 4096
 _dropped = 0
 _warn_once = _log.warn_once
-
-
-def _is_redacted_key(key: str, redact_keys) -> bool:
-    lowered = key.lower()
-    if lowered in redact_keys:
-        return True
-    parts = lowered.replace("-", ".").replace("_", ".").split(".")
-    return any(part in redact_keys for part in parts)
-
-
-def redact_value(key: str, value, redact_keys=None):
-    """``REDACTED`` when ``key`` (or any of its ``.``/``_``/``-`` parts) is in
-    ``redact_keys`` (default DEFAULT_REDACT_KEYS) and the value carries text; numbers and
-    booleans are returned unchanged."""
-    if not isinstance(value, (str, list, tuple)):
-        return value
-    if redact_keys is None or redact_keys is DEFAULT_REDACT_KEYS:
-        redact_keys = DEFAULT_REDACT_KEYS
-        hit = _redact_cache.get(key)
-        if hit is None:
-            hit = _is_redacted_key(key, redact_keys)
-            if len(_redact_cache) < _REDACT_CACHE_LIMIT:  # keys built at run time must not grow it forever
-                _redact_cache[key] = hit
-    else:
-        hit = _is_redacted_key(key, redact_keys)
-    if not hit:
-        return value
-    if isinstance(value, str) or any(isinstance(v, str) for v in value):
-        return REDACTED
-    return value
+# Bound once for the fast path below (read per attribute of every enabled span).
+_secret_keys = redaction._key_cache  # attribute key -> secret? (cleared in place, never replaced)
+_clean_texts = redaction._clean_texts
+_SHAPE_MIN = redaction._SHAPE_MIN
 
 
 def _clean_scalar(value):
@@ -100,8 +68,9 @@ def _clean(value):
 
 
 def sanitize_attributes(attrs, redact_keys=None) -> dict:
-    """Keep bool/int/float/str and homogeneous sequences of them, redacting secrets; drop
-    None and other types (counted, and warned about once per key and type)."""
+    """Keep bool/int/float/str and homogeneous sequences of them, redacting secrets
+    (redact_value: by key, and credential shapes in text); drop None and other types
+    (counted, and warned about once per key and type)."""
     out = {}
     if attrs:
         _sanitize_into(out, attrs, redact_keys)
@@ -112,17 +81,18 @@ def _sanitize_into(out, attrs, redact_keys=None) -> None:
     # sanitize_attributes, writing into ``out``: a kept value replaces what ``out`` had
     # under its key, a dropped one removes it (as if merged first, then sanitised).
     default_keys = redact_keys is None or redact_keys is DEFAULT_REDACT_KEYS
-    cache = _redact_cache
+    secret_keys = _secret_keys
     for key, value in attrs.items():
-        # Fast path (every enabled span runs this): a str key with a plain number, or with
-        # a plain str under a key already known not to need redaction, is kept as is.
+        # Fast path (every enabled span runs this): a str key with a plain number is kept
+        # as is; a plain str under a key already known not to be secret only has its text
+        # checked for credential shapes, which short or recently seen clean text skips.
         if type(key) is str:
             kind = type(value)
             if kind is int or kind is float or kind is bool:
                 out[key] = value
                 continue
-            if kind is str and default_keys and cache.get(key) is False:
-                out[key] = value
+            if kind is str and default_keys and secret_keys.get(key) is False:
+                out[key] = value if len(value) < _SHAPE_MIN or value in _clean_texts else redact_text(value)
                 continue
         _sanitize_one(out, key, value, redact_keys)
 

@@ -20,6 +20,7 @@ import time
 
 from lens_core import _log, install_backend, set_span_group_spec, uninstall_backend
 from lens_core.config import LensConfig
+from lens_core.redaction import set_redact_allow
 
 __all__ = ["TelemetryHandle", "active_handle", "resolve_rank", "setup_telemetry"]
 
@@ -250,13 +251,15 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
     A disabled config or a rank that ``export_ranks`` leaves quiet builds nothing, never
     imports the OpenTelemetry SDK and leaves every span group off. An exporting rank
     builds providers, installs the OTel span backend into lens_core and applies
-    ``config.span_groups``. A second enabled call raises RuntimeError unless
+    ``config.span_groups``. ``config.redact_allow`` replaces the redaction allow-list
+    (lens_core.redaction.set_redact_allow). A second enabled call raises RuntimeError unless
     ``_allow_reinit`` (tests); a failure part-way leaves nothing installed.
     """
     global _active, _global_providers_set
     if not isinstance(config, LensConfig):
         raise TypeError(f"setup_telemetry expects a LensConfig, got {type(config).__name__}")
     rank, world_size, local_rank = resolve_rank(rank, world_size, local_rank)
+    set_redact_allow(config.redact_allow)  # stdlib only: quiet ranks pay nothing for it
     run_id = config.run_id or os.environ.get("SLURM_JOB_ID", "").strip() or _fresh_run_id()
     handle_args = dict(rank=rank, world_size=world_size, local_rank=local_rank, run_id=run_id)
     if not (config.enabled and config.export_ranks.exports(rank, world_size, local_rank)):
