@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import _impl, _log, scopes, semconv, state
 from .carrier import usable_carrier
 from .registry import Bucket, SpanRegistry
-from .spans import sanitize_attributes
+from .spans import describe_exception, sanitize_attributes
 
 __all__ = [
     "EFFICIENCY_CATEGORY_BUCKET",
@@ -170,7 +170,7 @@ class _DeferredChild:
             span = backend.start(self._name, self._attrs, self._tracer, self._carrier)
             token = backend.use(span)
         except Exception as exc:  # tracing must never decide whether the work happens
-            _log.warn(f"could not open span {self._name!r}; the work proceeds untraced: {exc!r}")
+            _log.warn(f"could not open span {self._name!r}; the work proceeds untraced: {describe_exception(exc)}")
             return None
         self._backend, self._span, self._token = backend, span, token
         return span

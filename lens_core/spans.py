@@ -11,6 +11,7 @@ __all__ = [
     "DEFAULT_REDACT_KEYS",
     "REDACTED",
     "current_trace_carrier",
+    "describe_exception",
     "dropped_attribute_count",
     "is_span_group_enabled",
     "managed_span",
@@ -116,6 +117,27 @@ def _sanitize_one(out, key, value, redact_keys) -> None:
 def dropped_attribute_count() -> int:
     """How many attribute values were dropped because of their type (None is not counted)."""
     return _dropped
+
+
+def describe_exception(exc, type_name: bool = True) -> str:
+    """``"TypeName: message"`` for a span's error status (``message`` alone without
+    ``type_name``; the type name alone when the message is empty). Never raises, even when
+    the exception's ``__str__`` or ``__repr__`` does or returns no str: then the repr, or
+    ``<unprintable TypeName>``, stands in, so recording a failure can never replace the
+    user's exception with one of its own. Credential shapes in the message are redacted
+    (lens_core.redaction.redact_text)."""
+    name = type(exc).__name__
+    try:
+        message = str(exc)
+    except Exception:  # the user's __str__ failed: the span still records what it can
+        try:
+            message = f"<str() failed> {repr(exc)}"
+        except Exception:
+            message = f"<unprintable {name}>"
+    message = redact_text(message)
+    if not type_name:
+        return message
+    return f"{name}: {message}" if message else name
 
 
 def safe_set_span_attributes(span, attrs, redact_keys=None) -> None:
