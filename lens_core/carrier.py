@@ -96,39 +96,55 @@ def is_valid_carrier(carrier: object) -> bool:
     return _traceparent_of(carrier)[1] is not None
 
 
-_tracestate_match = None
+_tracestate_member = _baggage_member = None
 
 
-def _valid_tracestate(value) -> bool:
-    # W3C tracestate: at most 32 comma-separated key=value members (empty ones allowed),
-    # keys unique. Checked here so a backend never sees one its own parser could choke on.
-    global _tracestate_match
-    if not isinstance(value, str) or len(value) > _MAX_HEADER:
-        return False
-    if _tracestate_match is None:
-        import re  # deferred: only carriers with a tracestate need it
+def _compile() -> None:
+    global _tracestate_member, _baggage_member
+    import re  # deferred: only carriers with a tracestate or baggage need it
 
-        key = r"(?:[a-z][a-z0-9_\-*/]{0,255}|[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13})"
-        _tracestate_match = re.compile(rf"({key})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{{0,255}}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
-                                       ).fullmatch
-    keys = set()
+    key = r"(?:[a-z][a-z0-9_\-*/]{0,255}|[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13})"
+    _tracestate_member = re.compile(rf"({key})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{{0,255}}[\x21-\x2b\x2d-\x3c\x3e-\x7e]").fullmatch
+    token, octets = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+", r"[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*"
+    _baggage_member = re.compile(
+        rf"{token}[ \t]*=[ \t]*{octets}(?:[ \t]*;[ \t]*{token}(?:[ \t]*=[ \t]*{octets})?)*").fullmatch
+
+
+def _members(value, header: str, limit: int, max_members: int):
+    # The comma-separated members of a W3C list header (tracestate or baggage) without
+    # empty ones, or None when it is no str, too long, has too many members or a bad one.
+    if not isinstance(value, str) or len(value) > limit:
+        return None
+    if _tracestate_member is None:
+        _compile()
+    match = _tracestate_member if header == TRACESTATE else _baggage_member
     members = [m.strip(_OWS) for m in value.split(",")]
-    for member in members:
-        if not member:
-            continue
-        match = _tracestate_match(member)
-        if match is None or match.group(1) in keys:
-            return False
-        keys.add(match.group(1))
-    return len(keys) <= 32
+    members = [m for m in members if m]
+    if not members or len(members) > max_members or not all(match(m) for m in members):
+        return None
+    return members
+
+
+def _tracestate(value):
+    # W3C tracestate: at most 32 key=value members, keys unique.
+    members = _members(value, TRACESTATE, _MAX_HEADER, 32)
+    if members is None or len({m.split("=", 1)[0] for m in members}) != len(members):
+        return None
+    return ",".join(members)
+
+
+def _baggage(value):
+    # W3C baggage: at most 180 key=value members (with ;properties), 8192 characters.
+    members = _members(value, BAGGAGE, _MAX_BAGGAGE, 180)
+    return None if members is None else ",".join(members)
 
 
 def canonical_carrier(carrier: object) -> dict:
     """A fresh W3C carrier for ``carrier``'s context: its ``traceparent`` re-formatted as
-    version 00, plus its ``tracestate`` (dropped when malformed, as W3C allows) and its
-    ``baggage`` (kept when it is a str of at most 8192 characters). ``{}`` when
+    version 00, plus its ``tracestate`` and ``baggage`` when they are well-formed (without
+    empty list members; a malformed one is dropped, as W3C allows). ``{}`` when
     ``carrier`` holds no valid ``traceparent``. Never raises; what a backend is given is
-    only ever this, so no backend parser sees a malformed header."""
+    only ever this, so no backend parser sees (or warns about) a malformed header."""
     parsed = _traceparent_of(carrier)[1]
     if parsed is None:
         return {}
@@ -137,9 +153,10 @@ def canonical_carrier(carrier: object) -> dict:
         state, baggage = carrier.get(TRACESTATE), carrier.get(BAGGAGE)
     except Exception:  # its get() worked a moment ago; keep the traceparent alone
         return out
-    if state is not None and _valid_tracestate(state):
-        out[TRACESTATE] = state.strip(_OWS)
-    if isinstance(baggage, str) and 0 < len(baggage) <= _MAX_BAGGAGE:
+    state, baggage = _tracestate(state), _baggage(baggage)
+    if state:
+        out[TRACESTATE] = state
+    if baggage:
         out[BAGGAGE] = baggage
     return out
 

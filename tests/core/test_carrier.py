@@ -216,8 +216,16 @@ def test_canonical_carrier_keeps_a_valid_context_in_version_00_form():
 
     future = f"cc-{TRACE}-{SPAN}-01-what-the-future-holds"
     assert canonical_carrier({"traceparent": f" {future}\t", "other": "dropped"}) == {"traceparent": VALID}
-    assert canonical_carrier({"traceparent": VALID, "tracestate": " a=1 ,b@c=x y", "baggage": "k=v"}) == {
-        "traceparent": VALID, "tracestate": "a=1 ,b@c=x y", "baggage": "k=v"}
+    assert canonical_carrier({"traceparent": VALID, "tracestate": " a=1 ,, b@c=x y", "baggage": "k=v;p, q = 2"}) == {
+        "traceparent": VALID, "tracestate": "a=1,b@c=x y", "baggage": "k=v;p,q = 2"}
+
+
+@pytest.mark.parametrize("baggage", [0, "k", "=v", "k=v w", "k=\"v\"", "k=v," * 181, "k=" + "v" * 9000, "k=\u00e9"],
+                         ids=repr)
+def test_canonical_carrier_drops_a_malformed_baggage(baggage):
+    from lens_core.carrier import canonical_carrier
+
+    assert canonical_carrier({"traceparent": VALID, "baggage": baggage}) == {"traceparent": VALID}
 
 
 @pytest.mark.parametrize("tracestate", [0, b"a=1", ["a=1"], "A=1", "a=1,a=2", "a", "=1", "a=1 =2",
@@ -232,8 +240,8 @@ def test_canonical_carrier_drops_a_malformed_tracestate_and_keeps_the_traceparen
 def test_canonical_carrier_keeps_a_tracestate_of_32_members_and_empty_members():
     from lens_core.carrier import canonical_carrier
 
-    state = ",".join(f"k{i}=v" for i in range(32)) + ", ,"
-    assert canonical_carrier({"traceparent": VALID, "tracestate": state})["tracestate"] == state
+    state = ",".join(f"k{i}=v" for i in range(32))
+    assert canonical_carrier({"traceparent": VALID, "tracestate": state + ", ,"})["tracestate"] == state
 
 
 class _GetRaises(dict):
