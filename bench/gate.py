@@ -25,6 +25,9 @@ CHECKS = [
      ["test_trace_fn_disabled[cython]:paired_bare_min_s"]),
     ("enabled managed_span / SDK start_as_current_span (same provider, null exporter, paired rounds)",
      ["test_enabled_managed_span"], ["test_enabled_managed_span:paired_sdk_min_s"], 1.0, None),
+    ("enabled span with a text never seen / with a text seen before (credential scan, paired rounds)",
+     ["test_enabled_span_with_a_new_text_attribute"],
+     ["test_enabled_span_with_a_new_text_attribute:paired_seen_min_s"], 1.15, None),
 ]
 
 
