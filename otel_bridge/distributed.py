@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from lens_core import current_trace_carrier, get_pp_trace_carrier, installed_backend
-from lens_core.carrier import usable_carrier
+from lens_core.carrier import is_valid_carrier, usable_carrier
 from lens_core.scopes import current_scope_attributes
 from lens_core.spans import sanitize_attributes
 
@@ -19,13 +19,15 @@ MAX_CARRIER_BYTES = 4096
 
 
 def _encode(carrier) -> bytes:
-    """Compact UTF-8 JSON of the carrier's canonical copy; ``b""`` for anything unusable."""
-    headers = usable_carrier(carrier, "broadcast_trace_context")
-    if not headers:
-        return b""
+    """Compact UTF-8 JSON of a valid str -> str carrier; ``b""`` for anything unusable."""
     try:
-        data = json.dumps(headers, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate in the baggage: send nothing
+        if not is_valid_carrier(carrier):
+            return b""
+        items = dict(carrier.items())
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in items.items()):
+            return b""
+        data = json.dumps(items, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except Exception:  # a mapping whose items() fails, unencodable text: send nothing
         return b""
     return data if len(data) <= MAX_CARRIER_BYTES else b""
 
@@ -35,7 +37,11 @@ def _decode(data: bytes) -> dict:
         decoded = json.loads(data.decode("utf-8"))
     except ValueError:  # covers UnicodeDecodeError and JSONDecodeError
         return {}
-    return usable_carrier(decoded, "broadcast_trace_context") if isinstance(decoded, dict) else {}
+    if not isinstance(decoded, dict) or not is_valid_carrier(decoded):
+        return {}
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in decoded.items()):
+        return {}
+    return decoded
 
 
 def _device(dist, torch, group):

@@ -21,16 +21,18 @@ GOOD = {
     "test_managed_span_disabled[cython]": 0.10, "test_managed_span_disabled[python]": 0.20,
     "test_reference_contextmanager_disabled": 1.2, "test_nullcontext": 0.25,
     "test_trace_fn_disabled[cython]": 0.045, "test_enabled_managed_span": 15.0,
+    "test_enabled_span_with_a_new_text_attribute": 12.0,
 }
 GOOD_EXTRA = {
     "test_trace_fn_disabled[cython]": {"paired_bare_min_s": 0.030, "paired_reference_min_s": 0.130},
     "test_enabled_managed_span": {"paired_sdk_min_s": 16.0, "impl": "cython"},
+    "test_enabled_span_with_a_new_text_attribute": {"paired_seen_min_s": 11.4},
 }
 
 
 def test_every_ratio_within_bounds_passes(tmp_path, capsys):
     assert gate.main([_json(tmp_path, GOOD, GOOD_EXTRA)]) == 0
-    assert "bench-gate: 6 passed, 0 failed" in capsys.readouterr().out
+    assert "bench-gate: 7 passed, 0 failed" in capsys.readouterr().out
 
 
 def test_a_ratio_out_of_bounds_fails_and_says_which(tmp_path, capsys):
