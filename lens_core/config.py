@@ -10,10 +10,10 @@ from ._record import Record
 __all__ = [
     "DEFAULT_SERVICE_NAME",
     "EXPORTERS",
-    "MAX_RANK",
-    "MILLISECOND_RANGES",
     "ExportRanks",
     "LensConfig",
+    "MAX_RANK",
+    "MILLISECOND_RANGES",
     "parse_bool",
     "parse_export_ranks",
     "parse_redact_allow",
