@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["IMPLEMENTATION", "gate", "publish", "set_factories", "use"]
+__all__ = ["IMPLEMENTATION", "gate", "publish", "recorder", "set_factories", "use"]
 
 # Public names whose object comes straight from the gate, and the modules that re-export them.
 GATE_EXPORTS = {
@@ -76,3 +76,32 @@ def use(name: str) -> None:
                 setattr(module, public, getattr(gate, attr))
         if "IMPLEMENTATION" in vars(module):
             module.IMPLEMENTATION = name
+
+
+class _PythonRecorder:
+    """The pure-Python recorder and encoders, with the compiled module's names."""
+
+    def __init__(self):
+        from . import _encode_py, _recorder_py
+
+        for name in _recorder_py.__all__:
+            setattr(self, name, getattr(_recorder_py, name))
+        self.encode_traces_pb = _encode_py.encode_traces_pb
+        self.encode_traces_json = _encode_py.encode_traces_json
+        self.IMPLEMENTATION = "python"
+
+
+_recorders = {}
+
+
+def recorder():
+    """The span recorder and encoders that go with the active gate: ``Recorder``, ``Span``,
+    ``make_record``, ``encode_traces_pb``, ``encode_traces_json``, ``SAMPLE_*``."""
+    impl = _recorders.get(IMPLEMENTATION)
+    if impl is None:
+        if IMPLEMENTATION == "cython" and hasattr(gate, "Recorder"):
+            impl = gate
+        else:
+            impl = _PythonRecorder()
+        _recorders[IMPLEMENTATION] = impl
+    return impl

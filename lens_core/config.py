@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import math
 import os
 
 from ._record import Record
+from .export_ranks import ExportRanks, parse_export_ranks
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (import budget)
+    from typing import Iterable, Mapping, Optional, Tuple, Union
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
     "EXPORTERS",
     "ExportRanks",
     "LensConfig",
-    "MAX_RANK",
-    "MILLISECOND_RANGES",
+    "NUMERIC_RANGES",
+    "RECORDERS",
     "parse_bool",
     "parse_export_ranks",
     "parse_redact_allow",
@@ -23,19 +27,20 @@ __all__ = [
 DEFAULT_SERVICE_NAME = "lens"
 #: Exporter names a config may name (``auto``: OTLP if an endpoint is set, else file).
 EXPORTERS = ("auto", "otlp", "console", "file", "none")
-#: Allowed (min, max) of each millisecond setting. The maxima are far below what
-#: ``threading`` and ``time`` accept (``threading.TIMEOUT_MAX`` is ~9.2e12 ms on Linux), so
-#: no setting can overflow a wait: shutdown runs at process exit, where schedulers kill a
-#: job within seconds to minutes (SLURM's KillWait, Kubernetes' grace period), so an hour
-#: is generous; a metric interval beyond a day would export nothing while a job runs
-#: (metrics are still flushed at shutdown).
-MILLISECOND_RANGES = {
-    "metric_export_interval_ms": (1, 86_400_000),
-    "shutdown_timeout_ms": (1, 3_600_000),
+#: Span recorders: ``native`` (Lens's compact records) or ``sdk`` (OpenTelemetry SDK spans).
+RECORDERS = ("native", "sdk")
+#: Allowed (min, max, unit) of every numeric setting, checked by LensConfig and from_env.
+#: The millisecond maxima stay far below what ``threading`` and ``time`` accept
+#: (``threading.TIMEOUT_MAX`` is ~9.2e12 ms on Linux), so no setting can overflow a wait:
+#: shutdown runs at process exit, where schedulers kill a job within seconds to minutes
+#: (SLURM's KillWait, Kubernetes' grace period), so an hour is generous; a metric interval
+#: beyond a day would export nothing while a job runs (metrics still flush at shutdown).
+NUMERIC_RANGES = {
+    "metric_export_interval_ms": (1, 86_400_000, "milliseconds"),
+    "shutdown_timeout_ms": (1, 3_600_000, "milliseconds"),
+    "max_open_spans": (1, 10_000_000, "spans"),
+    "buffer_mb": (1, 65_536, "MB"),
 }
-#: The largest rank an export-ranks list may name: torch.distributed and MPI hold ranks in
-#: a C int.
-MAX_RANK = 2**31 - 1
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -50,66 +55,9 @@ def parse_bool(value: str, variable: str = "value") -> bool:
     raise ValueError(f"{variable}={value!r}: expected a boolean (one of {', '.join(_TRUE + _FALSE)})")
 
 
-class ExportRanks(Record):
-    """Which ranks export: mode ``all`` / ``first`` / ``last`` / ``per_node`` / ``list`` / ``sample``."""
-
-    _fields = __slots__ = ("mode", "ranks", "fraction")
-    _defaults = {"mode": "all", "ranks": (), "fraction": 1.0}
-
-    def exports(self, rank: int, world_size: int, local_rank: int = 0) -> bool:
-        """Whether ``rank`` of ``world_size`` exports. ``sample`` is deterministic per rank
-        (the same ranks export on every restart) and always includes rank 0."""
-        if self.mode == "all":
-            return True
-        if self.mode == "first":
-            return rank == 0
-        if self.mode == "last":
-            return rank == world_size - 1
-        if self.mode == "per_node":
-            return local_rank == 0
-        if self.mode == "list":
-            return rank in self.ranks
-        # sample: rank r exports when floor(r * F) steps up at r, which picks an evenly
-        # spread fraction F of the ranks (rank 0 always), the same ones on every restart.
-        return math.floor(rank * self.fraction) != math.floor((rank - 1) * self.fraction)
-
-    def __str__(self) -> str:
-        if self.mode == "list":
-            return ",".join(map(str, self.ranks))
-        if self.mode == "sample":
-            return f"sample:{self.fraction:g}"
-        return self.mode
-
-
-def parse_export_ranks(value, variable: str = "export_ranks") -> ExportRanks:
-    """Parse ``all``, ``first``, ``last``, ``per_node``, ``0,8,16`` or ``sample:0.05``."""
-    if isinstance(value, ExportRanks):
-        return value
-    allowed = ("all, first, last, per_node, a list of ranks like 0,8,16, or sample:FRACTION (0 < F <= 1); "
-               f"ranks go from 0 to {MAX_RANK}")
-    text = str(value).strip().lower()
-    if text in ("all", "first", "last", "per_node"):
-        return ExportRanks(text)
-    if text.startswith("sample:"):
-        try:
-            fraction = float(text[len("sample:"):])
-        except ValueError:
-            fraction = -1.0
-        if not 0 < fraction <= 1:
-            raise ValueError(f"{variable}={value!r}: the sample fraction must be in (0, 1]; allowed: {allowed}")
-        return ExportRanks("sample", fraction=fraction)
-    try:
-        ranks = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
-    except ValueError:
-        ranks = ()
-    if not ranks or ranks[0] < 0 or ranks[-1] > MAX_RANK:
-        raise ValueError(f"{variable}={value!r}: allowed: {allowed}")
-    return ExportRanks("list", ranks)
-
-
-def _milliseconds(name: str, value, shown: str) -> int:
-    """``value`` as an int within MILLISECOND_RANGES[name]; ValueError naming ``shown``."""
-    low, high = MILLISECOND_RANGES[name]
+def _bounded(name: str, value: object, shown: str) -> int:
+    """``value`` as an int within NUMERIC_RANGES[name]; ValueError naming ``shown``."""
+    low, high, unit = NUMERIC_RANGES[name]
     if isinstance(value, str):  # from the environment: plain ASCII digits, no sign or "_"
         text = value.strip()
         # (the length check keeps int() from its own error on thousands of digits)
@@ -117,16 +65,16 @@ def _milliseconds(name: str, value, shown: str) -> int:
     else:
         number = value if isinstance(value, int) and not isinstance(value, bool) else None
     if number is None or not low <= number <= high:
-        raise ValueError(f"{shown}={value!r}: must be a whole number of milliseconds from {low} to {high}")
+        raise ValueError(f"{shown}={value!r}: must be a whole number of {unit} from {low} to {high}")
     return number
 
 
-def parse_redact_allow(value, variable: str = "redact_allow") -> tuple:
+def parse_redact_allow(value: object, variable: str = "redact_allow") -> Tuple[str, ...]:
     """Attribute keys never redacted by key, as a sorted tuple: a comma list
     (``"max_tokens, stop_tokens"``) or an iterable of str; blanks are skipped."""
     items = value.split(",") if isinstance(value, str) else value
     try:
-        keys = tuple(items)
+        keys = tuple(items)  # type: ignore[call-overload]
     except TypeError:
         keys = None
     if keys is None or not all(isinstance(k, str) for k in keys):
@@ -141,8 +89,11 @@ class LensConfig(Record):
     Fields and defaults: enabled=False, service_name="lens", span_groups="default",
     traces_enabled=True, metrics_enabled=True, logs_enabled=False, exporter="auto",
     file_dir="./lens-traces", export_ranks=all, run_id=None, user=None,
-    metric_export_interval_ms=10000 (1 ms to 1 day), shutdown_timeout_ms=5000 (1 ms to 1 hour),
-    redact_allow=() (attribute keys never redacted by key; see lens_core.redaction).
+    metric_export_interval_ms=10000 (1 ms to 1 day), shutdown_timeout_ms=5000 (1 ms to
+    1 hour), trace_ranks=all (which exporting ranks record traces; the others still export
+    metrics and logs), recorder="native" (or LENS_RECORDER), max_open_spans=10000 (1 to
+    10,000,000), buffer_mb=32 (1 to 65536), redact_allow=() (attribute keys never redacted
+    by key; see lens_core.redaction).
     """
 
     _defaults = {
@@ -159,29 +110,71 @@ class LensConfig(Record):
         "user": None,
         "metric_export_interval_ms": 10_000,
         "shutdown_timeout_ms": 5_000,
+        # New fields go last, so positional arguments keep working.
+        "trace_ranks": ExportRanks(),
+        # LENS_RECORDER picks the recorder of every config that does not name one, so a
+        # job (or CI) switches recorders without code changes.
+        "recorder": os.environ.get("LENS_RECORDER", "").strip().lower() or "native",
+        "max_open_spans": 10_000,
+        "buffer_mb": 32,
         "redact_allow": (),
     }
     _fields = __slots__ = tuple(_defaults)
+    enabled: bool
+    service_name: str
+    span_groups: str
+    traces_enabled: bool
+    metrics_enabled: bool
+    logs_enabled: bool
+    exporter: str
+    file_dir: str
+    export_ranks: ExportRanks
+    run_id: Optional[str]
+    user: Optional[str]
+    metric_export_interval_ms: int
+    shutdown_timeout_ms: int
+    trace_ranks: ExportRanks
+    recorder: str
+    max_open_spans: int
+    buffer_mb: int
+    redact_allow: Tuple[str, ...]
 
-    def _validate(self):
+    if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
+
+        def __init__(self, enabled: bool = False, service_name: str = DEFAULT_SERVICE_NAME,
+                     span_groups: str = "default", traces_enabled: bool = True, metrics_enabled: bool = True,
+                     logs_enabled: bool = False, exporter: str = "auto", file_dir: str = "./lens-traces",
+                     export_ranks: Union[str, ExportRanks] = ExportRanks(), run_id: Optional[str] = None,
+                     user: Optional[str] = None, metric_export_interval_ms: int = 10_000,
+                     shutdown_timeout_ms: int = 5_000, trace_ranks: Union[str, ExportRanks] = ExportRanks(),
+                     recorder: str = _defaults["recorder"],
+                     max_open_spans: int = 10_000, buffer_mb: int = 32,
+                     redact_allow: Union[str, Iterable[str]] = ()) -> None: ...
+
+    def _validate(self) -> None:
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
+        object.__setattr__(self, "trace_ranks", parse_export_ranks(self.trace_ranks, "trace_ranks"))
         if self.exporter not in EXPORTERS:
             raise ValueError(f"exporter={self.exporter!r}: allowed: {', '.join(EXPORTERS)}")
-        for name in MILLISECOND_RANGES:
+        for name in NUMERIC_RANGES:
             value = getattr(self, name)
             if isinstance(value, str):  # only from_env parses text
                 raise ValueError(f"{name}={value!r}: must be an int, not a str")
-            _milliseconds(name, value, name)
+            _bounded(name, value, name)
+        if self.recorder not in RECORDERS:
+            raise ValueError(f"recorder={self.recorder!r}: allowed: {', '.join(RECORDERS)}")
         object.__setattr__(self, "redact_allow", parse_redact_allow(self.redact_allow))
         if not isinstance(self.service_name, str) or not self.service_name.strip():
             raise ValueError(f"service_name={self.service_name!r}: must be a non-empty string")
 
     @classmethod
-    def from_env(cls, prefix: str = "LENS", fallback_prefix=None, environ=None) -> "LensConfig":
+    def from_env(cls, prefix: str = "LENS", fallback_prefix: Optional[str] = None,
+                 environ: Optional[Mapping[str, str]] = None) -> LensConfig:
         """Read ``<PREFIX>_ENABLED``, ``_SERVICE_NAME``, ``_SPAN_GROUPS``, ``_TRACES_ENABLED``,
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
-        ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
-        ``_REDACT_ALLOW`` (a comma list of attribute keys).
+        ``_TRACE_RANKS``, ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
+        ``_RECORDER``, ``_MAX_OPEN_SPANS``, ``_BUFFER_MB``, ``_REDACT_ALLOW`` (a comma list of
+        attribute keys).
 
         ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
         service name falls back to ``OTEL_SERVICE_NAME``. A bad value raises ValueError
@@ -213,10 +206,14 @@ class LensConfig(Record):
             ("exporter", "EXPORTER", "exporter"),
             ("file_dir", "FILE_DIR", "str"),
             ("export_ranks", "EXPORT_RANKS", "ranks"),
+            ("trace_ranks", "TRACE_RANKS", "ranks"),
             ("run_id", "RUN_ID", "str"),
             ("user", "USER", "str"),
-            ("metric_export_interval_ms", "METRIC_EXPORT_INTERVAL_MS", "ms"),
-            ("shutdown_timeout_ms", "SHUTDOWN_TIMEOUT_MS", "ms"),
+            ("metric_export_interval_ms", "METRIC_EXPORT_INTERVAL_MS", "number"),
+            ("shutdown_timeout_ms", "SHUTDOWN_TIMEOUT_MS", "number"),
+            ("recorder", "RECORDER", "recorder"),
+            ("max_open_spans", "MAX_OPEN_SPANS", "number"),
+            ("buffer_mb", "BUFFER_MB", "number"),
             ("redact_allow", "REDACT_ALLOW", "keys"),
         ):
             var, raw = get(key)
@@ -228,10 +225,14 @@ class LensConfig(Record):
                 if raw.lower() not in EXPORTERS:
                     raise ValueError(f"{var}={raw!r}: allowed exporters: {', '.join(EXPORTERS)}")
                 values[field] = raw.lower()
+            elif kind == "recorder":
+                if raw.lower() not in RECORDERS:
+                    raise ValueError(f"{var}={raw!r}: allowed recorders: {', '.join(RECORDERS)}")
+                values[field] = raw.lower()
+            elif kind == "number":
+                values[field] = _bounded(field, raw, var)
             elif kind == "ranks":
                 values[field] = parse_export_ranks(raw, var)
-            elif kind == "ms":
-                values[field] = _milliseconds(field, raw, var)
             elif kind == "keys":
                 values[field] = parse_redact_allow(raw, var)
             else:

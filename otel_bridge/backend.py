@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from lens_core.backend import LiveSpan, SpanBackend
-from lens_core.redaction import redact_text
 from lens_core.spans import describe_exception
+
+from .recording import exception_attributes
 
 __all__ = ["INSTRUMENTATION_SCOPE", "OTelBackend"]
 
@@ -75,10 +76,11 @@ class OTelBackend(SpanBackend):
 
     def end(self, span, exc=None):
         """Record ``exc`` (if any) with ERROR status, then end the span. Never raises
-        because of ``exc``: its text is built by lens_core.spans.describe_exception."""
+        because of ``exc``: not the SDK's record_exception (it calls str(exc), which a
+        user's ``__str__`` may make raise) but the same event from exception_attributes."""
         if exc is not None:
             try:
-                _record_exception(span, exc)
+                span.add_event("exception", exception_attributes(exc, escaped=True))
                 span.set_status(self._status(self._error, describe_exception(exc)))
             finally:
                 span.end()
@@ -110,33 +112,6 @@ class OTelBackend(SpanBackend):
         if not self._get_current_span(ctx).get_span_context().is_valid:
             return None
         return self._attach(ctx)
-
-
-def _record_exception(span, exc) -> None:
-    """The SDK's ``record_exception`` event (same attributes), but with a message that
-    cannot raise (the SDK calls str(exc), which a user's __str__ may make raise) and with
-    credential shapes redacted from the message and the stack trace."""
-    import traceback
-
-    from opentelemetry.semconv.attributes.exception_attributes import (
-        EXCEPTION_ESCAPED,
-        EXCEPTION_MESSAGE,
-        EXCEPTION_STACKTRACE,
-        EXCEPTION_TYPE,
-    )
-
-    kind = type(exc)
-    module, qualname = getattr(kind, "__module__", None), getattr(kind, "__qualname__", kind.__name__)
-    try:  # format_exception survives a raising __str__ itself; this guards the rest
-        stacktrace = "".join(traceback.format_exception(exc))
-    except Exception:
-        stacktrace = ""
-    span.add_event("exception", {
-        EXCEPTION_TYPE: f"{module}.{qualname}" if module and module != "builtins" else qualname,
-        EXCEPTION_MESSAGE: describe_exception(exc, type_name=False),
-        EXCEPTION_STACKTRACE: redact_text(stacktrace),
-        EXCEPTION_ESCAPED: "True",
-    })
 
 
 class _LiveOTelSpan(LiveSpan):

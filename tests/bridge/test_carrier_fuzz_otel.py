@@ -33,12 +33,18 @@ def _placed_under(span, expected):
     return _ids(span.parent) == expected
 
 
-@pytest.fixture
-def otel():
-    """An exporting setup (in-memory exporter) with group ``g`` on."""
+def _link_ids(span):
+    """(trace_id, span_id) of each of the span's links, from either recorder's span."""
+    return [(link[0], link[1]) if isinstance(link, tuple) else _ids(link.context) for link in span.links or ()]
+
+
+@pytest.fixture(params=["native", "sdk"])
+def otel(request):
+    """An exporting setup (in-memory exporter) with group ``g`` on, with each recorder."""
     SpanRegistry.register("t", ["g"])
-    handle = setup_telemetry(LensConfig(enabled=True, exporter="none", span_groups="g", metrics_enabled=False),
-                             span_exporter=InMemorySpanExporter(), _allow_reinit=True)
+    config = LensConfig(enabled=True, exporter="none", span_groups="g", metrics_enabled=False,
+                        recorder=request.param)
+    handle = setup_telemetry(config, span_exporter=InMemorySpanExporter(), _allow_reinit=True)
     yield handle
     handle.shutdown()
 
@@ -69,7 +75,7 @@ def test_fuzzed_carriers_through_the_otel_backend(otel, carrier):
     expected = remote if remote is not None else here
     assert all(_placed_under(span, expected) for span in (by_span_cm, by_remote, by_deferred))
     assert under_remote == expected and by_ray == expected
-    assert [_ids(link.context) for link in linked.links] == ([remote] if remote else [])
+    assert _link_ids(linked) == ([remote] if remote else [])
     assert _ids(trace.get_current_span(extract_context(carrier)).get_span_context()) == (remote or (0, 0))
     decoded = deserialize_context(serialize_context(carrier))
     assert (decoded is not None and expected_parent(decoded)) == (remote or False)

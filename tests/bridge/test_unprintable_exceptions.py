@@ -51,7 +51,7 @@ def test_an_unprintable_exception_propagates_unchanged_and_is_recorded(exported,
     assert span.status.description == describe_exception(error)
     (event,) = [e for e in span.events if e.name == "exception"]
     assert event.attributes["exception.type"].endswith(kind.__qualname__)
-    assert event.attributes["exception.message"] == describe_exception(error, type_name=False)
+    assert event.attributes["exception.message"] == describe_exception(error, with_type=False)
     assert kind.__name__ in event.attributes["exception.stacktrace"]
 
 
@@ -68,7 +68,7 @@ def test_describe_exception_never_raises(kind, text):
 def test_describe_exception_keeps_ordinary_messages_and_redacts_credentials():
     assert describe_exception(ValueError("bad shape (3, 4)")) == "ValueError: bad shape (3, 4)"
     assert describe_exception(KeyError()) == "KeyError"
-    assert describe_exception(ValueError("x"), type_name=False) == "x"
+    assert describe_exception(ValueError("x"), with_type=False) == "x"
     leaked = ConnectionError("cannot reach https://alice:hunter2@db.example.com/prod")
     assert describe_exception(leaked) == "ConnectionError: cannot reach https://[REDACTED]@db.example.com/prod"
 

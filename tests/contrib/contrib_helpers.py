@@ -43,7 +43,7 @@ def read_run(file_dir, run_id):
 
     result = read_spans([pathlib.Path(file_dir) / run_id])
     assert not result.problems, result.problems
-    return list(result.spans)
+    return [span for span in result.spans if span.name != "lens.telemetry.loss"]
 
 
 def run_python(code: str, timeout: float = 60, **env):

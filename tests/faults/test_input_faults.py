@@ -32,8 +32,11 @@ handle = setup_telemetry(LensConfig(enabled=True, exporter="file", file_dir=sys.
 """
 
 
-def _run(body, tmp_path, *args, timeout=300):
-    out = run_script(_SETUP + body, tmp_path, *args, timeout=timeout)
+RECORDERS = pytest.mark.parametrize("recorder", ["native", "sdk"])
+
+
+def _run(body, tmp_path, recorder, *args, timeout=300):
+    out = run_script(_SETUP + body, tmp_path, *args, timeout=timeout, env={"LENS_RECORDER": recorder})
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -80,8 +83,9 @@ print(json.dumps({"raised": raised, "shutdown": handle.shutdown(),
 """
 
 
-def test_fuzzed_carriers_neither_raise_nor_adopt_an_invalid_context(tmp_path):
-    seen = _run(_CARRIERS, tmp_path, CARRIERS)
+@RECORDERS
+def test_fuzzed_carriers_neither_raise_nor_adopt_an_invalid_context(tmp_path, recorder):
+    seen = _run(_CARRIERS, tmp_path, recorder, CARRIERS)
     carriers = fuzzed_carriers(CARRIERS)
     spans = read_spans(tmp_path)
     chunks = {s["attributes"]["first"]: s for s in spans if s["name"] == "chunk"}
@@ -101,7 +105,7 @@ def test_fuzzed_carriers_neither_raise_nor_adopt_an_invalid_context(tmp_path):
     # a child of a valid but unsampled remote parent is not recorded (parent-based sampling)
     unsampled = sum(expected_parent(c) is not None and not remote_sampled(c) for c in carriers)
     missing = 3 * (CARRIERS - unsampled) - len(children)
-    record_figure("carriers", fuzzed=CARRIERS, raised=seen["raised"], adopted_invalid=adopted_invalid,
+    record_figure(f"carriers ({recorder})", fuzzed=CARRIERS, raised=seen["raised"], adopted_invalid=adopted_invalid,
                   wrong_parent=wrong_parent, valid_adopted=adopted_valid, malformed_ignored=seen["ignored"],
                   spans_missing=missing)
     assert seen["raised"] == 0 and adopted_invalid == 0 and wrong_parent == 0 and missing == 0
@@ -142,8 +146,9 @@ def _fragments(value, expected):
             if w not in kept and any(c.isdigit() for c in w)}
 
 
-def test_every_secret_case_is_redacted_in_the_exported_file(tmp_path):
-    seen = _run(_SECRETS, tmp_path, _LEAKY_ERROR[0])
+@RECORDERS
+def test_every_secret_case_is_redacted_in_the_exported_file(tmp_path, recorder):
+    seen = _run(_SECRETS, tmp_path, recorder, _LEAKY_ERROR[0])
     spans = {s["name"]: s for s in read_spans(tmp_path)}
     raw = "".join(p.read_text() for p in Path(tmp_path).rglob("traces-*.jsonl"))
     redacted = [i for i, (key, _, expected) in enumerate(SECRET_CASES)
@@ -154,7 +159,7 @@ def test_every_secret_case_is_redacted_in_the_exported_file(tmp_path):
     leaked = sorted({f for value, expected in pairs for f in _fragments(value, expected) if f in raw})
     (event,) = spans["secret.exception"]["events"]
     message = {a["key"]: next(iter(a["value"].values())) for a in event["attributes"]}["exception.message"]
-    record_figure("secrets", redacted=f"{len(redacted)}/{len(SECRET_CASES)}",
+    record_figure(f"secrets ({recorder})", redacted=f"{len(redacted)}/{len(SECRET_CASES)}",
                   look_alikes_kept=f"{len(kept)}/{len(VISIBLE_CASES)}", fragments_in_file=len(leaked))
     assert len(redacted) == len(SECRET_CASES) == 35, [SECRET_CASES[i][0] for i in set(range(35)) - set(redacted)]
     assert len(kept) == len(VISIBLE_CASES)
@@ -181,15 +186,16 @@ print(json.dumps({"unchanged": unchanged, "other": other, "shutdown": handle.shu
 """
 
 
-def test_unprintable_exceptions_propagate_unchanged_and_are_recorded(tmp_path):
+@RECORDERS
+def test_unprintable_exceptions_propagate_unchanged_and_are_recorded(tmp_path, recorder):
     from exception_paths import PATHS, RECORDS_NO_FAILURE, UNPRINTABLE
 
-    seen = _run(_EXCEPTIONS, tmp_path)
+    seen = _run(_EXCEPTIONS, tmp_path, recorder)
     cases = len(PATHS) * len(UNPRINTABLE)
     recording = (len(PATHS) - len(RECORDS_NO_FAILURE)) * len(UNPRINTABLE)
     errors = [s for s in read_spans(tmp_path) if s["status"].get("code") == 2]  # STATUS_CODE_ERROR
     described = [s for s in errors if any(k.__name__ in s["status"].get("message", "") for k in UNPRINTABLE)]
-    record_figure("exceptions", raised=cases, propagated_unchanged=seen["unchanged"], replaced=seen["other"],
+    record_figure(f"exceptions ({recorder})", raised=cases, propagated_unchanged=seen["unchanged"], replaced=seen["other"],
                   recorded_as_error=f"{len(described)}/{recording}")
     assert seen["unchanged"] == cases and seen["other"] == 0
     assert len(errors) == len(described) == recording
@@ -202,12 +208,12 @@ def test_unprintable_exceptions_propagate_unchanged_and_are_recorded(tmp_path):
 _BOUNDS = """
 import glob, json, os, sys, time
 from lens_core import LensConfig
-from lens_core.config import MILLISECOND_RANGES
+from lens_core.config import NUMERIC_RANGES
 from otel_bridge import setup_telemetry
 
 config = LensConfig(enabled=True, exporter="file", file_dir=sys.argv[1], run_id="bounds", traces_enabled=False,
-                    shutdown_timeout_ms=MILLISECOND_RANGES["shutdown_timeout_ms"][1],
-                    metric_export_interval_ms=MILLISECOND_RANGES["metric_export_interval_ms"][1])
+                    shutdown_timeout_ms=NUMERIC_RANGES["shutdown_timeout_ms"][1],
+                    metric_export_interval_ms=NUMERIC_RANGES["metric_export_interval_ms"][1])
 handle = setup_telemetry(config)
 handle.meter.create_counter("lens.faults.steps").add(3)
 started = time.monotonic()
@@ -222,24 +228,25 @@ print(json.dumps({"shutdown": ok, "seconds": seconds, "metric_lines": lines}))
 def test_settings_beyond_their_bounds_are_rejected_and_the_bounds_themselves_work(tmp_path):
     """Regression: LENS_SHUTDOWN_TIMEOUT_MS=99999999999999999999 was accepted, then
     shutdown() raised OverflowError; the same for the metric interval killed the metrics
-    thread (0 metric lines, shutdown still True). Now from_env rejects both, and a process
-    at the largest allowed values shuts down at once and exports its metrics."""
-    from lens_core.config import MILLISECOND_RANGES
+    thread (0 metric lines, shutdown still True). Now from_env rejects every numeric setting
+    beyond its range, and a process at the largest allowed millisecond values shuts down
+    at once and exports its metrics."""
+    from lens_core.config import NUMERIC_RANGES
 
     huge = "99999999999999999999"
     rejected = []
-    for field, (_, high) in MILLISECOND_RANGES.items():
+    for field, (_, high, unit) in NUMERIC_RANGES.items():
         variable = f"LENS_{field.upper()}"
         out = run_script("from lens_core import LensConfig; LensConfig.from_env()", env={variable: huge})
-        message = f"ValueError: {variable}={huge!r}: must be a whole number of milliseconds from 1 to {high}"
+        message = f"ValueError: {variable}={huge!r}: must be a whole number of {unit} from 1 to {high}"
         if out.returncode == 1 and out.stderr.strip().splitlines()[-1] == message:
             rejected.append(variable)
     out = run_script(_BOUNDS, tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
-    record_figure("settings", overflowing_values_rejected=f"{len(rejected)}/{len(MILLISECOND_RANGES)}",
+    record_figure("settings", overflowing_values_rejected=f"{len(rejected)}/{len(NUMERIC_RANGES)}",
                   shutdown_at_the_bounds=seen["shutdown"], shutdown_seconds=round(seen["seconds"], 2),
                   metric_lines=seen["metric_lines"])
-    assert rejected == [f"LENS_{field.upper()}" for field in MILLISECOND_RANGES]
+    assert rejected == [f"LENS_{field.upper()}" for field in NUMERIC_RANGES]
     assert seen["shutdown"] is True and seen["metric_lines"] >= 1
     assert seen["seconds"] < 60  # it returns when done, not at its one-hour deadline
