@@ -12,7 +12,9 @@ __all__ = [
     "managed_span",
     "null_span",
     "publish",
+    "set_attribute_hooks",
     "set_factories",
+    "set_native",
     "umbrella_span",
     "wrap_function",
 ]
@@ -88,8 +90,18 @@ def set_factories(span_factory, call_factory):
     _call_factory = call_factory
 
 
-def publish(ids, bits):
-    """Swap in a new snapshot: ``ids`` (normalised name -> id), ``bits`` (int bitset)."""
+def set_native(recorder):
+    """Nothing to do here: the pure-Python gate always hands enabled spans to the span
+    factory (the compiled gate records into a compiled Recorder directly)."""
+
+
+def set_attribute_hooks(*hooks):
+    """Nothing to do here (the compiled gate's attribute fast path needs these)."""
+
+
+def publish(ids, bits, infos=None):
+    """Swap in a new snapshot: ``ids`` (normalised name -> id), ``bits`` (int bitset);
+    ``infos`` is for the compiled recorder and not needed here."""
     global _on
     _on = _Lookup(ids, int(bits))  # one reference assignment; readers never lock
 

@@ -16,7 +16,9 @@ GATE_EXPORTS = {
 _REBIND_MODULES = ("lens_core", "lens_core.spans", "lens_core.state")
 _loaded = []  # every gate module loaded so far: all get each snapshot and factory
 _factories = None
-_snapshot = ({}, 0)
+_snapshot = ({}, 0, None)
+_native = None
+_hooks = None
 
 
 def _load(name: str):
@@ -41,13 +43,33 @@ else:
 _loaded.append(gate)
 
 
-def publish(ids, bits) -> None:
+def publish(ids, bits, infos=None) -> None:
     """Push a gate snapshot into every loaded implementation (wrappers made while another
-    implementation was active keep working)."""
+    implementation was active keep working). ``infos`` (id -> (name, umbrella, bucket_key,
+    bucket)) lets the compiled recorder stamp spans without calling back into Python."""
     global _snapshot
-    _snapshot = (ids, bits)
+    _snapshot = (ids, bits, infos)
     for module in _loaded:
-        module.publish(ids, bits)
+        module.publish(ids, bits, infos)
+
+
+def set_native(backend) -> None:
+    """Tell the compiled gate which backend is installed: a compiled Recorder is recorded
+    into directly; anything else goes through the span factory."""
+    global _native
+    _native = backend
+    for module in _loaded:
+        if hasattr(module, "set_native"):
+            module.set_native(backend)
+
+
+def set_attribute_hooks(*hooks) -> None:
+    """Hand the compiled gate what its attribute fast path needs (see _gate.set_attribute_hooks)."""
+    global _hooks
+    _hooks = hooks
+    for module in _loaded:
+        if hasattr(module, "set_attribute_hooks"):
+            module.set_attribute_hooks(*hooks)
 
 
 def set_factories(span_factory, call_factory) -> None:
@@ -67,6 +89,10 @@ def use(name: str) -> None:
         gate.publish(*_snapshot)
         if _factories is not None:
             gate.set_factories(*_factories)
+        if hasattr(gate, "set_native"):
+            gate.set_native(_native)
+            if _hooks is not None:
+                gate.set_attribute_hooks(*_hooks)
     for modname in _REBIND_MODULES:
         module = sys.modules.get(modname)
         if module is None:

@@ -531,7 +531,7 @@ class Recorder:
             parent = otel.get_current().get(otel.span_key)
         elif isinstance(context, otel.context_type):
             parent = context.get(otel.span_key)
-        elif isinstance(context, Span):
+        elif hasattr(context, "get_span_context"):  # a span (ours or OpenTelemetry's)
             parent = context
         else:  # a W3C carrier
             remote = _parse_carrier(context)

@@ -72,7 +72,8 @@ def _apply(registry_changed_ns=None) -> None:
     bits = 0
     for group in effective:
         bits |= 1 << view.ids[group]
-    _impl.publish(view.ids, bits)
+    infos = {info.id: (info.name, info.umbrella, info.bucket_key, info.bucket) for info in view.groups.values()}
+    _impl.publish(view.ids, bits, infos)
 
 
 def _report_spec(view) -> None:
@@ -159,6 +160,7 @@ def _set_backend(backend) -> None:
     global _backend
     with _lock:
         _backend = backend
+        _impl.set_native(backend)
         _apply()
 
 
