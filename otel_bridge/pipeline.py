@@ -300,8 +300,9 @@ class SdkSpanProcessor:
     def on_start(self, span, parent_context=None):
         if self._pid != os.getpid():
             self._reset()  # a forked child: the parent's open spans are not ours
-        thread = threading.current_thread()
-        span.set_attributes({semconv.THREAD_ID: thread.ident, semconv.THREAD_NAME: thread.name})
+        if semconv.THREAD_ID not in span.attributes:  # Lens's own SDK spans start with it
+            thread = threading.current_thread()
+            span.set_attributes({semconv.THREAD_ID: thread.ident, semconv.THREAD_NAME: thread.name})
         if self._pipeline.closed:
             return  # started after shutdown: not tracked, not exported
         opened = self._open
@@ -331,7 +332,8 @@ class SdkSpanProcessor:
             if self._evicted.pop(span_id, _MISSING) is _MISSING:
                 return  # not tracked: started after shutdown, or before a fork
             self.evicted_ended += 1
-        self._pipeline.recorder._enqueue(self._pipeline.record_of(span))
+        # Queued as it is: the export thread turns it into a record, off the app thread.
+        self._pipeline.recorder._enqueue(span)
 
     def _on_ending(self, span):
         # The SDK calls this hook on every processor; it must exist.
@@ -460,6 +462,8 @@ class SpanPipeline:
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             batch = self.recorder.take(self.batch_records)
+            record_type = self.encoders.Span
+            batch = [r if type(r) is record_type else self.record_of(r) for r in batch]
             counts = self.counts()
             losses = counts if counts.lost and counts.key() != self._reported else None
             if not batch and losses is None:

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from child_env import without_settings  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,9 +93,7 @@ def run_script(code, *args, timeout=30, env=None):
     """Run ``code`` in a fresh interpreter that imports this checkout; CompletedProcess."""
     environ = dict(os.environ)
     environ["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), environ.get("PYTHONPATH", "")])
-    for name in list(environ):
-        if name.startswith("OTEL_") or name.startswith("LENS_"):
-            del environ[name]
+    environ = without_settings(environ=environ)
     environ.update(env or {})
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], env=environ,
                           capture_output=True, text=True, timeout=timeout)

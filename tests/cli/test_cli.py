@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from otel_bridge import cli
+from child_env import without_settings  # noqa: E402
 
 
 def test_resolve_lists_what_a_spec_enables_with_buckets():
@@ -65,7 +66,7 @@ def test_the_console_script_runs_the_report_subcommand(tmp_path):
 def _emit(tmp_path, specs, exporter="file", **env_vars):
     path = tmp_path / "spans.json"
     path.write_text(specs if isinstance(specs, str) else json.dumps(specs))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LENS_", "OTEL_"))}
+    env = without_settings()
     env.update(LENS_FILE_DIR=str(tmp_path / "out"), LENS_RUN_ID="emit", **env_vars)
     return subprocess.run([sys.executable, "-m", "otel_bridge.cli", "emit-spans", str(path), "--exporter", exporter],
                           capture_output=True, text=True, timeout=120, env=env)

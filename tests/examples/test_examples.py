@@ -10,6 +10,7 @@ import pytest
 
 from lens_core import semconv
 from trace_files import REPO_ROOT, read_spans
+from child_env import without_settings  # noqa: E402
 
 pytest.importorskip("torch")
 pytest.importorskip("opentelemetry.sdk")
@@ -18,7 +19,7 @@ ITERATION = semconv.RL_ITERATION
 
 
 def _run(args, file_dir, run_id, timeout=180, **env):
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("LENS_", "OTEL_"))}
+    environ = without_settings()
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID"):
         environ.pop(name, None)
     environ.update(PYTHONPATH=os.pathsep.join([str(REPO_ROOT), environ.get("PYTHONPATH", "")]),
