@@ -1,9 +1,9 @@
 """What scanning text for credentials costs an enabled span: a text attribute never seen
 before (scanned every time) against the same span with a text seen before (cached).
 
-Both sides run managed_span through the OTel backend on one TracerProvider
-(SimpleSpanProcessor, null exporter); rounds alternate so both see the same machine
-load, and bench/gate.py divides by the paired minimum.
+Both sides run managed_span on the compiled gate through setup_telemetry with exporter
+``none``, with each recorder; rounds alternate so both see the same machine load, and
+bench/checks.txt divides by the paired minimum.
 """
 
 import itertools
@@ -13,29 +13,12 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-
 import lens_core  # noqa: E402
-from lens_core import redaction  # noqa: E402
+from lens_core import LensConfig, _impl, redaction  # noqa: E402
 from lens_core.registry import SpanRegistry  # noqa: E402
-from otel_bridge.backend import OTelBackend  # noqa: E402
-from test_bench_enabled import NullSpanExporter  # noqa: E402
 
 LOOP = 1000
 ROUNDS, WARMUP = 100, 5
-
-
-@pytest.fixture
-def enabled():
-    """Group ``g`` on, spans through the OTel backend into a null exporter."""
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(NullSpanExporter()))
-    SpanRegistry.register("bench", ["g"])
-    lens_core.install_backend(OTelBackend(provider))
-    lens_core.set_enabled_span_groups(["g"])
-    yield
-    provider.shutdown()
 
 
 def _spans(texts):
@@ -50,9 +33,17 @@ def _spans(texts):
 
 
 @pytest.mark.benchmark(group="redaction")
-def test_enabled_span_with_a_new_text_attribute(benchmark, enabled):
+@pytest.mark.parametrize("recorder", ["sdk", "native"])
+def test_enabled_span_with_a_new_text(benchmark, recorder):
     """Every round's 1,000 texts are new to the clean-text cache (a shard path with a
     counter: 34 characters, no credential marker), so each one is scanned."""
+    from otel_bridge import setup_telemetry
+
+    pytest.importorskip("lens_core._gate")
+    _impl.use("cython")
+    SpanRegistry.register("bench", ["g"])
+    handle = setup_telemetry(LensConfig(enabled=True, exporter="none", span_groups="g", metrics_enabled=False,
+                                        recorder=recorder), _allow_reinit=True)
     # built before timing, so both sides only iterate
     fresh = iter([f"/data/shards/part-{i:08d}.parquet" for i in range(LOOP * (ROUNDS + WARMUP + 2))])
     seen = itertools.repeat("/data/shards/part-00000000.parquet")
@@ -64,6 +55,10 @@ def test_enabled_span_with_a_new_text_attribute(benchmark, enabled):
         seen_run()
         seen_rounds.append(time.perf_counter() - started)
 
-    benchmark.pedantic(new_run, setup=paired_seen_round, rounds=ROUNDS, warmup_rounds=WARMUP)
+    try:
+        benchmark.pedantic(new_run, setup=paired_seen_round, rounds=ROUNDS, warmup_rounds=WARMUP)
+    finally:
+        handle.shutdown()
     assert len(redaction._clean_texts) <= redaction._CLEAN_TEXT_LIMIT
+    benchmark.extra_info["recorder"] = recorder
     benchmark.extra_info["paired_seen_min_s"] = min(seen_rounds[WARMUP:])

@@ -39,6 +39,9 @@ cdef extern from "time.h" nogil:
 cdef extern from "unistd.h" nogil:
     int getpid()
 
+cdef extern from "sched.h" nogil:
+    int sched_yield()
+
 from . import _recorder_py as _twin
 
 KIND_INTERNAL = 1
@@ -604,11 +607,19 @@ cdef class Recorder:
         return 0
 
     cdef bint _enqueue_c(self, object record) except -1:
-        if PyList_GET_SIZE(self._queue) >= self.queue_limit:
+        cdef Py_ssize_t queued = PyList_GET_SIZE(self._queue)
+        if queued >= self.queue_limit:
             self.dropped += 1
             return False
         PyList_Append(self._queue, record)
         self.ended += 1
+        if queued >= self.queue_limit >> 1:
+            # More than half full: let the export thread have the interpreter lock if it
+            # is waiting for it (a tight loop otherwise holds it for whole switch
+            # intervals). This never waits for the exporter: if it is busy elsewhere
+            # (sending, or stuck on a dead collector) the loop goes on at once.
+            with nogil:
+                sched_yield()
         return True
 
     def _enqueue(self, record):

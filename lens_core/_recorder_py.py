@@ -407,13 +407,16 @@ class Recorder:
         self._enqueue(span)
 
     def _enqueue(self, record) -> bool:
-        if len(self._queue) >= self.queue_limit:
+        queued = len(self._queue)
+        if queued >= self.queue_limit:
             with self._lock:
                 self.dropped += 1
             return False
         self._queue.append(record)
         with self._lock:
             self.ended += 1
+        if queued >= self.queue_limit >> 1:
+            time.sleep(0)  # more than half full: let the export thread in (never waits for it)
         return True
 
     def add_record(self, record) -> bool:

@@ -35,21 +35,28 @@ def bench_gate(*args):
 GOOD = {
     "test_managed_span_disabled[cython]": 0.10, "test_managed_span_disabled[python]": 0.20,
     "test_reference_contextmanager_disabled": 1.2, "test_nullcontext": 0.25,
-    "test_trace_fn_disabled[cython]": 0.045, "test_enabled_managed_span": 15.0,
-    "test_enabled_span_with_a_new_text_attribute": 12.0,
+    "test_trace_fn_disabled[cython]": 0.045, "test_enabled_managed_span[cython-native]": 1.0,
+    "test_enabled_managed_span[python-native]": 4.0, "test_pipeline_native_otlp_http": 1.0,
+    "test_pipeline_native_file": 1.0,
+    "test_enabled_span_with_a_new_text[sdk]": 12.0, "test_enabled_span_with_a_new_text[native]": 1.5,
 }
 GOOD_EXTRA = {
     "test_trace_fn_disabled[cython]": {"paired_bare_min_s": 0.030, "paired_reference_min_s": 0.130},
-    "test_enabled_managed_span": {"paired_sdk_min_s": 16.0, "impl": "cython"},
-    "test_enabled_span_with_a_new_text_attribute": {"paired_seen_min_s": 11.4},
+    "test_enabled_managed_span[cython-native]": {"paired_sdk_min_s": 12.0, "impl": "cython"},
+    "test_enabled_managed_span[python-native]": {"paired_sdk_min_s": 12.0, "impl": "python"},
+    "test_pipeline_native_otlp_http": {"lens_cpu_min_s": 0.3, "sdk_cpu_min_s": 9.0},
+    "test_pipeline_native_file": {"lens_cpu_min_s": 0.5, "sdk_cpu_min_s": 11.0},
+    "test_enabled_span_with_a_new_text[sdk]": {"paired_seen_min_s": 11.4},
+    "test_enabled_span_with_a_new_text[native]": {"paired_seen_min_s": 0.8},
 }
+CHECKS = 11
 
 
 def test_every_ratio_within_bounds_passes(tmp_path, capsys):
     assert gate.main([_json(tmp_path, GOOD, GOOD_EXTRA)]) == 0
     captured = capsys.readouterr()
-    assert len(captured.out.splitlines()) == 7 and all(line.startswith("ok ") for line in captured.out.splitlines())
-    assert "bench-gate: 7 passed, 0 failed" in captured.err
+    assert len(captured.out.splitlines()) == CHECKS and all(line.startswith("ok ") for line in captured.out.splitlines())
+    assert f"bench-gate: {CHECKS} passed, 0 failed" in captured.err
 
 
 def test_a_ratio_out_of_bounds_fails_and_says_which(tmp_path, capsys):
@@ -66,9 +73,9 @@ def test_a_missing_benchmark_fails(tmp_path, capsys):
 
 
 def test_a_missing_paired_side_fails(tmp_path, capsys):
-    extra = dict(GOOD_EXTRA, test_enabled_managed_span={"impl": "cython"})
+    extra = dict(GOOD_EXTRA, **{"test_enabled_managed_span[cython-native]": {"impl": "cython"}})
     assert gate.main([_json(tmp_path, GOOD, extra)]) == 1
-    assert "missing: test_enabled_managed_span:paired_sdk_min_s" in capsys.readouterr().out
+    assert "missing: test_enabled_managed_span[cython-native]:paired_sdk_min_s" in capsys.readouterr().out
 
 
 # ---- expressions ----------------------------------------------------------------------------
