@@ -400,6 +400,13 @@ cdef class Recorder:
 
     # ---- SpanBackend -------------------------------------------------------------------
 
+    @property
+    def context_types(self):
+        """SpanBackend.context_types: a ``context=`` lens_core passes through as is (this
+        recorder's spans and, once bound, OpenTelemetry's Context); other values reach
+        this recorder only as lens_core's canonical carriers."""
+        return (Span, self._context_type) if self._context_type is not None else (Span,)
+
     def new_span(self, name, attrs, context=None, record_exception=True):
         """A span for a with-block (started and made current on entry)."""
         return Span(self, name, attrs, context, KIND_INTERNAL, None, record_exception)

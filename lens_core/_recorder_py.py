@@ -273,6 +273,14 @@ class Recorder:
 
     # ---- SpanBackend -------------------------------------------------------------------
 
+    @property
+    def context_types(self) -> tuple:
+        """SpanBackend.context_types: a ``context=`` lens_core passes through as is (this
+        recorder's spans and, once bound, OpenTelemetry's Context); other values reach
+        this recorder only as lens_core's canonical carriers."""
+        otel = self._otel
+        return (Span, otel.context_type) if otel is not None else (Span,)
+
     def new_span(self, name, attrs, context=None, record_exception=True):
         """A span for a with-block (started and made current on entry)."""
         return Span(self, name, attrs, context, record_exception=record_exception)
@@ -375,12 +383,13 @@ class Recorder:
             return
         thread = self._threading.current_thread()
         span.thread_id, span.thread_name = thread.ident, thread.name
-        # The span enters the ledger and is counted in one step each; the shutdown path
-        # reads these without a lock.
-        self._link(span)
-        span._state = _OPEN
+        # Counted before it can be exported: a thread stopped between the steps (a signal
+        # running shutdown) leaves a span counted and lost, never exported uncounted. The
+        # shutdown path reads these without the lock.
         with self._lock:
             self.created += 1
+        self._link(span)
+        span._state = _OPEN
 
     def _end(self, span, end_ns, from_shutdown=False) -> None:
         if span._state != _OPEN:

@@ -16,10 +16,15 @@ class SpanBackend:
 
     Subclassing is optional: any object with these methods will do. ``span`` and
     ``token`` values are opaque to lens_core. ``context`` may be ``None`` (the current
-    context), a W3C carrier mapping, or a backend context object.
+    context), a W3C carrier dict that lens_core has validated and made canonical, or an
+    instance of one of ``context_types``.
     """
 
     name = "abstract"
+    #: Types of this backend's own context objects: ``context=`` values of these types
+    #: reach start()/live() as they are; any other value is treated as a W3C carrier,
+    #: validated by lens_core and passed on canonical (lens_core.carrier) or not at all.
+    context_types = ()
 
     def start(self, name, attributes, tracer=None, context=None, links=None):
         """Start a span (not made current) with ``attributes`` set at start."""

@@ -9,9 +9,19 @@ from .export_ranks import ExportRanks, parse_export_ranks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (import budget)
-    from typing import Mapping, Optional, Tuple, Union
+    from typing import Iterable, Mapping, Optional, Tuple, Union
 
-__all__ = ["DEFAULT_SERVICE_NAME", "EXPORTERS", "RECORDERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
+__all__ = [
+    "DEFAULT_SERVICE_NAME",
+    "EXPORTERS",
+    "ExportRanks",
+    "LensConfig",
+    "NUMERIC_RANGES",
+    "RECORDERS",
+    "parse_bool",
+    "parse_export_ranks",
+    "parse_redact_allow",
+]
 
 #: The service name when neither LENS_SERVICE_NAME nor OTEL_SERVICE_NAME is set.
 DEFAULT_SERVICE_NAME = "lens"
@@ -19,8 +29,18 @@ DEFAULT_SERVICE_NAME = "lens"
 EXPORTERS = ("auto", "otlp", "console", "file", "none")
 #: Span recorders: ``native`` (Lens's compact records) or ``sdk`` (OpenTelemetry SDK spans).
 RECORDERS = ("native", "sdk")
-_MAX_OPEN_SPANS = 10_000_000
-_MAX_BUFFER_MB = 65_536
+#: Allowed (min, max, unit) of every numeric setting, checked by LensConfig and from_env.
+#: The millisecond maxima stay far below what ``threading`` and ``time`` accept
+#: (``threading.TIMEOUT_MAX`` is ~9.2e12 ms on Linux), so no setting can overflow a wait:
+#: shutdown runs at process exit, where schedulers kill a job within seconds to minutes
+#: (SLURM's KillWait, Kubernetes' grace period), so an hour is generous; a metric interval
+#: beyond a day would export nothing while a job runs (metrics still flush at shutdown).
+NUMERIC_RANGES = {
+    "metric_export_interval_ms": (1, 86_400_000, "milliseconds"),
+    "shutdown_timeout_ms": (1, 3_600_000, "milliseconds"),
+    "max_open_spans": (1, 10_000_000, "spans"),
+    "buffer_mb": (1, 65_536, "MB"),
+}
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -35,6 +55,33 @@ def parse_bool(value: str, variable: str = "value") -> bool:
     raise ValueError(f"{variable}={value!r}: expected a boolean (one of {', '.join(_TRUE + _FALSE)})")
 
 
+def _bounded(name: str, value: object, shown: str) -> int:
+    """``value`` as an int within NUMERIC_RANGES[name]; ValueError naming ``shown``."""
+    low, high, unit = NUMERIC_RANGES[name]
+    if isinstance(value, str):  # from the environment: plain ASCII digits, no sign or "_"
+        text = value.strip()
+        # (the length check keeps int() from its own error on thousands of digits)
+        number = int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+    else:
+        number = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if number is None or not low <= number <= high:
+        raise ValueError(f"{shown}={value!r}: must be a whole number of {unit} from {low} to {high}")
+    return number
+
+
+def parse_redact_allow(value: object, variable: str = "redact_allow") -> Tuple[str, ...]:
+    """Attribute keys never redacted by key, as a sorted tuple: a comma list
+    (``"max_tokens, stop_tokens"``) or an iterable of str; blanks are skipped."""
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        keys = tuple(items)  # type: ignore[call-overload]
+    except TypeError:
+        keys = None
+    if keys is None or not all(isinstance(k, str) for k in keys):
+        raise ValueError(f"{variable}={value!r}: must be a comma list or a sequence of attribute keys (str)")
+    return tuple(sorted({k.strip() for k in keys if k.strip()}))
+
+
 class LensConfig(Record):
     """Telemetry settings for one process (immutable; ``replace(**changes)`` copies).
     Building or validating one imports no OpenTelemetry.
@@ -42,9 +89,11 @@ class LensConfig(Record):
     Fields and defaults: enabled=False, service_name="lens", span_groups="default",
     traces_enabled=True, metrics_enabled=True, logs_enabled=False, exporter="auto",
     file_dir="./lens-traces", export_ranks=all, run_id=None, user=None,
-    metric_export_interval_ms=10000, shutdown_timeout_ms=5000, trace_ranks=all (which
-    exporting ranks record traces; the others still export metrics and logs),
-    recorder="native" (or LENS_RECORDER), max_open_spans=10000, buffer_mb=32.
+    metric_export_interval_ms=10000 (1 ms to 1 day), shutdown_timeout_ms=5000 (1 ms to
+    1 hour), trace_ranks=all (which exporting ranks record traces; the others still export
+    metrics and logs), recorder="native" (or LENS_RECORDER), max_open_spans=10000 (1 to
+    10,000,000), buffer_mb=32 (1 to 65536), redact_allow=() (attribute keys never redacted
+    by key; see lens_core.redaction).
     """
 
     _defaults = {
@@ -68,6 +117,7 @@ class LensConfig(Record):
         "recorder": os.environ.get("LENS_RECORDER", "").strip().lower() or "native",
         "max_open_spans": 10_000,
         "buffer_mb": 32,
+        "redact_allow": (),
     }
     _fields = __slots__ = tuple(_defaults)
     enabled: bool
@@ -87,6 +137,7 @@ class LensConfig(Record):
     recorder: str
     max_open_spans: int
     buffer_mb: int
+    redact_allow: Tuple[str, ...]
 
     if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
 
@@ -97,23 +148,22 @@ class LensConfig(Record):
                      user: Optional[str] = None, metric_export_interval_ms: int = 10_000,
                      shutdown_timeout_ms: int = 5_000, trace_ranks: Union[str, ExportRanks] = ExportRanks(),
                      recorder: str = _defaults["recorder"],
-                     max_open_spans: int = 10_000, buffer_mb: int = 32) -> None: ...
+                     max_open_spans: int = 10_000, buffer_mb: int = 32,
+                     redact_allow: Union[str, Iterable[str]] = ()) -> None: ...
 
     def _validate(self) -> None:
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
         object.__setattr__(self, "trace_ranks", parse_export_ranks(self.trace_ranks, "trace_ranks"))
         if self.exporter not in EXPORTERS:
             raise ValueError(f"exporter={self.exporter!r}: allowed: {', '.join(EXPORTERS)}")
-        for name in ("metric_export_interval_ms", "shutdown_timeout_ms"):
+        for name in NUMERIC_RANGES:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name}={value!r}: must be a positive integer (milliseconds)")
+            if isinstance(value, str):  # only from_env parses text
+                raise ValueError(f"{name}={value!r}: must be an int, not a str")
+            _bounded(name, value, name)
         if self.recorder not in RECORDERS:
             raise ValueError(f"recorder={self.recorder!r}: allowed: {', '.join(RECORDERS)}")
-        for name, most in (("max_open_spans", _MAX_OPEN_SPANS), ("buffer_mb", _MAX_BUFFER_MB)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-                raise ValueError(f"{name}={value!r}: must be an integer from 1 to {most}")
+        object.__setattr__(self, "redact_allow", parse_redact_allow(self.redact_allow))
         if not isinstance(self.service_name, str) or not self.service_name.strip():
             raise ValueError(f"service_name={self.service_name!r}: must be a non-empty string")
 
@@ -123,7 +173,8 @@ class LensConfig(Record):
         """Read ``<PREFIX>_ENABLED``, ``_SERVICE_NAME``, ``_SPAN_GROUPS``, ``_TRACES_ENABLED``,
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
         ``_TRACE_RANKS``, ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
-        ``_RECORDER``, ``_MAX_OPEN_SPANS``, ``_BUFFER_MB``.
+        ``_RECORDER``, ``_MAX_OPEN_SPANS``, ``_BUFFER_MB``, ``_REDACT_ALLOW`` (a comma list of
+        attribute keys).
 
         ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
         service name falls back to ``OTEL_SERVICE_NAME``. A bad value raises ValueError
@@ -158,11 +209,12 @@ class LensConfig(Record):
             ("trace_ranks", "TRACE_RANKS", "ranks"),
             ("run_id", "RUN_ID", "str"),
             ("user", "USER", "str"),
-            ("metric_export_interval_ms", "METRIC_EXPORT_INTERVAL_MS", "ms"),
-            ("shutdown_timeout_ms", "SHUTDOWN_TIMEOUT_MS", "ms"),
+            ("metric_export_interval_ms", "METRIC_EXPORT_INTERVAL_MS", "number"),
+            ("shutdown_timeout_ms", "SHUTDOWN_TIMEOUT_MS", "number"),
             ("recorder", "RECORDER", "recorder"),
-            ("max_open_spans", "MAX_OPEN_SPANS", "count"),
-            ("buffer_mb", "BUFFER_MB", "count"),
+            ("max_open_spans", "MAX_OPEN_SPANS", "number"),
+            ("buffer_mb", "BUFFER_MB", "number"),
+            ("redact_allow", "REDACT_ALLOW", "keys"),
         ):
             var, raw = get(key)
             if var is None:
@@ -177,21 +229,12 @@ class LensConfig(Record):
                 if raw.lower() not in RECORDERS:
                     raise ValueError(f"{var}={raw!r}: allowed recorders: {', '.join(RECORDERS)}")
                 values[field] = raw.lower()
-            elif kind == "count":
-                try:
-                    values[field] = int(raw)
-                except ValueError:
-                    raise ValueError(f"{var}={raw!r}: must be a positive integer") from None
+            elif kind == "number":
+                values[field] = _bounded(field, raw, var)
             elif kind == "ranks":
                 values[field] = parse_export_ranks(raw, var)
-            elif kind == "ms":
-                try:
-                    number = int(raw)
-                except ValueError:
-                    number = 0
-                if number <= 0:
-                    raise ValueError(f"{var}={raw!r}: must be a positive integer number of milliseconds")
-                values[field] = number
+            elif kind == "keys":
+                values[field] = parse_redact_allow(raw, var)
             else:
                 values[field] = raw
         if "service_name" not in values and env.get("OTEL_SERVICE_NAME", "").strip():

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from . import _impl, _log, scopes, semconv, state
+from .carrier import usable_carrier
 from .registry import Bucket, SpanRegistry
-from .spans import sanitize_attributes
+from .spans import describe_exception, sanitize_attributes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (import budget)
@@ -180,10 +181,10 @@ class _DeferredChild:
         if backend is None or not _impl.gate.is_enabled(self._group):
             return None
         try:
-            span = backend.start(self._name, self._attrs, self._tracer, self._carrier or None)
+            span = backend.start(self._name, self._attrs, self._tracer, self._carrier)
             token = backend.use(span)
         except Exception as exc:  # tracing must never decide whether the work happens
-            _log.warn(f"could not open span {self._name!r}; the work proceeds untraced: {exc!r}")
+            _log.warn(f"could not open span {self._name!r}; the work proceeds untraced: {describe_exception(exc)}")
             return None
         self._backend, self._span, self._token = backend, span, token
         return span
@@ -205,10 +206,12 @@ def deferred_child_span(group: str, name: str, carrier: Optional[Mapping[str, st
     ``finalize`` pattern): parented on ``carrier`` (captured with current_trace_carrier()
     inside the parent), never bucketed (it overlaps later steps), ``rl.iteration`` set
     explicitly (no scope reaches the thread), ERROR status if the work fails. A failure
-    to open the span is warned about and the work runs untraced."""
+    to open the span is warned about and the work runs untraced. An empty or malformed
+    carrier (the latter counted and warned about once) parents it on the current context."""
     clean = sanitize_attributes(attrs)
     info = SpanRegistry.group_info(group)
     clean.pop(info.bucket_key if info is not None else semconv.RL_BUCKET, None)
     if iteration is not None:
         clean[semconv.RL_ITERATION] = iteration
-    return _DeferredChild(group, name, dict(carrier or {}), clean, tracer)
+    parent = usable_carrier(carrier, "deferred_child_span") or None  # a canonical copy, taken now
+    return _DeferredChild(group, name, parent, clean, tracer)

@@ -16,6 +16,7 @@ from ._record import Record
 __all__ = [
     "BUILTIN_STRATEGIES",
     "ExportRanks",
+    "MAX_RANK",
     "export_decision",
     "export_strategies",
     "get_export_strategy",
@@ -47,6 +48,8 @@ def _per_node(rank: int, world_size: int, local_rank: int) -> bool:
 
 # Plain strategies by name: the built-ins first; users add theirs with register_export_strategy.
 _strategies: dict[str, Strategy] = {"all": _all, "first": _first, "last": _last, "per_node": _per_node}
+#: The largest rank a rank list may name: torch.distributed and MPI hold ranks in a C int.
+MAX_RANK = 2**31 - 1
 #: Strategy names lens defines; ``list`` and ``sample`` take an argument (``0,8,16``, ``sample:F``).
 BUILTIN_STRATEGIES = ("all", "first", "last", "list", "per_node", "sample")
 _lock = _thread.allocate_lock()
@@ -201,6 +204,8 @@ def parse_export_ranks(value, variable: str = "export_ranks") -> ExportRanks:
         ranks = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
     except ValueError:
         ranks = ()
-    if not ranks or min(ranks) < 0:
+    if ranks and ranks[-1] > MAX_RANK:
+        raise ValueError(f"{variable}={value!r}: ranks go from 0 to {MAX_RANK}; allowed: {_allowed()}")
+    if not ranks or ranks[0] < 0:
         raise ValueError(f"{variable}={value!r}: allowed: {_allowed()}")
     return ExportRanks("list", ranks)

@@ -128,7 +128,7 @@ LENS_LOSS_SPAN_NAME = "lens.telemetry.loss"
 LENS_SPANS_CREATED = "lens.spans.created"  # spans started (and sampled) so far
 LENS_SPANS_DROPPED = "lens.spans.dropped"  # lost: the buffer or queue was full
 LENS_SPANS_FAILED = "lens.spans.failed"  # lost: an export failed (collector gone, disk full)
-LENS_SPANS_UNENDED = "lens.spans.unended"  # lost: never ended, evicted from the bounded open-span ledger
+LENS_SPANS_UNENDED = "lens.spans.unended"  # lost: never ended (evicted from the bounded open-span ledger), or not delivered by the end
 LENS_SPANS_TRUNCATED = "lens.spans.truncated"  # not lost: still open at shutdown, ended there and marked
 
 # ---- RL span tags (categorical: "which one?", not "how much?") --------------------------

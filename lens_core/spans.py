@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from . import _impl, _log, _stepping, scopes, semconv, state
-from .carrier import is_valid_carrier
+from . import _impl, _log, _stepping, redaction, scopes, semconv, state
+from .carrier import usable_carrier
+from .redaction import DEFAULT_REDACT_KEYS, REDACTED, redact_text, redact_value
 from .registry import SpanRegistry
 
 TYPE_CHECKING = False
@@ -43,46 +44,13 @@ else:  # the disabled fast paths live in the gate; these names are rebound if te
 
 # ---- attribute safety ---------------------------------------------------------------------
 
-DEFAULT_REDACT_KEYS = frozenset({
-    "prompt", "input_text", "output_text", "text", "password", "token", "secret", "key",
-    "api_key", "authorization",
-})
-REDACTED = "[REDACTED]"
 _SCALARS = (bool, int, float, str)
-_redact_cache: dict = {}  # attribute key -> redact? for the default keys
-_REDACT_CACHE_LIMIT = 4096
 _dropped = 0
 _warn_once = _log.warn_once
-
-
-def _is_redacted_key(key: str, redact_keys) -> bool:
-    lowered = key.lower()
-    if lowered in redact_keys:
-        return True
-    parts = lowered.replace("-", ".").replace("_", ".").split(".")
-    return any(part in redact_keys for part in parts)
-
-
-def redact_value(key: str, value: _T, redact_keys: Optional[Collection[str]] = None) -> Union[_T, str]:
-    """``REDACTED`` when ``key`` (or any of its ``.``/``_``/``-`` parts) is in
-    ``redact_keys`` (default DEFAULT_REDACT_KEYS) and the value carries text; numbers and
-    booleans are returned unchanged."""
-    if not isinstance(value, (str, list, tuple)):
-        return value
-    if redact_keys is None or redact_keys is DEFAULT_REDACT_KEYS:
-        redact_keys = DEFAULT_REDACT_KEYS
-        hit = _redact_cache.get(key)
-        if hit is None:
-            hit = _is_redacted_key(key, redact_keys)
-            if len(_redact_cache) < _REDACT_CACHE_LIMIT:  # keys built at run time must not grow it forever
-                _redact_cache[key] = hit
-    else:
-        hit = _is_redacted_key(key, redact_keys)
-    if not hit:
-        return value
-    if isinstance(value, str) or any(isinstance(v, str) for v in value):
-        return REDACTED
-    return value
+# Bound once for the fast path below (read per attribute of every enabled span).
+_secret_keys = redaction._key_cache  # attribute key -> secret? (cleared in place, never replaced)
+_clean_texts = redaction._clean_texts
+_SHAPE_MIN = redaction._SHAPE_MIN
 
 
 def _clean_scalar(value):
@@ -113,8 +81,9 @@ def _clean(value):
 
 
 def sanitize_attributes(attrs, redact_keys=None) -> dict:
-    """Keep bool/int/float/str and homogeneous sequences of them, redacting secrets; drop
-    None and other types (counted, and warned about once per key and type)."""
+    """Keep bool/int/float/str and homogeneous sequences of them, redacting secrets
+    (redact_value: by key, and credential shapes in text); drop None and other types
+    (counted, and warned about once per key and type)."""
     out = {}
     if attrs:
         _sanitize_into(out, attrs, redact_keys)
@@ -125,17 +94,18 @@ def _sanitize_into(out, attrs, redact_keys=None) -> None:
     # sanitize_attributes, writing into ``out``: a kept value replaces what ``out`` had
     # under its key, a dropped one removes it (as if merged first, then sanitised).
     default_keys = redact_keys is None or redact_keys is DEFAULT_REDACT_KEYS
-    cache = _redact_cache
+    secret_keys = _secret_keys
     for key, value in attrs.items():
-        # Fast path (every enabled span runs this): a str key with a plain number, or with
-        # a plain str under a key already known not to need redaction, is kept as is.
+        # Fast path (every enabled span runs this): a str key with a plain number is kept
+        # as is; a plain str under a key already known not to be secret only has its text
+        # checked for credential shapes, which short or recently seen clean text skips.
         if type(key) is str:
             kind = type(value)
             if kind is int or kind is float or kind is bool:
                 out[key] = value
                 continue
-            if kind is str and default_keys and cache.get(key) is False:
-                out[key] = value
+            if kind is str and default_keys and secret_keys.get(key) is False:
+                out[key] = value if len(value) < _SHAPE_MIN or value in _clean_texts else redact_text(value)
                 continue
         _sanitize_one(out, key, value, redact_keys)
 
@@ -156,24 +126,30 @@ def _sanitize_one(out, key, value, redact_keys) -> None:
     out[key] = redact_value(key, clean, redact_keys)
 
 
-def describe_exception(exc, with_type: bool = True) -> str:
-    """``"Type: message"`` (or just the message) for a span's status and exception event;
-    never raises, even when the exception's ``__str__`` does."""
+def dropped_attribute_count() -> int:
+    """How many attribute values were dropped because of their type (None is not counted)."""
+    return _dropped
+
+
+def describe_exception(exc: BaseException, with_type: bool = True) -> str:
+    """``"TypeName: message"`` for a span's status and exception event (``message`` alone
+    without ``with_type``; the type name alone when the message is empty). Never raises,
+    even when the exception's ``__str__`` or ``__repr__`` raises or returns no str: then
+    the repr, or ``<unprintable TypeName>``, stands in, so recording a failure can never
+    replace the user's exception with one of its own. Credential shapes in the message are
+    redacted (lens_core.redaction.redact_text)."""
+    name = type(exc).__name__
     try:
         message = str(exc)
     except BaseException:  # noqa: BLE001 - a broken __str__ must not replace the user's error
         try:
-            message = f"<{type(exc).__name__}.__str__ raised>"
+            message = f"<str() failed> {repr(exc)}"
         except BaseException:  # noqa: BLE001
-            message = "<unprintable exception>"
+            message = f"<unprintable {name}>"
+    message = redact_text(message)
     if not with_type:
         return message
-    return f"{type(exc).__name__}: {message}"
-
-
-def dropped_attribute_count() -> int:
-    """How many attribute values were dropped because of their type (None is not counted)."""
-    return _dropped
+    return f"{name}: {message}" if message else name
 
 
 def safe_set_span_attributes(span: Optional[Span], attrs: Optional[Mapping[str, object]],
@@ -246,7 +222,9 @@ def _call_factory(traced, args, kwargs):
 
 
 _impl.set_factories(_span_factory, _call_factory)
-_impl.set_attribute_hooks(scopes._ATTRS, scopes._BUCKET, _redact_cache, _sanitize_one, _span_attributes)
+# The compiled recorder's fast path keeps a str under a key known not to be secret only
+# when redact_text returns it unchanged (credential shapes are checked in every text).
+_impl.set_attribute_hooks(scopes._ATTRS, scopes._BUCKET, _secret_keys, _sanitize_one, _span_attributes, redact_text)
 
 
 class _SpanSteps:
@@ -320,11 +298,24 @@ def umbrella_trace_fn(group: str, name: Optional[str] = None, tracer: Any = None
 def span_cm(name: str, tracer: Any = None, record_exception: bool = True, context: Any = None,
             **attrs: object) -> SpanContextManager:
     """An ungated span (still off when no backend is installed). ``context`` parents it on
-    a remote context: a W3C carrier mapping or a backend context object."""
+    a remote context: a W3C carrier mapping or a backend context object. A malformed
+    carrier is ignored (counted and warned about once, see lens_core.carrier): the span
+    is parented on the current context, as if none was given."""
     backend = state.installed_backend()
     if backend is None:
         return _impl.gate.null_span
+    if context is not None:
+        context = _remote_parent(backend, context, "span_cm")
     return backend.live(name, _span_attributes(None, name, attrs, False), tracer, context, record_exception)
+
+
+def _remote_parent(backend, context, where):
+    """``context`` as a backend may receive it: one of its own context objects as is, a
+    carrier canonical, or None (a malformed or empty carrier: the current context)."""
+    types = backend.context_types if hasattr(backend, "context_types") else ()
+    if types and isinstance(context, types):
+        return context
+    return usable_carrier(context, where) or None
 
 
 # ---- carriers -----------------------------------------------------------------------------
@@ -338,7 +329,8 @@ def current_trace_carrier() -> Dict[str, str]:
 
 class remote_trace_context:
     """Attach a carrier's remote context in this thread for the block; a no-op for ``{}``,
-    a malformed carrier, or when no backend is installed."""
+    a malformed carrier (counted and warned about once, see lens_core.carrier), or when
+    no backend is installed."""
 
     __slots__ = ("_carrier", "_backend", "_token")
 
@@ -349,9 +341,11 @@ class remote_trace_context:
 
     def __enter__(self) -> None:
         backend = state.installed_backend()
-        if backend is not None and is_valid_carrier(self._carrier):
-            self._token = backend.attach_carrier(self._carrier)
-            self._backend = backend if self._token is not None else None
+        if backend is not None:
+            carrier = usable_carrier(self._carrier, "remote_trace_context")
+            if carrier:
+                self._token = backend.attach_carrier(carrier)
+                self._backend = backend if self._token is not None else None
         return None
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],

@@ -6,6 +6,7 @@ import _thread
 import os
 
 from . import _impl, _log
+from .carrier import usable_carrier
 from .registry import ALL, SpanRegistry, describe_registered, normalize_name
 
 TYPE_CHECKING = False
@@ -186,9 +187,11 @@ def _reset_for_tests() -> None:
 
 
 def set_pp_trace_carrier(carrier: Optional[Mapping[str, str]]) -> None:
-    """Store the pipeline-parallel trace carrier (set at setup, read from any thread)."""
+    """Store the pipeline-parallel trace carrier (set at setup, read from any thread) as a
+    canonical copy; a malformed one is stored as ``{}`` (counted and warned about once,
+    see lens_core.carrier)."""
     global _pp_trace_carrier
-    _pp_trace_carrier = dict(carrier or {})
+    _pp_trace_carrier = usable_carrier(carrier, "set_pp_trace_carrier")
 
 
 def get_pp_trace_carrier() -> Dict[str, str]:

@@ -6,6 +6,9 @@ import threading
 
 from lens_core import semconv
 from lens_core.backend import LiveSpan, SpanBackend
+from lens_core.spans import describe_exception
+
+from .recording import exception_attributes
 
 __all__ = ["INSTRUMENTATION_SCOPE", "OTelBackend"]
 
@@ -38,6 +41,9 @@ class OTelBackend(SpanBackend):
         self._error = StatusCode.ERROR
         self._status = Status
         self._context_type = Context
+        # lens_core passes these through; every other context= value reaches us only as a
+        # carrier it has validated and made canonical.
+        self.context_types = (Context,)
 
     @property
     def tracer(self):
@@ -72,11 +78,13 @@ class OTelBackend(SpanBackend):
         context.detach(token)
 
     def end(self, span, exc=None):
-        """Record ``exc`` (if any) with ERROR status, then end the span."""
+        """Record ``exc`` (if any) with ERROR status, then end the span. Never raises
+        because of ``exc``: not the SDK's record_exception (it calls str(exc), which a
+        user's ``__str__`` may make raise) but the same event from exception_attributes."""
         if exc is not None:
             try:
-                span.record_exception(exc, escaped=True)
-                span.set_status(self._status(self._error, f"{type(exc).__name__}: {exc}"))
+                span.add_event("exception", exception_attributes(exc, escaped=True))
+                span.set_status(self._status(self._error, describe_exception(exc)))
             finally:
                 span.end()
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from lens_core import current_trace_carrier, get_pp_trace_carrier, installed_backend
-from lens_core.carrier import is_valid_carrier
+from lens_core.carrier import is_valid_carrier, usable_carrier
 from lens_core.scopes import current_scope_attributes
 from lens_core.spans import sanitize_attributes
 
@@ -122,7 +122,8 @@ def _span_context(remote_carrier, remote_context):
     else:
         if remote_carrier is None:
             remote_carrier = get_pp_trace_carrier()
-        if not is_valid_carrier(remote_carrier):
+        remote_carrier = usable_carrier(remote_carrier, "create_linked_span")
+        if not remote_carrier:
             return None
         from opentelemetry import propagate
 

@@ -7,7 +7,7 @@ import math
 import numbers
 from collections.abc import Mapping
 
-from lens_core.carrier import is_valid_carrier
+from lens_core.carrier import canonical_carrier, is_valid_carrier
 from lens_core.semconv import LENS_SPAN_CLAMPED
 from lens_core.spans import sanitize_attributes
 
@@ -82,7 +82,9 @@ def emit_span(name, start_s, end_s, *, tracer=None, parent=None, attributes=None
 
     if tracer is None:
         tracer = trace.get_tracer(__name__)
-    context = parent if parent is None or _is_context(parent) else extract(parent)
+    # the propagator is given the canonical copy: a valid traceparent beside a tracestate it
+    # cannot parse (not a str) must not raise here
+    context = parent if parent is None or _is_context(parent) else extract(canonical_carrier(parent))
     span = tracer.start_span(name, context=context, start_time=start_ns, attributes=attrs)
     span.end(end_time=end_ns)
     return span

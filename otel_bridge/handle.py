@@ -22,6 +22,7 @@ import time
 from lens_core import _log, install_backend, set_span_group_spec, uninstall_backend
 from lens_core.config import LensConfig
 from lens_core.export_ranks import export_decision
+from lens_core.redaction import set_redact_allow
 
 from ._extras import missing_otel
 
@@ -277,17 +278,14 @@ class TelemetryHandle:
         pipeline = self.pipeline
         if pipeline is None:
             return finished and ok
-        counts = pipeline.counts()
+        counts = pipeline.final_counts()
         lost = max(0, counts.created - counts.exported)
         if finished and ok and lost == 0:
             return True
         where = "" if finished else f"shutdown did not finish within {self._timeout_ms} ms; "
         parts = [f"{n} {what}" for n, what in ((counts.dropped, "dropped (buffer full)"),
                                                 (counts.failed, "failed to export"),
-                                                (counts.unended, "never ended")) if n]
-        pending = lost - counts.lost
-        if pending > 0:
-            parts.append(f"{pending} still queued")
+                                                (counts.unended, "never ended or still queued")) if n]
         detail = f" ({', '.join(parts)})" if parts else ""
         if pipeline.last_error:
             detail += f"; last export error: {pipeline.last_error}"
@@ -378,12 +376,14 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
     exporting rank builds providers, installs the OTel span backend into lens_core and
     applies ``config.span_groups``. A second enabled call raises RuntimeError unless
     ``_allow_reinit`` (tests); a failure part-way leaves nothing installed. A rank list
-    naming ranks outside the world is warned about (once, on rank 0).
+    naming ranks outside the world is warned about (once, on rank 0). ``config.redact_allow``
+    replaces the redaction allow-list (lens_core.redaction.set_redact_allow).
     """
     global _active, _global_providers_set
     if not isinstance(config, LensConfig):
         raise TypeError(f"setup_telemetry expects a LensConfig, got {type(config).__name__}")
     rank, world_size, local_rank = resolve_rank(rank, world_size, local_rank)
+    set_redact_allow(config.redact_allow)  # stdlib only: quiet ranks pay nothing for it
     run_id = config.run_id or os.environ.get("SLURM_JOB_ID", "").strip() or _fresh_run_id()
     handle_args = dict(rank=rank, world_size=world_size, local_rank=local_rank, run_id=run_id)
     if not config.enabled:

@@ -295,6 +295,7 @@ class SdkSpanProcessor:
         self._open = {}
         self._evicted = {}
         self._pid = os.getpid()
+        self._lock = threading.Lock()  # app threads' counter updates; the shutdown path never takes it
         self.created = self.evicted = self.evicted_ended = self.truncated = self.skipped = 0
 
     def on_start(self, span, parent_context=None):
@@ -305,9 +306,12 @@ class SdkSpanProcessor:
             span.set_attributes({semconv.THREAD_ID: thread.ident, semconv.THREAD_NAME: thread.name})
         if self._pipeline.closed:
             return  # started after shutdown: not tracked, not exported
+        # Counted before it can be exported: a thread stopped between the two steps (a
+        # signal running shutdown) leaves a span counted and lost, never exported uncounted.
+        with self._lock:
+            self.created += 1
         opened = self._open
         opened[span.context.span_id] = span
-        self.created += 1
         if len(opened) > self.max_open:
             self._evict(opened)
 
@@ -317,7 +321,8 @@ class SdkSpanProcessor:
             del opened[span_id]  # the oldest: it no longer holds memory
         except (StopIteration, KeyError, RuntimeError):  # raced with its own end
             return
-        self.evicted += 1
+        with self._lock:
+            self.evicted += 1
         evicted = self._evicted
         evicted[span_id] = None
         if len(evicted) > self.EVICTED_MEMORY:
@@ -331,7 +336,8 @@ class SdkSpanProcessor:
         if self._open.pop(span_id, None) is None:
             if self._evicted.pop(span_id, _MISSING) is _MISSING:
                 return  # not tracked: started after shutdown, or before a fork
-            self.evicted_ended += 1
+            with self._lock:
+                self.evicted_ended += 1
         # Queued as it is: the export thread turns it into a record, off the app thread.
         self._pipeline.recorder._enqueue(span)
 
@@ -342,13 +348,20 @@ class SdkSpanProcessor:
     def end_open_spans(self) -> int:
         """End every SDK span still open, newest first, marked truncated."""
         count = 0
-        for span in reversed(list(self._open.values())):
+        for span_id, span in reversed(list(self._open.items())):
             lock = getattr(span, "_lock", None)
             if lock is not None and lock.locked():
                 # Its owner is inside end() or set_attribute() right now (or was interrupted
                 # there by the signal running this shutdown): taking the span's lock would
                 # wait for it. Counted as never ended.
                 self.skipped += 1
+                continue
+            if getattr(span, "end_time", None) is not None:
+                # Ended, but its owner has not reached on_end yet (or never will: the signal
+                # running this shutdown interrupted it there). Whoever takes it out of the
+                # ledger first queues it; the other then finds nothing to do.
+                if self._open.pop(span_id, None) is not None:
+                    self._pipeline.recorder._enqueue(span)
                 continue
             try:
                 span.add_event(semconv.LENS_SPAN_TRUNCATED, {semconv.LENS_TRUNCATION_REASON: "shutdown"})
@@ -425,6 +438,16 @@ class SpanPipeline:
             state or None, span.start_time, span.end_time, dict(span.attributes or {}), events, links,
             status.status_code.value, status.description if status.status_code.value == 2 else None,
             (span.dropped_attributes, span.dropped_events, span.dropped_links), span)
+
+    def final_counts(self) -> LossCounts:
+        """The accounting at the end: whatever was counted as created but neither exported
+        nor lost otherwise (a span whose thread stopped mid-way, one still queued) will not
+        be delivered now, and counts as never ended."""
+        counts = self.counts()
+        pending = counts.created - counts.exported - counts.lost
+        if pending > 0:
+            counts.unended += pending
+        return counts
 
     def counts(self) -> LossCounts:
         """The accounting now: native and SDK spans together."""
@@ -538,7 +561,7 @@ class SpanPipeline:
             return False
         try:
             ok = self._drain(deadline)
-            counts = self.counts()
+            counts = self.final_counts()
             if ok and counts.created:  # the final loss record: zeros say "nothing lost"
                 ok = self._send([], counts)
         finally:

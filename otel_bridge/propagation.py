@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from lens_core.carrier import usable_carrier
+
 __all__ = ["extract_context", "inject_context"]
 
 
@@ -16,7 +18,10 @@ def inject_context(carrier=None, context=None) -> dict:
 
 
 def extract_context(carrier):
-    """An OpenTelemetry Context from a carrier of W3C headers (empty/malformed: no parent)."""
+    """An OpenTelemetry Context from a carrier of W3C headers (``traceparent``,
+    ``tracestate``, ``baggage``); an empty or malformed carrier (the latter counted and
+    warned about once, see lens_core.carrier) gives a Context with no parent. Never
+    raises for a bad carrier: the propagator only sees lens_core's canonical copy."""
     from opentelemetry import propagate
 
-    return propagate.extract(carrier or {})
+    return propagate.extract(usable_carrier(carrier, "extract_context"))

@@ -155,15 +155,17 @@ def _default_delegates(sampler, static) -> bool:
 
 def exception_attributes(exc, escaped=False) -> dict:
     """The ``exception`` event's attributes, as the SDK's record_exception writes them;
-    never raises, even for an exception whose ``__str__`` does."""
+    never raises, even for an exception whose ``__str__`` does. Credential shapes in the
+    message and the stack trace are redacted (lens_core.redaction.redact_text)."""
     import traceback
 
+    from lens_core.redaction import redact_text
     from lens_core.spans import describe_exception
 
     kind = type(exc)
     module, qualname = kind.__module__, kind.__qualname__
     try:
-        stacktrace = "".join(traceback.format_exception(kind, exc, exc.__traceback__))
+        stacktrace = redact_text("".join(traceback.format_exception(kind, exc, exc.__traceback__)))
     except Exception:
         stacktrace = f"{qualname}: {describe_exception(exc, with_type=False)}"
     return {

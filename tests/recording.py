@@ -57,6 +57,7 @@ class RecordingBackend(SpanBackend):
     """Records spans; parentage follows the current span (a ContextVar), like OTel."""
 
     name = "recording"
+    context_types = (RecordedSpan, _Remote)
 
     def __init__(self):
         self.spans = []

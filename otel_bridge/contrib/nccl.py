@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from lens_core import current_trace_carrier
-from lens_core.carrier import TRACEPARENT, TRACESTATE, parse_traceparent
+from lens_core.carrier import TRACEPARENT, TRACESTATE, canonical_carrier, usable_carrier
 
 __all__ = ["MAX_CONTEXT_BYTES", "deserialize_context", "extract_nccl_context", "serialize_context"]
 
@@ -19,12 +19,13 @@ def _encode(headers) -> bytes:
 
 def serialize_context(carrier=None) -> bytes:
     """Compact UTF-8 JSON of the W3C headers (``traceparent``, ``tracestate``) in ``carrier``,
-    by default the current span's; ``b"{}"`` when there is none. ``tracestate`` is left out
-    if it would push the result past ``MAX_CONTEXT_BYTES``."""
+    by default the current span's; ``b"{}"`` when there is none or it is malformed (counted
+    and warned about once, see lens_core.carrier). ``tracestate`` is left out if it would
+    push the result past ``MAX_CONTEXT_BYTES``."""
     if carrier is None:
         carrier = current_trace_carrier()
-    headers = {key: carrier[key] for key in (TRACEPARENT, TRACESTATE)
-               if isinstance(carrier.get(key), str)}
+    canonical = usable_carrier(carrier, "serialize_context")
+    headers = {key: canonical[key] for key in (TRACEPARENT, TRACESTATE) if key in canonical}
     data = _encode(headers)
     if len(data) > MAX_CONTEXT_BYTES:
         headers.pop(TRACESTATE, None)
@@ -47,6 +48,7 @@ def deserialize_context(data) -> dict | None:
     """The W3C carrier in ``data`` (bytes-like, or anything with ``tobytes()`` such as a numpy
     uint8 array), ignoring trailing NUL padding; ``None`` for anything else: over
     ``MAX_CONTEXT_BYTES``, not UTF-8 JSON of an object, or without a valid ``traceparent``.
+    The carrier is lens_core's canonical copy (a malformed ``tracestate`` is dropped).
     Never raises."""
     try:
         raw = _as_bytes(data)
@@ -55,12 +57,10 @@ def deserialize_context(data) -> dict | None:
         decoded = json.loads(raw.rstrip(b"\x00").decode("utf-8"))
     except Exception:  # malformed input of any kind, or a tobytes() that fails
         return None
-    if not isinstance(decoded, dict) or parse_traceparent(decoded.get(TRACEPARENT)) is None:
+    canonical = canonical_carrier(decoded) if isinstance(decoded, dict) else {}
+    if not canonical:
         return None
-    carrier = {TRACEPARENT: decoded[TRACEPARENT]}
-    if isinstance(decoded.get(TRACESTATE), str):
-        carrier[TRACESTATE] = decoded[TRACESTATE]
-    return carrier
+    return {key: canonical[key] for key in (TRACEPARENT, TRACESTATE) if key in canonical}
 
 
 def extract_nccl_context(data):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from lens_core import _log, _stepping, current_trace_carrier, remote_trace_context
+from lens_core.carrier import usable_carrier
 
 __all__ = [
     "TRACE_CARRIER_KWARG",
@@ -53,10 +54,15 @@ class _CarrierSteps:
         pass
 
 
-def _take_carrier(args, kwargs):
+def _received_carrier(kwargs) -> dict:
     # kwargs is the wrapper's own fresh dict, so popping the keyword here keeps it away
-    # from the wrapped function, which never declared it.
-    carrier = kwargs.pop(TRACE_CARRIER_KWARG, None)
+    # from the wrapped function, which never declared it. Validated here, never by
+    # truth value: `if carrier` raises for some objects (a numpy array).
+    return usable_carrier(kwargs.pop(TRACE_CARRIER_KWARG, None), "accepts_trace_context")
+
+
+def _take_carrier(args, kwargs):
+    carrier = _received_carrier(kwargs)
     return _CarrierSteps(carrier) if carrier else None
 
 
@@ -79,7 +85,7 @@ def accepts_trace_context(fn):
     advertises the keyword-only parameter, because Ray checks call arguments against
     the signature on the caller side (for the same reason it sets no ``__wrapped__``,
     which Ray would follow to the original signature). Does not need Ray; a call without the keyword (or
-    with ``{}``) runs the body unchanged.
+    with ``{}``, or with a malformed carrier, counted and warned about once) runs the body unchanged.
 
     Example::
 
@@ -110,7 +116,7 @@ def accepts_trace_context(fn):
         wrapper = _stepping.wrap_generator_function(fn, _take_carrier)
     else:
         def wrapper(*args, **kwargs):
-            carrier = kwargs.pop(TRACE_CARRIER_KWARG, None)
+            carrier = _received_carrier(kwargs)
             if not carrier:
                 return fn(*args, **kwargs)
             with remote_trace_context(carrier):

@@ -113,7 +113,7 @@ def test_secret_keys_are_redacted(key):
     assert redact_value(key, ["a", "b"]) == REDACTED
 
 
-@pytest.mark.parametrize("key", ["monkey", "keys", "tokens", "keyboard", "secretary", "rl.num_groups"])
+@pytest.mark.parametrize("key", ["monkey", "keyboard", "secretary", "rl.num_groups", "author", "context"])
 def test_keys_that_only_resemble_secrets_are_not_redacted(key):
     assert redact_value(key, "visible") == "visible"
 
@@ -135,17 +135,18 @@ def test_custom_redact_keys_replace_the_defaults():
 
 def test_default_redact_keys_are_the_documented_set():
     assert DEFAULT_REDACT_KEYS == {
-        "prompt", "input_text", "output_text", "text", "password", "token", "secret", "key",
-        "api_key", "authorization",
+        "password", "passwd", "pwd", "passphrase", "secret", "token", "key", "apikey", "accesskey",
+        "secretkey", "privatekey", "auth", "authorization", "credential", "cred", "cookie", "bearer", "jwt",
+        "prompt", "text",
     }
 
 
 def test_the_redaction_cache_stays_bounded_for_keys_built_at_run_time():
     """Regression: every distinct attribute key was cached forever, so keys built at run
     time (f"item.{i}") grew the cache without bound."""
-    from lens_core import spans
+    from lens_core import redaction, spans
 
-    for i in range(spans._REDACT_CACHE_LIMIT + 500):
+    for i in range(redaction._KEY_CACHE_LIMIT + 500):
         spans.sanitize_attributes({f"item.{i}.label": "x"})
-    assert len(spans._redact_cache) <= spans._REDACT_CACHE_LIMIT
+    assert len(redaction._key_cache) <= redaction._KEY_CACHE_LIMIT
     assert spans.redact_value(f"item.{10**6}.token", "secret") == spans.REDACTED

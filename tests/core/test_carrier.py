@@ -196,3 +196,145 @@ def test_remote_trace_context_is_per_thread(recorder):
         for t in threads:
             t.join(timeout=10)
     assert parents == {"inherits-nothing": None, "attaches-itself": int(SPAN, 16)}
+
+
+# ---- strictness and malformed carriers (issue #9, item 11) ----------------------------------------
+
+
+@pytest.mark.parametrize("pad", ["\n", "\r", "\x0b", "\x0c", "\x85", "\xa0", "\u2028", "\u3000", "\r\n"],
+                         ids=repr)
+def test_padding_other_than_space_and_tab_is_rejected(pad):
+    """Regression: str.strip() let \\n, \\x85 and \\u3000 (and any Unicode space) pad a
+    traceparent; W3C allows only optional whitespace, which is space and tab."""
+    assert parse_traceparent(pad + VALID) is None
+    assert parse_traceparent(VALID + pad) is None
+    assert parse_traceparent(f" \t{VALID}\t ") is not None
+
+
+def test_canonical_carrier_keeps_a_valid_context_in_version_00_form():
+    from lens_core.carrier import canonical_carrier
+
+    future = f"cc-{TRACE}-{SPAN}-01-what-the-future-holds"
+    assert canonical_carrier({"traceparent": f" {future}\t", "other": "dropped"}) == {"traceparent": VALID}
+    assert canonical_carrier({"traceparent": VALID, "tracestate": " a=1 ,, b@c=x y", "baggage": "k=v;p, q = 2"}) == {
+        "traceparent": VALID, "tracestate": "a=1,b@c=x y", "baggage": "k=v;p,q = 2"}
+
+
+@pytest.mark.parametrize("baggage", [0, "k", "=v", "k=v w", "k=\"v\"", "k=v," * 181, "k=" + "v" * 9000, "k=\u00e9"],
+                         ids=repr)
+def test_canonical_carrier_drops_a_malformed_baggage(baggage):
+    from lens_core.carrier import canonical_carrier
+
+    assert canonical_carrier({"traceparent": VALID, "baggage": baggage}) == {"traceparent": VALID}
+
+
+@pytest.mark.parametrize("tracestate", [0, b"a=1", ["a=1"], "A=1", "a=1,a=2", "a", "=1", "a=1 =2",
+                                        ",".join(f"k{i}=v" for i in range(33)), "a=" + "v" * 600, "a=\u00e9"],
+                         ids=repr)
+def test_canonical_carrier_drops_a_malformed_tracestate_and_keeps_the_traceparent(tracestate):
+    from lens_core.carrier import canonical_carrier
+
+    assert canonical_carrier({"traceparent": VALID, "tracestate": tracestate}) == {"traceparent": VALID}
+
+
+def test_canonical_carrier_keeps_a_tracestate_of_32_members_and_empty_members():
+    from lens_core.carrier import canonical_carrier
+
+    state = ",".join(f"k{i}=v" for i in range(32))
+    assert canonical_carrier({"traceparent": VALID, "tracestate": state + ", ,"})["tracestate"] == state
+
+
+class _GetRaises(dict):
+    def get(self, key, default=None):
+        raise RuntimeError("broken mapping")
+
+
+class _GetIsNotCallable:
+    get = 5
+
+
+MALFORMED = [
+    {"traceparent": 0}, {"traceparent": b"00-" + TRACE.encode()}, {"traceparent": [VALID]},
+    {"traceparent": VALID + "\n"}, {"traceparent": "\u3000" + VALID}, {"traceparent": VALID.upper()},
+    "junk", VALID, 0, 1.5, [VALID], b"{}", object(), _GetRaises(traceparent=VALID), _GetIsNotCallable(),
+]
+MALFORMED_IDS = ["int", "bytes", "list", "newline", "ideographic-space", "upper", "str", "bare-header", "zero",
+                 "float", "list-carrier", "bytes-carrier", "object", "get-raises", "get-not-callable"]
+
+
+@pytest.mark.parametrize("carrier", MALFORMED, ids=MALFORMED_IDS)
+def test_is_valid_carrier_never_raises(carrier):
+    assert is_valid_carrier(carrier) is False
+
+
+@pytest.mark.parametrize("carrier", MALFORMED, ids=MALFORMED_IDS)
+def test_span_cm_ignores_a_malformed_carrier_and_parents_on_the_current_span(carrier, recorder):
+    """Regression: span_cm(context={"traceparent": 0}) raised TypeError (from OTel's
+    extract) where remote_trace_context ignores a malformed carrier; 3,300 of 20,000
+    fuzzed carriers raised."""
+    from lens_core.carrier import ignored_carrier_count
+
+    before = ignored_carrier_count()
+    with lens_core.span_cm("outer") as outer:
+        with lens_core.span_cm("child", context=carrier) as child:
+            pass
+    assert (child.trace_id, child.parent_id) == (outer.trace_id, outer.span_id)
+    assert ignored_carrier_count() == before + 1
+
+
+@pytest.mark.parametrize("carrier", MALFORMED, ids=MALFORMED_IDS)
+def test_remote_trace_context_and_deferred_child_span_ignore_a_malformed_carrier(carrier, recorder):
+    """Regression: deferred_child_span(..., carrier="junk") raised ValueError from
+    dict("junk") at the call site, before the work ran."""
+    enable()
+    with lens_core.span_cm("outer") as outer:
+        with remote_trace_context(carrier):
+            with lens_core.managed_span("step", "in-remote") as in_remote:
+                pass
+        with lens_core.deferred_child_span("step", "deferred", carrier, iteration=1) as deferred:
+            pass
+    assert in_remote.parent_id == outer.span_id and deferred.parent_id == outer.span_id
+
+
+def test_a_malformed_carrier_is_warned_about_once_per_entry_point(recorder, caplog):
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="lens_core")
+    for _ in range(3):
+        with lens_core.span_cm("s", context={"traceparent": 0}):
+            pass
+        with remote_trace_context("junk"):
+            pass
+    messages = [r.getMessage() for r in caplog.records if "malformed trace carrier" in r.getMessage()]
+    assert len(messages) == 2
+    assert messages[0].startswith("span_cm: ignored a malformed trace carrier (a dict without a valid W3C "
+                                  "traceparent)")
+    assert messages[1].startswith("remote_trace_context: ignored a malformed trace carrier (a str")
+
+
+@pytest.mark.parametrize("carrier", [None, {}, {"tracestate": "a=1"}, {"traceparent": None}],
+                         ids=["None", "empty", "no-traceparent", "traceparent-None"])
+def test_an_empty_carrier_means_no_remote_parent_and_is_not_counted(carrier, recorder):
+    from lens_core.carrier import ignored_carrier_count
+
+    before = ignored_carrier_count()
+    with lens_core.span_cm("outer") as outer:
+        with lens_core.span_cm("child", context=carrier) as child:
+            pass
+    assert child.parent_id == outer.span_id
+    assert ignored_carrier_count() == before
+
+
+def test_span_cm_passes_the_backends_own_context_objects_through(recorder):
+    with lens_core.span_cm("remote-parent") as parent:
+        pass
+    with lens_core.span_cm("child", context=parent) as child:
+        pass
+    assert child.parent_id == parent.span_id
+
+
+def test_the_pp_carrier_stores_a_malformed_carrier_as_empty():
+    lens_core.set_pp_trace_carrier({"traceparent": 0})
+    assert lens_core.get_pp_trace_carrier() == {}
+    lens_core.set_pp_trace_carrier("junk")
+    assert lens_core.get_pp_trace_carrier() == {}

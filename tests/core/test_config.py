@@ -110,12 +110,81 @@ def test_bad_export_ranks_name_the_variable_the_value_and_what_is_allowed(raw):
     assert "allowed: all, first, last, per_node, a list of ranks like 0,8,16, or sample:FRACTION" in message
 
 
-@pytest.mark.parametrize("raw", ["0", "-5", "x", "1.5"])
+@pytest.mark.parametrize("raw", ["0", "-5", "x", "1.5", "+5", "1_000", "\uff15", "86400001", "9" * 5000])
 def test_bad_milliseconds_name_the_variable_the_value_and_what_is_allowed(raw):
     with pytest.raises(ValueError) as err:
         from_env(LENS_METRIC_EXPORT_INTERVAL_MS=raw)
     assert str(err.value) == (
-        f"LENS_METRIC_EXPORT_INTERVAL_MS={raw!r}: must be a positive integer number of milliseconds")
+        f"LENS_METRIC_EXPORT_INTERVAL_MS={raw!r}: must be a whole number of milliseconds from 1 to 86400000")
+
+
+@pytest.mark.parametrize("variable, field, high, unit", [
+    ("LENS_SHUTDOWN_TIMEOUT_MS", "shutdown_timeout_ms", 3_600_000, "milliseconds"),
+    ("LENS_METRIC_EXPORT_INTERVAL_MS", "metric_export_interval_ms", 86_400_000, "milliseconds"),
+    ("LENS_MAX_OPEN_SPANS", "max_open_spans", 10_000_000, "spans"),
+    ("LENS_BUFFER_MB", "buffer_mb", 65_536, "MB"),
+])
+def test_numbers_beyond_the_upper_bound_are_rejected_at_config_time(variable, field, high, unit):
+    """Regression: LENS_SHUTDOWN_TIMEOUT_MS=99999999999999999999 was accepted, then shutdown()
+    raised OverflowError into the caller (and the metric interval killed the metrics thread)."""
+    huge = "99999999999999999999"
+    with pytest.raises(ValueError) as err:
+        from_env(**{variable: huge})
+    assert str(err.value) == f"{variable}={huge!r}: must be a whole number of {unit} from 1 to {high}"
+    with pytest.raises(ValueError, match=rf"^{field}=99999999999999999999: .* from 1 to {high}$"):
+        LensConfig(**{field: int(huge)})
+    assert getattr(from_env(**{variable: str(high)}), field) == high  # the bound itself is allowed
+    with pytest.raises(ValueError):
+        LensConfig(**{field: high + 1})
+    for bad in ("0", "-1", "+5", "1_000", "\uff15", "1.5"):
+        with pytest.raises(ValueError, match=rf"^{variable}="):
+            from_env(**{variable: bad})
+
+
+def test_every_numeric_setting_has_a_range_and_the_millisecond_ones_fit_threading():
+    import threading
+
+    from lens_core.config import NUMERIC_RANGES
+
+    numeric = {f for f, v in LensConfig()._defaults.items() if type(v) is int}
+    assert set(NUMERIC_RANGES) == numeric == {"metric_export_interval_ms", "shutdown_timeout_ms",
+                                              "max_open_spans", "buffer_mb"}
+    for name, (low, high, unit) in NUMERIC_RANGES.items():
+        assert 1 <= low < high
+        if unit == "milliseconds":
+            assert high / 1000 < threading.TIMEOUT_MAX, name
+
+
+def test_the_largest_allowed_shutdown_timeout_does_not_overflow_a_real_wait():
+    """The bound is usable end to end: a thread join with the largest timeout returns."""
+    import threading
+
+    from lens_core.config import NUMERIC_RANGES
+
+    thread = threading.Thread(target=lambda: None)
+    thread.start()
+    thread.join(NUMERIC_RANGES["shutdown_timeout_ms"][1] / 1000)  # OverflowError if too large
+    assert not thread.is_alive()
+
+
+def test_export_ranks_beyond_a_c_int_are_rejected():
+    from lens_core.export_ranks import MAX_RANK
+
+    assert parse_export_ranks(f"0,{MAX_RANK}").ranks == (0, MAX_RANK)
+    with pytest.raises(ValueError, match=rf"^LENS_EXPORT_RANKS='0,{MAX_RANK + 1}': ranks go from 0 to {MAX_RANK}; "
+                                         "allowed: all, first"):
+        from_env(LENS_EXPORT_RANKS=f"0,{MAX_RANK + 1}")
+
+
+def test_redact_allow_is_read_as_a_sorted_comma_list():
+    config = from_env(LENS_REDACT_ALLOW=" stop_tokens, max_tokens,,stop_tokens ")
+    assert config.redact_allow == ("max_tokens", "stop_tokens")
+    assert LensConfig(redact_allow=["b", "a "]).redact_allow == ("a", "b")
+    assert LensConfig().redact_allow == ()
+    with pytest.raises(ValueError, match=r"redact_allow=\[1\]: must be a comma list or a sequence of attribute keys"):
+        LensConfig(redact_allow=[1])
+    with pytest.raises(ValueError, match=r"redact_allow=5: must be"):
+        LensConfig(redact_allow=5)
 
 
 def test_bad_value_in_the_fallback_names_the_fallback_variable():
@@ -125,8 +194,11 @@ def test_bad_value_in_the_fallback_names_the_fallback_variable():
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"exporter": "zipkin"}, r"exporter='zipkin': allowed: auto, otlp, console, file, none"),
-    ({"metric_export_interval_ms": 0}, r"metric_export_interval_ms=0: must be a positive integer"),
-    ({"shutdown_timeout_ms": True}, r"shutdown_timeout_ms=True: must be a positive integer"),
+    ({"metric_export_interval_ms": 0}, r"metric_export_interval_ms=0: must be a whole number of milliseconds "
+                                       r"from 1 to 86400000"),
+    ({"shutdown_timeout_ms": True}, r"shutdown_timeout_ms=True: must be a whole number of milliseconds"),
+    ({"shutdown_timeout_ms": 5000.0}, r"shutdown_timeout_ms=5000.0: must be a whole number of milliseconds"),
+    ({"shutdown_timeout_ms": "5000"}, r"shutdown_timeout_ms='5000': must be an int, not a str"),
     ({"service_name": " "}, r"service_name=' ': must be a non-empty string"),
     ({"export_ranks": "sample:1.5"}, r"export_ranks='sample:1.5': the sample fraction must be in \(0, 1\]"),
 ])

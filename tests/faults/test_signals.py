@@ -10,9 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import start
-from figures import record_figure
 from trace_files import count_spans, final_losses
+
+from .figures import record_figure
+from .processes import child_environ, start
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -99,7 +100,6 @@ def test_a_second_shutdown_returns_the_first_ones_result():
     )
     import subprocess
 
-    from conftest import child_environ
     from trace_files import REPO_ROOT
 
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=child_environ(), capture_output=True,

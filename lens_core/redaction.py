@@ -1,0 +1,235 @@
+"""Secret redaction for attribute values: by the words of the key, and by credential shapes in text."""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_REDACT_KEYS",
+    "REDACTED",
+    "is_secret_key",
+    "key_words",
+    "redact_allow",
+    "redact_text",
+    "redact_value",
+    "set_redact_allow",
+]
+
+#: What a redacted value (or the credential inside a text) is replaced with.
+REDACTED = "[REDACTED]"
+
+#: The words that make a key secret (after splitting it into words, see key_words):
+#: credentials (password ... bearer) and free text that may hold user data (prompt, text).
+#: A word also matches in the plural (``tokens``, ``api_keys``, ``credentials``).
+DEFAULT_REDACT_KEYS = frozenset({
+    # credentials
+    "password", "passwd", "pwd", "passphrase", "secret", "token", "key", "apikey", "accesskey",
+    "secretkey", "privatekey", "auth", "authorization", "credential", "cred", "cookie", "bearer", "jwt",
+    # free text that may hold user data
+    "prompt", "text",
+})
+# A single word ending in one of these is secret too, so run-together spellings such as
+# ``hftoken``, ``clientsecret``, ``dbpassword`` or ``OPENAIAPIKEY`` match. (No suffix rule
+# for "key": monkey, turkey, hockey.)
+_SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "apikey")
+
+_KEY_CACHE_LIMIT = 4096  # distinct keys remembered; a full cache starts over
+_CLEAN_TEXT_LIMIT = 4096  # recent clean texts remembered (each at most _CLEAN_TEXT_MAX long)
+_CLEAN_TEXT_MAX = 256
+_SHAPE_MIN = 8  # no credential shape below is shorter than this
+
+_key_cache: dict = {}  # key -> secret? for DEFAULT_REDACT_KEYS and the allow-list
+_clean_texts: set = set()
+_allow: frozenset = frozenset()
+# Compiled on first use (importing re and compiling cost more than the import budget allows).
+_split_words = None
+_substitutions = None
+
+
+def _compile() -> None:
+    global _split_words, _substitutions
+    import re
+
+    # Words: a run of capitals not followed by a lower-case letter (HTTP in HTTPCookie, API
+    # in APIKey), or an optional capital and lower-case letters (Key, api), or digits.
+    _split_words = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+").findall
+    _substitutions = tuple((re.compile(pattern).sub, replacement) for pattern, replacement in _SHAPES)
+
+
+def key_words(key: str) -> list:
+    """The lower-case words of ``key``: split at every character that is not an ASCII
+    letter or digit, at lower-to-upper case changes (``apiKey``), before the last capital
+    of a capital run followed by lower-case (``HTTPCookie`` -> http, cookie) and between
+    letters and digits (``key2``)."""
+    if _split_words is None:
+        _compile()
+    return [word.lower() for word in _split_words(key)]
+
+
+def _is_listed(word: str, words) -> bool:
+    return word in words or (word[-1:] == "s" and word[:-1] in words)  # plural: tokens, api_keys
+
+
+def _key_matches(key: str, words, suffixes) -> bool:
+    if key.lower() in words:  # a custom list may name whole keys ("user.ssn")
+        return True
+    for word in key_words(key):
+        if _is_listed(word, words):
+            return True
+        if suffixes and word.rstrip("s").endswith(suffixes):
+            return True
+    return False
+
+
+def is_secret_key(key: str) -> bool:
+    """True when text under ``key`` is redacted whole: a word of the key (key_words) is in
+    DEFAULT_REDACT_KEYS, singular or plural, or a word ends in token, secret, password,
+    passwd or apikey; and the key is not in the allow-list (set_redact_allow). A repeated
+    key costs one dict lookup (a bounded cache)."""
+    try:
+        hit = _key_cache.get(key)
+    except TypeError:  # unhashable: no attribute key
+        return False
+    if hit is None:
+        hit = isinstance(key, str) and key not in _allow and _key_matches(key, DEFAULT_REDACT_KEYS, _SECRET_SUFFIXES)
+        if len(_key_cache) >= _KEY_CACHE_LIMIT:
+            _key_cache.clear()  # in place: lens_core.spans holds this dict
+        _key_cache[key] = hit
+    return hit
+
+
+def set_redact_allow(keys) -> None:
+    """Attribute keys that are never redacted by key (exact, case-sensitive), replacing
+    the current list: an iterable of str. Credential shapes in their text are still
+    redacted. otel_bridge.setup_telemetry applies ``LensConfig.redact_allow``."""
+    global _allow
+    keys = frozenset(keys)
+    if not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"set_redact_allow takes attribute keys (str), got {sorted(map(repr, keys))}")
+    _allow = keys
+    _key_cache.clear()
+
+
+def redact_allow() -> frozenset:
+    """The current allow-list (see set_redact_allow)."""
+    return _allow
+
+
+# ---- credential shapes in text -----------------------------------------------------------------
+
+_KV_WORDS = "|".join(  # spelled out per first letter: a literal first lets the engine skip
+    f"{first}(?i:{rest})" for word in (
+        "password", "passwd", "pwd", "passphrase", "secret", "token", "cookie", "credentials?", "auth",
+        "api[_.-]?key", "access[_.-]?key", "secret[_.-]?key", "private[_.-]?key", "signing[_.-]?key")
+    for first, rest in ((word[0], word[1:]), (word[0].upper(), word[1:])))
+
+
+def _keep(group: str):
+    """A replacement: the text of ``group`` (kept), then REDACTED."""
+    return lambda match: match.group(group) + REDACTED
+
+
+def _basic(match) -> str:
+    # "Basic training" is no credential: only base64 of "user:password" is.
+    import base64
+    import binascii
+
+    try:
+        credential = b":" in base64.b64decode(match.group("token"), validate=True)
+    except (binascii.Error, ValueError):
+        credential = False
+    return match.group("keep") + REDACTED if credential else match.group()
+
+
+# (pattern, replacement), applied in this order. Every pattern starts with a literal or a
+# small set of characters (checks on what precedes come after it), so the regex engine
+# skips all other positions in C.
+_SHAPES = (
+    # -----BEGIN ... PRIVATE KEY----- blocks, to their END line (or the end of the text)
+    (r"-----BEGIN[A-Z ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)", REDACTED),
+    # user:password@ in a URL (a user name has no ":", so one split point: linear time)
+    (r"(?P<keep>://)[^\s/?#@:]*:[^\s/?#]*(?=@)", _keep("keep")),
+    # an Authorization value: Bearer <token>; Basic <base64 of user:password>
+    (r"(?P<keep>[bB](?i:earer)\s+)[A-Za-z0-9._~+/-]{8,}=*", _keep("keep")),
+    (r"(?P<keep>[bB](?i:asic)\s+)(?P<token>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])", _basic),
+    # name=value, name: value, "name": "value", where the name ends in a credential word
+    # (so max_tokens=512 is kept); and --name value, with at most three words before it
+    (rf"(?P<keep>(?:{_KV_WORDS})[\"']?\s*[=:]\s*[\"']?)[^\s\"'&;,]+", _keep("keep")),
+    (rf"(?P<keep>-(?<![A-Za-z0-9-]-)-?(?:[A-Za-z0-9]+[_.-]){{0,3}}(?:{_KV_WORDS})\s+)(?![-\s])[^\s\"'&;,]+",
+     _keep("keep")),
+    # JSON Web Tokens: base64url header.payload.signature, the header a JSON object; only
+    # at the start of a run (else "eyJeyJeyJ..." would rescan the run from every eyJ)
+    (r"e(?<![A-Za-z0-9_-]e)yJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", REDACTED),
+    # provider tokens, marked by their prefix (and not glued to a word before it)
+    (r"s(?<![A-Za-z0-9]s)k(?:-[A-Za-z0-9_-]{20,}"  # OpenAI, Anthropic (sk-proj-, sk-ant-)
+     r"|_(?:live|test)_[A-Za-z0-9]{16,})|r(?<![A-Za-z0-9]r)k_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe
+     r"|h(?<![A-Za-z0-9]h)f_[A-Za-z0-9]{30,}"  # Hugging Face
+     r"|g(?<![A-Za-z0-9]g)(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{30,}|lpat-[A-Za-z0-9_-]{20,})"
+     r"|x(?<![A-Za-z0-9]x)ox[abposre]-[A-Za-z0-9-]{10,}"  # Slack
+     r"|A(?<![A-Za-z0-9]A)(?:(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Z0-9])|Iza[A-Za-z0-9_-]{35})"  # AWS, Google
+     r"|n(?<![A-Za-z0-9]n)pm_[A-Za-z0-9]{36}|p(?<![A-Za-z0-9]p)ypi-[A-Za-z0-9_-]{50,}", REDACTED),  # npm, PyPI
+)
+
+
+def _may_hold_credential(value: str) -> bool:
+    # The cheap check before any regex: every shape above holds one of these substrings
+    # (the words of the first line in any letter case). Plain `in` tests, unrolled: each
+    # is a fast C search, far cheaper than one regex scan over the text.
+    lowered = value.lower()
+    return ("://" in lowered or "bearer" in lowered or "basic" in lowered or "pass" in lowered
+            or "pwd" in lowered or "secret" in lowered or "token" in lowered or "cookie" in lowered
+            or "credential" in lowered or "auth" in lowered or "key" in lowered
+            or "-----BEGIN" in value or "eyJ" in value or "sk-" in value or "k_live_" in value
+            or "k_test_" in value or "hf_" in value or "gh" in value or "glpat-" in value or "xox" in value
+            or "AKIA" in value or "ASIA" in value or "ABIA" in value or "ACCA" in value or "AIza" in value
+            or "npm_" in value or "pypi-" in value)
+
+
+def redact_text(value: str) -> str:
+    """``value`` itself (the same object) when no credential shape is in it; else a copy
+    with each credential replaced by REDACTED. The shapes: a PEM private-key block; the
+    ``user:password`` of a URL (``https://[REDACTED]@host/path``); ``Bearer <token>``;
+    ``Basic <base64 of user:password>``; ``name=value`` / ``name: value`` /
+    ``"name": "value"`` / ``--name value`` where the name ends in password, passwd, pwd,
+    passphrase, secret, token, cookie, credential(s), auth or api/access/secret/private/
+    signing key; JWTs; and provider tokens marked by their prefix (``sk-``, ``sk_live_``,
+    ``hf_``, ``ghp_``, ``github_pat_``, ``glpat-``, ``xoxb-``, ``AKIA``, ``AIza``, ``npm_``,
+    ``pypi-``). Text shorter than 8 characters is never changed; a clean text is
+    remembered, so a repeated one costs a set lookup."""
+    if len(value) < _SHAPE_MIN or value in _clean_texts:
+        return value
+    out = value
+    if _may_hold_credential(value):
+        if _substitutions is None:
+            _compile()
+        for substitute, replacement in _substitutions:
+            out = substitute(replacement, out)
+        if out == value:  # a match kept as it was ("Basic training") still built a copy
+            out = value
+    if out is value and len(value) <= _CLEAN_TEXT_MAX:
+        if len(_clean_texts) >= _CLEAN_TEXT_LIMIT:
+            _clean_texts.clear()
+        _clean_texts.add(value)
+    return out
+
+
+def redact_value(key: str, value, redact_keys=None):
+    """The value to record for attribute ``key``: numbers and booleans unchanged; text (or
+    a sequence holding text) replaced whole by REDACTED when the key is secret
+    (is_secret_key, or with ``redact_keys`` given: a word of the key, or the whole key, is
+    in that set instead); otherwise text with credential shapes redacted (redact_text),
+    item by item in a sequence."""
+    if not isinstance(value, (str, list, tuple)):
+        return value
+    if redact_keys is None or redact_keys is DEFAULT_REDACT_KEYS:
+        secret = is_secret_key(key)
+    else:
+        secret = key not in _allow and _key_matches(key, redact_keys, ())
+    if isinstance(value, str):
+        return REDACTED if secret else redact_text(value)
+    if not any(isinstance(item, str) for item in value):
+        return value
+    if secret:
+        return REDACTED
+    items = [redact_text(item) if isinstance(item, str) else item for item in value]
+    if all(new is old for new, old in zip(items, value)):
+        return value
+    return type(value)(items)

@@ -1,0 +1,206 @@
+"""Secret redaction: by the words of a key, by credential shapes in text, the allow-list, the caches."""
+
+import pytest
+
+import lens_core
+from lens_core import redaction
+from lens_core.redaction import (
+    REDACTED,
+    is_secret_key,
+    key_words,
+    redact_allow,
+    redact_text,
+    redact_value,
+    set_redact_allow,
+)
+from lens_core.spans import sanitize_attributes
+from secret_cases import SECRET_CASES, VISIBLE_CASES
+
+
+@pytest.fixture(autouse=True)
+def no_allow_list():
+    """Each test starts and ends with an empty allow-list."""
+    set_redact_allow(())
+    yield
+    set_redact_allow(())
+
+
+def _exported(value):
+    # what sanitising makes of a sequence: a tuple
+    return tuple(value) if isinstance(value, list) else value
+
+
+# ---- the table ----------------------------------------------------------------------------------
+
+
+def test_the_table_has_the_35_secret_cases_and_enough_look_alikes():
+    assert len(SECRET_CASES) == 35 and len(SECRET_CASES) + len(VISIBLE_CASES) >= 50
+
+
+@pytest.mark.parametrize("key, value, expected", SECRET_CASES, ids=[c[0] for c in SECRET_CASES])
+def test_secret_bearing_attributes_are_redacted(key, value, expected):
+    """Regression: of these 35 secret-bearing attributes, 22 were written verbatim (camelCase
+    and plural keys, passwd/pwd/auth/cookie/credentials/bearer, Bearer tokens under headers,
+    credentials in URLs, provider tokens under innocuous keys)."""
+    assert sanitize_attributes({key: value}) == {key: _exported(expected)}
+    assert redact_value(key, value) == expected
+
+
+@pytest.mark.parametrize("key, value", VISIBLE_CASES, ids=[c[0] for c in VISIBLE_CASES])
+def test_look_alikes_numbers_and_booleans_are_kept_as_they_are(key, value):
+    assert sanitize_attributes({key: value}) == {key: _exported(value)}
+    assert redact_value(key, value) is value
+
+
+# ---- keys ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key, words", [
+    ("apiKey", ["api", "key"]),
+    ("openaiApiKey", ["openai", "api", "key"]),
+    ("HTTPCookie", ["http", "cookie"]),
+    ("APIKey", ["api", "key"]),
+    ("x-api-key", ["x", "api", "key"]),
+    ("gen_ai.usage.input_tokens", ["gen", "ai", "usage", "input", "tokens"]),
+    ("AWS_SECRET_ACCESS_KEY", ["aws", "secret", "access", "key"]),
+    ("token2", ["token", "2"]),
+    ("keyframe", ["keyframe"]),
+])
+def test_keys_split_into_words_at_separators_case_changes_and_digits(key, words):
+    assert key_words(key) == words
+
+
+@pytest.mark.parametrize("key", ["HFTOKEN", "hftoken", "clientsecret", "dbpassword", "OPENAIAPIKEY", "accesskey"])
+def test_run_together_spellings_are_secret(key):
+    assert is_secret_key(key)
+
+
+@pytest.mark.parametrize("key", ["keyframe", "monkey", "keyboard", "turkey", "author", "secretary", "rl.num_groups"])
+def test_word_based_matching_keeps_keys_that_merely_contain_a_secret_word(key):
+    assert not is_secret_key(key)
+
+
+def test_text_under_a_token_count_key_is_redacted_and_numbers_are_not():
+    """The documented choice: a key's words decide, so text under max_tokens is redacted
+    (a text value there is unusual; we cannot tell it from a token string) while the
+    numbers such keys hold are never touched; the allow-list makes the text visible."""
+    assert redact_value("max_tokens", "512") == REDACTED
+    assert redact_value("max_tokens", 512) == 512
+    set_redact_allow(["max_tokens"])
+    assert redact_value("max_tokens", "512") == "512"
+
+
+def test_a_repeated_key_is_answered_from_the_bounded_cache():
+    assert is_secret_key("svc.apiKey") is True
+    assert redaction._key_cache["svc.apiKey"] is True
+    for i in range(redaction._KEY_CACHE_LIMIT + 10):
+        is_secret_key(f"k{i}.label")
+    assert len(redaction._key_cache) <= redaction._KEY_CACHE_LIMIT
+
+
+def test_unhashable_and_non_str_keys_are_not_secret():
+    assert is_secret_key(["token"]) is False
+    assert is_secret_key(5) is False
+
+
+def test_custom_redact_keys_match_words_plurals_and_whole_keys():
+    assert redact_value("patient.ssns", ("1", "2"), redact_keys=frozenset({"ssn"})) == REDACTED
+    assert redact_value("Patient-SSN", "123", redact_keys=frozenset({"ssn"})) == REDACTED
+    assert redact_value("user.ssn", "123", redact_keys=frozenset({"user.ssn"})) == REDACTED
+    assert redact_value("password", "x", redact_keys=frozenset({"ssn"})) == "x"
+    assert redact_value("note", f"see {'sk-' + 'a' * 24}", redact_keys=frozenset({"ssn"})) == f"see {REDACTED}"
+
+
+# ---- the allow-list -----------------------------------------------------------------------------
+
+
+def test_the_allow_list_stops_key_redaction_but_not_credential_shapes():
+    set_redact_allow(["tokenizer.eos_token", "api_key"])
+    assert redact_allow() == frozenset({"tokenizer.eos_token", "api_key"})
+    assert redact_value("tokenizer.eos_token", "</s>") == "</s>"
+    assert redact_value("api_key", "not-a-real-key") == "not-a-real-key"
+    assert redact_value("api_key", "sk-proj-0123456789abcdefghijkl") == REDACTED  # still a credential shape
+    assert redact_value("Api_Key", "x") == REDACTED  # exact keys only
+    set_redact_allow(())
+    assert redact_value("tokenizer.eos_token", "</s>") == REDACTED
+
+
+def test_the_allow_list_takes_only_str_keys():
+    with pytest.raises(TypeError, match="set_redact_allow takes attribute keys"):
+        set_redact_allow([1])
+
+
+def test_setup_telemetry_applies_the_configs_allow_list():
+    from otel_bridge import setup_telemetry
+
+    setup_telemetry(lens_core.LensConfig(redact_allow="stop_tokens, max_tokens"))  # a quiet setup
+    assert redact_allow() == frozenset({"stop_tokens", "max_tokens"})
+    assert sanitize_attributes({"stop_tokens": ("</s>",)}) == {"stop_tokens": ("</s>",)}
+
+
+# ---- text ---------------------------------------------------------------------------------------
+
+
+def test_clean_text_is_returned_as_the_same_object():
+    text = "rollout worker 17 finished batch 3 of 8"
+    assert redact_text(text) is text
+    assert redact_text(text) is text  # now from the clean-text cache
+    short = "pwd=ab"
+    assert redact_text(short) is short  # shorter than any credential shape
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Basic dXNlcjpodW50ZXIy", f"Basic {REDACTED}"),
+    ("bearer abcdefgh12345678", f"bearer {REDACTED}"),
+    ('{"password": "hunter2", "user": "bob"}', f'{{"password": "{REDACTED}", "user": "bob"}}'),
+    ("PASSWORD=hunter2 next", f"PASSWORD={REDACTED} next"),
+    ("secret_key: abc=def", f"secret_key: {REDACTED}"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\ntail", f"{REDACTED}\ntail"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1", REDACTED),
+    ("keys: sk_live_0123456789abcdefABCD and rk_test_0123456789abcdefABCD", f"keys: {REDACTED} and {REDACTED}"),
+    ("glpat-0123456789abcdefghij", REDACTED),
+    ("AIzaSyA-0123456789abcdefghijklmnopqrstu", REDACTED),
+    ("npm_0123456789abcdefghijklmnopqrstuvwxyz", REDACTED),
+    ("https://u:p@a.example/x and https://v:q@b.example/y", f"https://{REDACTED}@a.example/x and https://{REDACTED}@b.example/y"),
+], ids=repr)
+def test_credential_shapes_in_text_are_redacted(text, expected):
+    assert redact_text(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Basic training loop", "bearer of bad news", "task-00000000000000000000000001", "disk_live_0123456789abcdef",
+    "ASIAN-FOOD-MARKET-LISTING", "ssh://git@github.com/org/repo", "http://host:8080/path?next=a@b",
+    "max_tokens=512 tokens: 1024", "--max-tokens 512", "tokenizer=gpt2 author=bob", "high light through",
+], ids=repr)
+def test_texts_that_only_resemble_credentials_are_kept(text):
+    assert redact_text(text) is text
+
+
+def test_a_sequence_keeps_its_clean_items_and_is_returned_unchanged_when_clean():
+    clean = ("rollout", "grpo-step")
+    assert redact_value("tags", clean) is clean
+    assert redact_value("args", ["--x=1", "Bearer abcdefgh12345678"]) == ["--x=1", f"Bearer {REDACTED}"]
+    assert redact_value("ids", (1, 2)) == (1, 2)
+
+
+@pytest.mark.parametrize("unit, prefix", [
+    ("eyJ", ""), ("b:", "://a:"), ("bearer ", ""), ("password", ""), ("-a", ""), ("sk-", ""), ("hf_", ""),
+    ("AKIA", ""), ("Basic QUJD", ""), ("x", "-----BEGIN RSA PRIVATE KEY-----"),
+], ids=["jwt", "url", "bearer", "kv", "flag", "sk", "hf", "aws", "basic", "pem"])
+def test_redaction_takes_linear_time_on_pathological_text(unit, prefix):
+    """Regression: "eyJ" * 20000 took 0.85 s (every eyJ rescanned the run to its end: quadratic).
+    Ten times the text must cost far less than a hundred times as much (ratio, not time)."""
+    import time
+
+    def cost(n):
+        text = prefix + unit * n
+        best = float("inf")
+        for _ in range(3):  # the least disturbed of three runs (a shared machine)
+            redaction._clean_texts.clear()
+            started = time.perf_counter()
+            redact_text(text)
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    cost(10)  # compile the patterns
+    assert cost(20000) < 40 * cost(2000)  # linear: ~10x (measured 10-20x); quadratic: ~100x
