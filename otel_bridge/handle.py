@@ -21,6 +21,8 @@ import time
 from lens_core import _log, install_backend, set_span_group_spec, uninstall_backend
 from lens_core.config import LensConfig
 
+from .runid import resolve_run_id
+
 __all__ = ["TelemetryHandle", "active_handle", "resolve_rank", "setup_telemetry"]
 
 # Re-entrant: a reinit shuts the previous handle down (which takes this lock) while
@@ -230,12 +232,6 @@ def _run_bounded(fn, deadline, name) -> bool:
     return not thread.is_alive()
 
 
-def _fresh_run_id() -> str:
-    import uuid
-
-    return uuid.uuid4().hex[:16]
-
-
 def _atexit_shutdown(handle_ref):
     handle = handle_ref()
     if handle is not None:
@@ -257,7 +253,7 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
     if not isinstance(config, LensConfig):
         raise TypeError(f"setup_telemetry expects a LensConfig, got {type(config).__name__}")
     rank, world_size, local_rank = resolve_rank(rank, world_size, local_rank)
-    run_id = config.run_id or os.environ.get("SLURM_JOB_ID", "").strip() or _fresh_run_id()
+    run_id = resolve_run_id(config.run_id)
     handle_args = dict(rank=rank, world_size=world_size, local_rank=local_rank, run_id=run_id)
     if not (config.enabled and config.export_ranks.exports(rank, world_size, local_rank)):
         return TelemetryHandle(config, **handle_args)
