@@ -1,4 +1,4 @@
-"""Fixtures for the report tests: a small builder of OTLP-JSON trace export lines."""
+"""Fixtures for the report tests: a small builder of OTLP-JSON trace export lines, and report helpers."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("duckdb")
+
+from otel_bridge.report import TraceStore, build_report  # noqa: E402
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
@@ -105,7 +109,7 @@ def two_step_spans() -> list[dict[str, Any]]:
     return [
         span(1, "rl.grpo.job", 0, 20),
         span(2, "rl.grpo.step", 1, 9, 1, iteration=1),
-        span(3, "rl.grpo.generation", 1, 5, 2, bucket="productive", iteration=1),
+        span(3, "rl.vllm.generate", 1, 5, 2, bucket="productive", iteration=1),
         span(4, "rl.grpo.checkpointing", 5, 7, 2, bucket="overhead", iteration=1),
         span(5, "rl.grpo.step", 10, 19, 1, iteration=2),
         span(6, "rl.grpo.policy_training", 10, 16, 5, bucket="productive", iteration=2),
@@ -123,3 +127,19 @@ def otlp() -> type[Otlp]:
 def two_step_file(tmp_path: Path) -> Path:
     """A trace file holding the two-step trace of :func:`two_step_spans`."""
     return Otlp.write(tmp_path / "trace.jsonl", Otlp.request(two_step_spans(), service_name="trainer", process_pid=42))
+
+
+def report_of(*paths: Any, **options: Any) -> Any:
+    """The report over ``paths`` (files or directories); options go to build_report."""
+    with TraceStore() as store:
+        store.load(paths)
+        return build_report(store, **options)
+
+
+def html_of(*paths: Any, steps: Any = None, ranks: Any = None, **options: Any) -> str:
+    """The HTML page of the report over ``paths``."""
+    from otel_bridge.report import render_html
+
+    with TraceStore() as store:
+        store.load(paths)
+        return render_html(build_report(store, **options), store, steps=steps, ranks=ranks)
