@@ -12,6 +12,8 @@ import json
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from lens_core import semconv
+
 from .model import Report, Span
 
 __all__ = ["TrackAssigner", "trace_events", "write_trace_events"]
@@ -53,7 +55,7 @@ def trace_events(store: Any, report: Report) -> Iterator[dict[str, Any]]:
     run = report.run_id
     where = "s.run = ? AND s.start_ns IS NOT NULL AND s.end_ns IS NOT NULL AND s.end_ns >= s.start_ns"
     for span in store.spans(where, [run], order="s.start_ns, s.end_ns DESC, s.rowid"):
-        rank = span.resource.get("nv.dl.rank")
+        rank = span.resource.get(semconv.NV_DL_RANK)
         label = f"rank {rank}" if rank is not None else span.process
         pid = pid_of.setdefault(label, len(pid_of) + 1)
         thread = span.thread

@@ -245,7 +245,7 @@ def _jump(con: Any) -> None:
     """)
     con.execute("""
         CREATE OR REPLACE TEMP TABLE jump AS
-        SELECT c.id, c.pid AS jump, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.bucketed THEN p.id END AS fb
+        SELECT c.id, c.pid AS jump, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb
         FROM k c JOIN k p ON p.id = c.pid
     """)
     # invariant after round r: fs/fb is the nearest such ancestor within distance 2^r, and jump
@@ -355,7 +355,7 @@ def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[st
         RULE_NESTED_BUCKET: """
             SELECT o.id, 'bucketed (' || o.bucket || ') span has ' || n.inner || ' bucketed descendant(s), e.g. '
                          || '''' || e.name || '''' || ' span=' || printf('%016x', es.span) || ' (' || e.bucket || ')'
-            FROM (SELECT fb, count(*) AS inner, min(id) AS example FROM k WHERE bucketed AND fb IS NOT NULL
+            FROM (SELECT fb, count(*) AS inner, min(id) AS example FROM k WHERE counted AND fb IS NOT NULL
                   AND NOT cyclic GROUP BY fb) n
             JOIN k o ON o.id = n.fb JOIN k e ON e.id = n.example JOIN spans es ON es.rowid = e.id""",
         RULE_STEP_OVERFLOW: f"""
