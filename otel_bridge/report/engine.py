@@ -40,8 +40,8 @@ _INT64_MAX = 2**63 - 1
 
 # What the reader keeps of each OTLP attribute value: scalars as text (ints arrive as strings
 # or numbers, and DuckDB renders either as text), anything nested as JSON text.
-_VALUE_T = '{"stringValue":"VARCHAR","intValue":"VARCHAR","boolValue":"VARCHAR","doubleValue":"VARCHAR"}'
-_DETAIL_VALUE_T = _VALUE_T[:-1] + ',"arrayValue":"JSON","kvlistValue":"JSON","bytesValue":"VARCHAR"}'
+_VALUE_T = '{"stringValue":"VARCHAR","intValue":"VARCHAR","boolValue":"VARCHAR"}'  # what the report reads
+_DETAIL_VALUE_T = _VALUE_T[:-1] + ',"doubleValue":"VARCHAR","arrayValue":"JSON","kvlistValue":"JSON","bytesValue":"VARCHAR"}'
 
 
 def _line_type(detail: bool) -> str:
@@ -345,8 +345,7 @@ class TraceStore:
 
     def _finish(self) -> None:
         """Number lines per file, turn bad rows into problems, drop duplicates, link parents and
-        set the loss records apart. A span's ``rowid`` is its id from here on; ``links`` pairs
-        each span with its parent."""
+        set the loss records apart. A span's ``rowid`` is its id from here on."""
         con = self.con
         # a statement's ordinality counts the lines of all its files: the first line of each
         # file (every line leaves a row) makes it a line number
@@ -379,10 +378,6 @@ class TraceStore:
         loss = _sql_text(semconv.LENS_LOSS_SPAN_NAME)
         con.execute(f"CREATE TABLE loss AS SELECT * FROM spans WHERE name = {loss}")
         con.execute(f"DELETE FROM spans WHERE name = {loss}")
-        con.execute("""
-            CREATE TABLE links AS
-            SELECT c.rowid AS id, p.rowid AS pid FROM spans c JOIN spans p ON p.trace = c.trace AND p.span = c.parent
-        """)
 
     # ---- reading back ----------------------------------------------------------------------
 

@@ -151,7 +151,6 @@ def build_report(
     con.execute("CREATE OR REPLACE TEMP TABLE step_names (name VARCHAR)")
     insert_rows(con, "INSERT INTO step_names VALUES (?)", [[n] for n in step_names])
     _classify(con, where)
-    _link(con)
     _jump(con)
     _steps(con)
     violations, counts = _violations(con, max_violations)
@@ -185,7 +184,8 @@ def build_report(
 
 
 def _classify(con: Any, where: str) -> None:
-    """``k``: one row per span of the run with what the checks need, its group, umbrella status and rules."""
+    """``k``: one row per span of the run with what the checks need: its group, umbrella status,
+    rules, whether it counts in sums, and its parent's id (``pid``; NULL for a root or an orphan)."""
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE k AS
         SELECT s.rowid AS id, s.trace, s.parent, s.name, s.bucket, s.iteration, s.start_ns, s.end_ns, s.error,
@@ -201,24 +201,21 @@ def _classify(con: Any, where: str) -> None:
                    WHEN 'collector' THEN 'a collector-loop wait runs on the collector''s clock, concurrent with the driver''s'
                    WHEN 'unbucketed' THEN 'its category (' || coalesce(s.category, c.category)
                                           || ') overlaps other bucketed work' END) AS never_reason,
-               r.rule = 'timer-only' AS timer_only,
-               s.name IN (SELECT name FROM step_names) AND s.iteration IS NOT NULL AND s.bucket IS NULL AS named_step
+               coalesce(r.rule = 'timer-only', false) AS timer_only,
+               s.name IN (SELECT name FROM step_names) AND s.iteration IS NOT NULL AND s.bucket IS NULL AS named_step,
+               NULL::BIGINT AS pid
         FROM spans s
         LEFT JOIN catalog c ON c.name = s.name
         LEFT JOIN category_rules r ON r.category = coalesce(s.category, c.category)
         {where}
     """)
-    # a span that must not carry a bucket does not count in any sum (it is flagged instead)
+    # a span that must not carry a bucket does not count in any sum (it is flagged instead); and
+    # UPDATEs, because DuckDB rewrites a column in place faster than it copies the table
     con.execute(f"""
         ALTER TABLE k ADD COLUMN counted BOOLEAN;
         UPDATE k SET counted = ok AND bucketed AND bucket IN {_BUCKET_LIST} AND NOT coalesce(umbrella, false)
-                               AND never_reason IS NULL AND NOT coalesce(timer_only, false);
+                               AND never_reason IS NULL AND NOT timer_only;
     """)
-
-
-def _link(con: Any) -> None:
-    """``pid``: the parent's id when the parent is in the run (else NULL: a root, or an orphan)."""
-    con.execute("ALTER TABLE k ADD COLUMN pid BIGINT")
     con.execute("""
         CREATE OR REPLACE TEMP TABLE kl AS
         SELECT c.id, p.id AS pid
@@ -230,7 +227,8 @@ def _link(con: Any) -> None:
 
 
 def _jump(con: Any) -> None:
-    """For every span: its nearest step-candidate ancestor (``fs``) and nearest bucketed ancestor (``fb``).
+    """For every span: its nearest step-candidate ancestor (``fs``) and nearest counted bucketed ancestor
+    (``fb``), and whether its parent chain ends in a cycle (``cyclic``), as columns of ``k``.
 
     Pointer jumping: each round doubles how far up every span has looked, so a chain of
     depth d takes log2(d) rounds of one join each, whatever the number of spans. Spans still
@@ -238,6 +236,7 @@ def _jump(con: Any) -> None:
     """
     # a step candidate: a named step span in a trace that has one; elsewhere an unbucketed span
     # with rl.iteration (the fallback, grouped by iteration below)
+    # (UPDATEs: DuckDB rewrites a column in place faster than it copies the table)
     con.execute("""
         ALTER TABLE k ADD COLUMN cand BOOLEAN;
         UPDATE k SET cand = ok AND CASE WHEN trace IN (SELECT trace FROM k WHERE named_step AND ok) THEN named_step
@@ -256,7 +255,7 @@ def _jump(con: Any) -> None:
     limit = max(1, math.ceil(math.log2(total + 1))) + 1
     while rounds <= limit and con.execute("SELECT count(*) FROM jump").fetchall()[0][0]:
         rounds += 1
-        # t: the span 2^k up; its own look covers the next 2^k ancestors (final when it is done)
+        # t: the span 2^r up; its own look covers the next 2^r ancestors (final when it is done)
         con.execute("""
             CREATE OR REPLACE TEMP TABLE jump2 AS
             SELECT a.id, t.jump, coalesce(a.fs, t.fs, f.fs) AS fs, coalesce(a.fb, t.fb, f.fb) AS fb

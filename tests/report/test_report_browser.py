@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import html_of
+from report_helpers import html_of
 from png_pixels import count_colour, read_png
 
 CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import report_of
+from report_helpers import report_of
 
 from otel_bridge.report import (
     RULE_BAD_TIMING,

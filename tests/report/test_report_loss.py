@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import html_of, report_of
+from report_helpers import html_of, report_of
 
 from otel_bridge.report.cli import main
 

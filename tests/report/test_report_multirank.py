@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import report_of
+from report_helpers import report_of
 from multirank import PRODUCTIVE, write_ddp_run
 
 from otel_bridge.exitcodes import EXIT_OK

@@ -6,7 +6,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
-from conftest import html_of, report_of
+from report_helpers import html_of, report_of
 
 from otel_bridge.report import render_text
 

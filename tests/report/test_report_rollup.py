@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import report_of
+from report_helpers import report_of
 
 from otel_bridge.report import (
     RULE_BAD_TIMING,

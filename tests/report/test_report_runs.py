@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import report_of
+from report_helpers import report_of
 from multirank import write_ddp_run
 
 from otel_bridge.exitcodes import EXIT_OK, EXIT_USAGE
