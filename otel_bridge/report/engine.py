@@ -185,8 +185,10 @@ WITH lines AS NOT MATERIALIZED (
            coalesce(run, nullif(regexp_extract(instance, '^(.*)-rank[0-9]+$', 1), ''), '') AS run_id,
            CASE WHEN regexp_full_match(rank_text, '[0-9]{{1,18}}') THEN rank_text::BIGINT END AS rank
     FROM rsr
+), rsk AS NOT MATERIALIZED (
+    SELECT *, CASE WHEN rank IS NOT NULL THEN 'rank ' || rank ELSE process END AS rank_label FROM rsl
 ), sc AS NOT MATERIALIZED (
-    SELECT * EXCLUDE (scopes), unnest(coalesce(nullif(scopes, []), [NULL])) AS sc FROM rsl
+    SELECT * EXCLUDE (scopes), unnest(coalesce(nullif(scopes, []), [NULL])) AS sc FROM rsk
 ), x AS NOT MATERIALIZED (
     SELECT * EXCLUDE (sc), unnest(coalesce(nullif(sc.spans, []), [NULL])) AS t FROM sc
 ), y AS NOT MATERIALIZED (
@@ -229,7 +231,7 @@ SELECT
     coalesce(TRY_CAST({_attr(semconv.LENS_SPAN_TRUNCATED, "boolValue")} AS BOOLEAN), false),
     run_id, instance, rank,
     CASE WHEN regexp_full_match(pid_text, '[0-9]{{1,18}}') THEN pid_text::BIGINT END,
-    host, service, process, CASE WHEN rank IS NOT NULL THEN 'rank ' || rank ELSE process END,
+    host, service, process, rank_label,
     CASE WHEN t.name = {_sql_text(semconv.LENS_LOSS_SPAN_NAME)} THEN {loss} END,
     {detail_cols}
 FROM y

@@ -73,13 +73,21 @@ def png(width: int, height: int, rows: Iterable[bytes]) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
 
 
-def _mix(a: tuple[int, int, int], b: tuple[int, int, int], t: float) -> bytes:
-    t = 0.0 if t != t else min(1.0, max(0.0, t))  # NaN -> 0
-    return bytes(round(x + (y - x) * t) for x, y in zip(a, b))
-
-
+_LEVELS = 20  # colour steps per scale: a few distinct colours keep a noisy 1,000 × 500 grid's PNG small
 _MISSING = bytes((235, 235, 235))
 _WHITE, _RED, _GREEN, _BLUE = (250, 250, 250), (200, 30, 30), (40, 150, 70), (70, 110, 200)
+
+
+def _scale(a: tuple[int, int, int], b: tuple[int, int, int]) -> list[bytes]:
+    """The colours from ``a`` to ``b`` in ``_LEVELS`` steps."""
+    return [bytes(round(x + (y - x) * i / _LEVELS) for x, y in zip(a, b)) for i in range(_LEVELS + 1)]
+
+
+_SLOWER, _FASTER, _GOODPUT = _scale(_WHITE, _RED), _scale(_WHITE, _BLUE), _scale(_RED, _GREEN)
+
+
+def _level(t: float) -> int:
+    return 0 if t != t else min(_LEVELS, max(0, round(t * _LEVELS)))  # NaN -> 0
 
 
 def _heatmaps(report: Report) -> tuple[bytes, bytes, list[int]]:
@@ -98,10 +106,9 @@ def _heatmaps(report: Report) -> tuple[bytes, bytes, list[int]]:
     for it, rank, wall, prod in zip(rs.iterations, rs.ranks, rs.wall_ns, rs.productive_ns):
         x = 3 * column[it]
         median = medians.get(it) or wall or 1
-        ratio = wall / median if median else 1.0
-        cell = _mix(_WHITE, _RED, ratio - 1.0) if ratio >= 1 else _mix(_WHITE, _BLUE, (1.0 - ratio) * 2)
-        step_time[rank][x:x + 3] = cell
-        goodput[rank][x:x + 3] = _mix(_RED, _GREEN, prod / wall if wall else 0.0)
+        ratio = wall / median
+        step_time[rank][x:x + 3] = _SLOWER[_level(ratio - 1)] if ratio >= 1 else _FASTER[_level((1 - ratio) * 2)]
+        goodput[rank][x:x + 3] = _GOODPUT[_level(prod / wall if wall else 0.0)]
     return png(width, height, map(bytes, step_time)), png(width, height, map(bytes, goodput)), iterations
 
 

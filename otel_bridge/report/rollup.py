@@ -153,6 +153,7 @@ def build_report(
     _classify(con, where)
     _jump(con)
     _steps(con)
+    _rank_totals(con)
     violations, counts = _violations(con, max_violations)
     rank_labels, rank_steps = _rank_steps(con)
     steps = _step_rows(con, rank_labels, rank_steps)
@@ -277,17 +278,22 @@ def _steps(con: Any) -> None:
     with its rank, iteration, wall time and the buckets of the bucketed spans below it."""
     # fallback groups: candidates of a trace without step spans, not below a bucketed span
     # (a deferred checkpoint finalize may outlive its step; its time is its ancestor's)
+    # the candidates once, so the step queries below scan them and not every span
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE cands AS
+        SELECT id, trace, iteration, start_ns, end_ns, named_step, fb, rank, rank_label, name FROM k WHERE cand
+    """)
     con.execute("""
         CREATE OR REPLACE TEMP TABLE anchors AS
-        SELECT id AS cand, id AS anchor FROM k WHERE cand AND named_step
+        SELECT id AS cand, id AS anchor FROM cands WHERE named_step
         UNION ALL
         SELECT id AS cand, first_value(id) OVER (PARTITION BY trace, iteration ORDER BY start_ns, end_ns DESC, id)
-        FROM k WHERE cand AND NOT named_step AND fb IS NULL
+        FROM cands WHERE NOT named_step AND fb IS NULL
     """)
     con.execute("""
         CREATE OR REPLACE TEMP TABLE step_walls AS
-        SELECT a.anchor, max(m.end_ns) - min(m.start_ns) AS wall_ns, count(*) > 1 OR bool_or(NOT m.named_step) AS grouped
-        FROM anchors a JOIN k m ON m.id = a.cand GROUP BY a.anchor
+        SELECT a.anchor, max(m.end_ns) - min(m.start_ns) AS wall_ns
+        FROM anchors a JOIN cands m ON m.id = a.cand GROUP BY a.anchor
     """)
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE step_buckets AS
@@ -300,7 +306,7 @@ def _steps(con: Any) -> None:
         SELECT s.id AS anchor, s.rank, s.rank_label, s.iteration, s.trace, s.name, w.wall_ns,
                CASE WHEN s.named_step THEN 'pattern' ELSE 'iteration' END AS method, s.start_ns,
                {", ".join(f"coalesce(b.{x}, 0) AS {x}" for x in BUCKETS)}
-        FROM step_walls w JOIN k s ON s.id = w.anchor LEFT JOIN step_buckets b ON b.anchor = w.anchor
+        FROM step_walls w JOIN cands s ON s.id = w.anchor LEFT JOIN step_buckets b ON b.anchor = w.anchor
     """)
 
 
@@ -371,9 +377,8 @@ def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[st
                                f"ORDER BY k.file, k.line, q.id LIMIT {int(limit)}").fetchall()
             found += [(rule, span_id, reason) for span_id, reason in rows]
     overflowing = con.execute(f"""
-        SELECT rank_label, min(rank), sum(end_ns - start_ns) FILTER (WHERE counted) AS buckets,
-               max(end_ns) FILTER (WHERE ok) - min(start_ns) FILTER (WHERE ok) AS wall
-        FROM k GROUP BY rank_label HAVING buckets > wall + {TOLERANCE_NS} ORDER BY min(rank) NULLS LAST, rank_label
+        SELECT rank_label, rank, {'+'.join(BUCKETS)} AS buckets, wall_ns FROM rank_totals
+        WHERE {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS} ORDER BY rank NULLS LAST, rank_label
     """).fetchall()
     counts[RULE_RANK_OVERFLOW] = len(overflowing)
     rank_violations = [
@@ -415,11 +420,22 @@ def _cycles(con: Any) -> list[tuple[int, str]]:
     return on_cycle
 
 
+def _rank_totals(con: Any) -> None:
+    """``rank_totals``: per rank its processes, spans, wall (first start to last end) and counted buckets."""
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE rank_totals AS
+        SELECT rank_label, min(rank) AS rank, count(DISTINCT process) AS processes,
+               coalesce(max(end_ns) FILTER (WHERE ok) - min(start_ns) FILTER (WHERE ok), 0) AS wall_ns,
+               {", ".join(f"coalesce(sum(end_ns - start_ns) FILTER (WHERE counted AND bucket = '{x}'), 0) AS {x}"
+                          for x in BUCKETS)}
+        FROM k GROUP BY rank_label
+    """)
+
+
 def _rank_order(con: Any) -> list[str]:
     """Rank labels in numeric order (``rank 2`` before ``rank 10``), then processes without a rank."""
-    return [label for (label,) in con.execute("""
-        SELECT rank_label FROM k GROUP BY rank_label ORDER BY min(rank) NULLS LAST, rank_label
-    """).fetchall()]
+    return [label for (label,) in con.execute(
+        "SELECT rank_label FROM rank_totals ORDER BY rank NULLS LAST, rank_label").fetchall()]
 
 
 def _rank_steps(con: Any) -> tuple[list[str], RankSteps]:
@@ -481,10 +497,8 @@ def _ranks(con: Any, labels: list[str], rank_steps: RankSteps,
            steps: tuple[StepRow, ...]) -> tuple[tuple[RankRow, ...], BucketTotals]:
     """Per rank: wall (first start to last end of its spans), buckets of its own spans, straggler cost."""
     rows = con.execute(f"""
-        SELECT r.idx, count(DISTINCT k.process), max(k.end_ns) FILTER (WHERE k.ok) - min(k.start_ns) FILTER (WHERE k.ok),
-               {", ".join(f"coalesce(sum(k.end_ns - k.start_ns) FILTER (WHERE k.counted AND k.bucket = '{x}'), 0)"
-                          for x in BUCKETS)}
-        FROM k JOIN rank_index r ON r.rank_label = k.rank_label GROUP BY r.idx ORDER BY r.idx
+        SELECT r.idx, t.processes, t.wall_ns, {", ".join(f"t.{x}" for x in BUCKETS)}
+        FROM rank_totals t JOIN rank_index r ON r.rank_label = t.rank_label ORDER BY r.idx
     """).fetchall()
     cost = con.execute("""
         WITH busy AS (SELECT *, wall_ns - idle AS busy_ns FROM rank_steps)
@@ -589,7 +603,7 @@ def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] 
             CREATE OR REPLACE TEMP TABLE wf_windows AS
             SELECT s.iteration, min(k.start_ns) AS lo, max(k.end_ns) AS hi
             FROM steps s JOIN wf_steps w ON w.iteration = s.iteration JOIN anchors a ON a.anchor = s.anchor
-            JOIN k ON k.id = a.cand JOIN wf_ranks r ON r.rank_label = s.rank_label GROUP BY s.iteration
+            JOIN cands k ON k.id = a.cand JOIN wf_ranks r ON r.rank_label = s.rank_label GROUP BY s.iteration
         """)
         window = "EXISTS (SELECT 1 FROM wf_windows w WHERE k.start_ns < w.hi AND k.end_ns > w.lo)"
     where = f"k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks) AND {window}"
