@@ -160,7 +160,7 @@ def build_report(
     ranks, run_totals = _ranks(con, rank_labels, rank_steps, steps)
     summary = con.execute("""
         SELECT count(*), count(DISTINCT trace), count(*) FILTER (WHERE error),
-               count(*) FILTER (WHERE parent IS NOT NULL AND pid IS NULL)
+               count(*) FILTER (WHERE parent IS NOT NULL) - (SELECT count(*) FROM parents)
         FROM k
     """).fetchall()[0]
     return Report(
@@ -186,10 +186,18 @@ def build_report(
 
 def _classify(con: Any, where: str) -> None:
     """``k``: one row per span of the run with what the checks need: its group, umbrella status,
-    rules, whether it counts in sums, and its parent's id (``pid``; NULL for a root or an orphan)."""
+    rules, whether it counts in sums and whether it is a step candidate."""
+    # traces that have a named step span: their steps are those spans; elsewhere unbucketed spans
+    # with rl.iteration are the step candidates (the fallback, grouped by iteration)
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE named_traces AS
+        SELECT DISTINCT trace FROM spans s {where + " AND" if where else "WHERE"}
+            s.name IN (SELECT name FROM step_names) AND s.iteration IS NOT NULL AND s.bucket IS NULL
+            AND s.start_ns IS NOT NULL AND s.end_ns >= s.start_ns
+    """)
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE k AS
-        SELECT s.rowid AS id, s.trace, s.parent, s.name, s.bucket, s.iteration, s.start_ns, s.end_ns, s.error,
+        SELECT s.rowid AS id, s.trace, s.span, s.parent, s.name, s.bucket, s.iteration, s.start_ns, s.end_ns, s.error,
                s.rank, s.rank_label, s.process, s.file, s.line, s.start_text, s.end_text,
                (s.start_ns IS NOT NULL AND s.end_ns IS NOT NULL AND s.end_ns >= s.start_ns) AS ok,
                s.bucket IS NOT NULL AS bucketed,
@@ -204,7 +212,7 @@ def _classify(con: Any, where: str) -> None:
                                           || ') overlaps other bucketed work' END) AS never_reason,
                coalesce(r.rule = 'timer-only', false) AS timer_only,
                s.name IN (SELECT name FROM step_names) AND s.iteration IS NOT NULL AND s.bucket IS NULL AS named_step,
-               NULL::BIGINT AS pid
+               s.trace IN (SELECT trace FROM named_traces) AS in_named_trace
         FROM spans s
         LEFT JOIN catalog c ON c.name = s.name
         LEFT JOIN category_rules r ON r.category = coalesce(s.category, c.category)
@@ -214,40 +222,29 @@ def _classify(con: Any, where: str) -> None:
     # UPDATEs, because DuckDB rewrites a column in place faster than it copies the table
     con.execute(f"""
         ALTER TABLE k ADD COLUMN counted BOOLEAN;
+        ALTER TABLE k ADD COLUMN cand BOOLEAN;
         UPDATE k SET counted = ok AND bucketed AND bucket IN {_BUCKET_LIST} AND NOT coalesce(umbrella, false)
-                               AND never_reason IS NULL AND NOT timer_only;
+                               AND never_reason IS NULL AND NOT timer_only,
+                     cand = ok AND CASE WHEN in_named_trace THEN named_step ELSE iteration IS NOT NULL AND NOT bucketed END;
     """)
-    con.execute("""
-        CREATE OR REPLACE TEMP TABLE kl AS
-        SELECT c.id, p.id AS pid
-        FROM (SELECT k.id, k.trace, k.parent FROM k WHERE k.parent IS NOT NULL) c
-        JOIN (SELECT k.id, k.trace, s.span FROM k JOIN spans s ON s.rowid = k.id) p
-          ON p.trace = c.trace AND p.span = c.parent
-    """)
-    con.execute("UPDATE k SET pid = kl.pid FROM kl WHERE kl.id = k.id")
 
 
 def _jump(con: Any) -> None:
     """For every span: its nearest step-candidate ancestor (``fs``) and nearest counted bucketed ancestor
-    (``fb``), and whether its parent chain ends in a cycle (``cyclic``), as columns of ``k``.
+    (``fb``), and whether its parent chain ends in a cycle (``cyclic``), as columns of ``k``; and
+    ``parents`` (id, pid): each span whose parent is in the run, with its parent's id.
 
     Pointer jumping: each round doubles how far up every span has looked, so a chain of
     depth d takes log2(d) rounds of one join each, whatever the number of spans. Spans still
     looking after more rounds than any chain could need are in (or below) a parent cycle.
     """
-    # a step candidate: a named step span in a trace that has one; elsewhere an unbucketed span
-    # with rl.iteration (the fallback, grouped by iteration below)
-    # (UPDATEs: DuckDB rewrites a column in place faster than it copies the table)
-    con.execute("""
-        ALTER TABLE k ADD COLUMN cand BOOLEAN;
-        UPDATE k SET cand = ok AND CASE WHEN trace IN (SELECT trace FROM k WHERE named_step AND ok) THEN named_step
-                                        ELSE iteration IS NOT NULL AND NOT bucketed END;
-    """)
+    # one join finds every span's parent: ``parents`` keeps it, ``jump`` starts the look from it
     con.execute("""
         CREATE OR REPLACE TEMP TABLE jump AS
-        SELECT c.id, c.pid AS jump, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb
-        FROM k c JOIN k p ON p.id = c.pid
+        SELECT c.id, p.id AS jump, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb
+        FROM k c JOIN k p ON p.trace = c.trace AND p.span = c.parent
     """)
+    con.execute("CREATE OR REPLACE TEMP TABLE parents AS SELECT id, jump AS pid FROM jump")
     # invariant after round r: fs/fb is the nearest such ancestor within distance 2^r, and jump
     # the ancestor at distance 2^r (NULL once the chain has ended: the look is complete)
     total = con.execute("SELECT count(*) FROM jump").fetchall()[0][0]
@@ -402,7 +399,7 @@ def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[st
 def _cycles(con: Any) -> list[tuple[int, str]]:
     """(id, reason) for every span on a parent cycle. Only spans whose look never reached a
     root (few, in malformed input) are walked, in Python, each once."""
-    parent = dict(con.execute("SELECT id, pid FROM k WHERE cyclic").fetchall())
+    parent = dict(con.execute("SELECT p.id, p.pid FROM parents p JOIN k ON k.id = p.id WHERE k.cyclic").fetchall())
     on_cycle: list[tuple[int, str]] = []
     state: dict[int, int] = {}  # 1: on the current path, 2: done
     for start in parent:
@@ -609,11 +606,11 @@ def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] 
     where = f"k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks) AND {window}"
     total = con.execute(f"SELECT count(*) FROM k WHERE {where}").fetchall()[0][0]
     cursor = con.execute(f"""
-        SELECT k.id, k.pid, k.name, k.start_ns, k.end_ns, k.bucket, k.iteration, k.rank_label, k.process,
+        SELECT k.id, p.pid, k.name, k.start_ns, k.end_ns, k.bucket, k.iteration, k.rank_label, k.process,
                coalesce(s.thread || coalesce(' ' || s.thread_name, ''), s.thread_name, '') AS thread_label,
                coalesce(s.thread_name, s.thread, '') AS thread_short,
                printf('%032x', s.trace) AS trace, printf('%016x', s.span) AS span, s.kind, k.error
-        FROM k JOIN spans s ON s.rowid = k.id WHERE {where}
+        FROM k JOIN spans s ON s.rowid = k.id LEFT JOIN parents p ON p.id = k.id WHERE {where}
         ORDER BY k.start_ns, k.id LIMIT {int(limit)}
     """)
     columns = [d[0] for d in cursor.description]
