@@ -153,7 +153,7 @@ def build_report(
     _classify(con, where)
     _jump(con)
     _steps(con)
-    _rank_totals(con)
+    _rank_totals(con, where)
     violations, counts = _violations(con, max_violations)
     rank_labels, rank_steps = _rank_steps(con)
     steps = _step_rows(con, rank_labels, rank_steps)
@@ -176,7 +176,7 @@ def build_report(
         run=run_totals,
         ranks=ranks,
         rank_steps=rank_steps,
-        top_spans=_top_spans(con, top_n),
+        top_spans=_top_spans(con, top_n, where),
         violations=violations,
         problems=tuple(store.problems),
         loss=_loss(con, run_id if filtered else None),
@@ -185,8 +185,10 @@ def build_report(
 
 
 def _classify(con: Any, where: str) -> None:
-    """``k``: one row per span of the run with what the checks need: its group, umbrella status,
-    rules, whether it counts in sums and whether it is a step candidate."""
+    """``k``: one row per span of the run with what the checks need: its umbrella status, rules,
+    whether it counts in sums and whether it is a step candidate. Only what the heavy queries
+    use is copied (narrow rows: less to spill); names and texts are read from ``spans`` through
+    ``kd`` for the few rows a report lists."""
     # traces that have a named step span: their steps are those spans; elsewhere unbucketed spans
     # with rl.iteration are the step candidates (the fallback, grouped by iteration)
     con.execute(f"""
@@ -197,15 +199,13 @@ def _classify(con: Any, where: str) -> None:
     """)
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE k AS
-        SELECT s.rowid AS id, s.trace, s.span, s.parent, s.name, s.bucket, s.iteration, s.start_ns, s.end_ns, s.error,
-               s.rank, s.rank_label, s.process, s.file, s.line, s.start_text, s.end_text,
+        SELECT s.rowid AS id, s.trace, s.span, s.parent, s.bucket, s.iteration, s.start_ns, s.end_ns, s.error,
+               s.rank, s.rank_label, s.file, s.line,
                (s.start_ns IS NOT NULL AND s.end_ns IS NOT NULL AND s.end_ns >= s.start_ns) AS ok,
                s.bucket IS NOT NULL AS bucketed,
-               coalesce(s.grp, c.grp) AS grp,
                -- lens stamps lens.umbrella on umbrellas only: with lens.group, absence means a leaf
                CASE WHEN s.grp IS NOT NULL THEN coalesce(s.umbrella, false)
                     ELSE coalesce(s.umbrella, c.umbrella) END AS umbrella,
-               coalesce(s.category, c.category) AS category,
                coalesce(c.never_reason, CASE r.rule
                    WHEN 'collector' THEN 'a collector-loop wait runs on the collector''s clock, concurrent with the driver''s'
                    WHEN 'unbucketed' THEN 'its category (' || coalesce(s.category, c.category)
@@ -220,6 +220,12 @@ def _classify(con: Any, where: str) -> None:
     """)
     # a span that must not carry a bucket does not count in any sum (it is flagged instead); and
     # UPDATEs, because DuckDB rewrites a column in place faster than it copies the table
+    con.execute("""
+        CREATE OR REPLACE TEMP VIEW kd AS
+        SELECT k.*, s.name, s.process, s.start_text, s.end_text, coalesce(s.grp, c.grp) AS grp,
+               coalesce(s.category, c.category) AS category
+        FROM k JOIN spans s ON s.rowid = k.id LEFT JOIN catalog c ON c.name = s.name
+    """)
     con.execute(f"""
         ALTER TABLE k ADD COLUMN counted BOOLEAN;
         ALTER TABLE k ADD COLUMN cand BOOLEAN;
@@ -278,7 +284,7 @@ def _steps(con: Any) -> None:
     # the candidates once, so the step queries below scan them and not every span
     con.execute("""
         CREATE OR REPLACE TEMP TABLE cands AS
-        SELECT id, trace, iteration, start_ns, end_ns, named_step, fb, rank, rank_label, name FROM k WHERE cand
+        SELECT id, trace, iteration, start_ns, end_ns, named_step, fb, rank, rank_label, name FROM kd WHERE cand
     """)
     con.execute("""
         CREATE OR REPLACE TEMP TABLE anchors AS
@@ -327,9 +333,9 @@ def _seconds(ns: int) -> str:
 
 def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[str]]:
     """Every broken invariant: counted by rule, the first ``limit`` (by file and line) listed."""
+    # rule -> (condition on k that finds the spans, the reason, read from kd for the listed ones)
     queries = {
-        RULE_BAD_TIMING: """
-            SELECT id, CASE
+        RULE_BAD_TIMING: ("NOT ok", """CASE
                 WHEN start_ns IS NULL AND start_text IS NOT NULL AND end_ns IS NULL AND end_text IS NOT NULL
                     THEN 'start ' || start_text || ' and end ' || end_text || ' ns are out of range; skipped'
                 WHEN start_ns IS NULL AND start_text IS NOT NULL THEN 'start ' || start_text || ' ns is out of range; skipped'
@@ -337,42 +343,45 @@ def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[st
                 WHEN start_ns IS NULL AND end_ns IS NULL THEN 'missing start and end timestamp; skipped'
                 WHEN start_ns IS NULL THEN 'missing start timestamp; skipped'
                 WHEN end_ns IS NULL THEN 'missing end timestamp; skipped'
-                ELSE 'ends ' || printf('%.6f', (start_ns - end_ns) / 1e9) || ' s before it starts; skipped' END
-            FROM k WHERE NOT ok""",
-        RULE_UNKNOWN_BUCKET: f"""
-            SELECT id, 'rl.bucket ' || '''' || bucket || '''' || ' is not one of {", ".join(BUCKETS)}'
-            FROM k WHERE bucketed AND bucket NOT IN {_BUCKET_LIST}""",
-        RULE_BUCKETED_UMBRELLA: """
-            SELECT id, 'umbrella span' || coalesce(' of group ' || grp, '') || ' carries rl.bucket=' || bucket
-                       || '; umbrellas contain or overlap other work and are never bucketed; not counted'
-            FROM k WHERE bucketed AND umbrella""",
-        RULE_BUCKETED_OVERLAP: """
-            SELECT id, 'carries rl.bucket=' || bucket || ', but ' || never_reason
-                       || ', so it must carry no bucket; not counted'
-            FROM k WHERE bucketed AND never_reason IS NOT NULL AND NOT coalesce(umbrella, false)""",
-        RULE_TIMER_ONLY: """
-            SELECT id, 'efficiency category ' || category || ' is timer-only (a metric, never a span) '
-                       || 'but was emitted as a span with rl.bucket=' || bucket || '; not counted'
-            FROM k WHERE bucketed AND timer_only""",
-        RULE_NESTED_BUCKET: """
-            SELECT o.id, 'bucketed (' || o.bucket || ') span has ' || n.inner || ' bucketed descendant(s), e.g. '
-                         || '''' || e.name || '''' || ' span=' || printf('%016x', es.span) || ' (' || e.bucket || ')'
-            FROM (SELECT fb, count(*) AS inner, min(id) AS example FROM k WHERE counted AND fb IS NOT NULL
-                  AND NOT cyclic GROUP BY fb) n
-            JOIN k o ON o.id = n.fb JOIN k e ON e.id = n.example JOIN spans es ON es.rowid = e.id""",
-        RULE_STEP_OVERFLOW: f"""
-            SELECT anchor, 'buckets under step ' || iteration || ' sum to ' || printf('%.6f', ({'+'.join(BUCKETS)}) / 1e9)
-                           || ' s, more than its wall time ' || printf('%.6f', wall_ns / 1e9) || ' s'
-            FROM steps WHERE {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}""",
+                ELSE 'ends ' || printf('%.6f', (start_ns - end_ns) / 1e9) || ' s before it starts; skipped' END"""),
+        RULE_UNKNOWN_BUCKET: (f"bucketed AND bucket NOT IN {_BUCKET_LIST}",
+                              f"'rl.bucket ' || chr(39) || bucket || chr(39) || ' is not one of {', '.join(BUCKETS)}'"),
+        RULE_BUCKETED_UMBRELLA: ("bucketed AND umbrella", """
+            'umbrella span' || coalesce(' of group ' || grp, '') || ' carries rl.bucket=' || bucket
+            || '; umbrellas contain or overlap other work and are never bucketed; not counted'"""),
+        RULE_BUCKETED_OVERLAP: ("bucketed AND never_reason IS NOT NULL AND NOT coalesce(umbrella, false)", """
+            'carries rl.bucket=' || bucket || ', but ' || never_reason || ', so it must carry no bucket; not counted'"""),
+        RULE_TIMER_ONLY: ("bucketed AND timer_only", """
+            'efficiency category ' || category || ' is timer-only (a metric, never a span) '
+            || 'but was emitted as a span with rl.bucket=' || bucket || '; not counted'"""),
     }
     found: list[tuple[str, int, str]] = []
     counts: Counter[str] = Counter()
-    for rule, query in queries.items():
-        counts[rule] = con.execute(f"SELECT count(*) FROM ({query})").fetchall()[0][0]
+    for rule, (condition, reason) in queries.items():
+        counts[rule] = con.execute(f"SELECT count(*) FROM k WHERE {condition}").fetchall()[0][0]
         if counts[rule]:
-            rows = con.execute(f"SELECT q.* FROM ({query}) q(id, reason) JOIN k ON k.id = q.id "
-                               f"ORDER BY k.file, k.line, q.id LIMIT {int(limit)}").fetchall()
-            found += [(rule, span_id, reason) for span_id, reason in rows]
+            rows = con.execute(f"SELECT id, {reason} FROM kd WHERE {condition} "
+                               f"ORDER BY file, line, id LIMIT {int(limit)}").fetchall()
+            found += [(rule, span_id, text) for span_id, text in rows]
+    nested = "SELECT fb, count(*) AS inner, min(id) AS example FROM k WHERE counted AND fb IS NOT NULL AND NOT cyclic GROUP BY fb"
+    counts[RULE_NESTED_BUCKET] = con.execute(f"SELECT count(*) FROM ({nested})").fetchall()[0][0]
+    if counts[RULE_NESTED_BUCKET]:
+        rows = con.execute(f"""
+            SELECT o.id, 'bucketed (' || o.bucket || ') span has ' || n.inner || ' bucketed descendant(s), e.g. '
+                         || chr(39) || e.name || chr(39) || ' span=' || printf('%016x', e.span) || ' (' || e.bucket || ')'
+            FROM ({nested}) n JOIN k o ON o.id = n.fb JOIN kd e ON e.id = n.example
+            ORDER BY o.file, o.line, o.id LIMIT {int(limit)}
+        """).fetchall()
+        found += [(RULE_NESTED_BUCKET, span_id, text) for span_id, text in rows]
+    overflow = f"{'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}"
+    counts[RULE_STEP_OVERFLOW] = con.execute(f"SELECT count(*) FROM steps WHERE {overflow}").fetchall()[0][0]
+    if counts[RULE_STEP_OVERFLOW]:
+        rows = con.execute(f"""
+            SELECT anchor, 'buckets under step ' || iteration || ' sum to ' || printf('%.6f', ({'+'.join(BUCKETS)}) / 1e9)
+                           || ' s, more than its wall time ' || printf('%.6f', wall_ns / 1e9) || ' s'
+            FROM steps WHERE {overflow} ORDER BY anchor LIMIT {int(limit)}
+        """).fetchall()
+        found += [(RULE_STEP_OVERFLOW, span_id, text) for span_id, text in rows]
     overflowing = con.execute(f"""
         SELECT rank_label, rank, {'+'.join(BUCKETS)} AS buckets, wall_ns FROM rank_totals
         WHERE {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS} ORDER BY rank NULLS LAST, rank_label
@@ -417,15 +426,16 @@ def _cycles(con: Any) -> list[tuple[int, str]]:
     return on_cycle
 
 
-def _rank_totals(con: Any) -> None:
-    """``rank_totals``: per rank its processes, spans, wall (first start to last end) and counted buckets."""
+def _rank_totals(con: Any, where: str) -> None:
+    """``rank_totals``: per rank its processes, wall (first start to last end) and counted buckets."""
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE rank_totals AS
-        SELECT rank_label, min(rank) AS rank, count(DISTINCT process) AS processes,
+        WITH processes AS (SELECT rank_label, count(DISTINCT process) AS n FROM spans {where} GROUP BY rank_label)
+        SELECT rank_label, min(rank) AS rank, any_value(p.n) AS processes,
                coalesce(max(end_ns) FILTER (WHERE ok) - min(start_ns) FILTER (WHERE ok), 0) AS wall_ns,
                {", ".join(f"coalesce(sum(end_ns - start_ns) FILTER (WHERE counted AND bucket = '{x}'), 0) AS {x}"
                           for x in BUCKETS)}
-        FROM k GROUP BY rank_label
+        FROM k JOIN processes p USING (rank_label) GROUP BY rank_label
     """)
 
 
@@ -524,9 +534,11 @@ def _ranks(con: Any, labels: list[str], rank_steps: RankSteps,
     return tuple(ranks), BucketTotals(run_wall, run_buckets)
 
 
-def _top_spans(con: Any, top_n: int) -> tuple[TopSpan, ...]:
+def _top_spans(con: Any, top_n: int, where: str) -> tuple[TopSpan, ...]:
+    timed = "start_ns IS NOT NULL AND end_ns >= start_ns"
     rows = con.execute(f"""
-        SELECT name, count(*), sum(end_ns - start_ns) AS total FROM k WHERE ok
+        SELECT name, count(*), sum(end_ns - start_ns) AS total FROM spans
+        {where + " AND " + timed if where else "WHERE " + timed}
         GROUP BY name ORDER BY total DESC, name LIMIT {int(top_n)}
     """).fetchall()
     return tuple(TopSpan(name, count, int(total)) for name, count, total in rows)
@@ -606,7 +618,7 @@ def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] 
     where = f"k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks) AND {window}"
     total = con.execute(f"SELECT count(*) FROM k WHERE {where}").fetchall()[0][0]
     cursor = con.execute(f"""
-        SELECT k.id, p.pid, k.name, k.start_ns, k.end_ns, k.bucket, k.iteration, k.rank_label, k.process,
+        SELECT k.id, p.pid, s.name, k.start_ns, k.end_ns, k.bucket, k.iteration, k.rank_label, s.process,
                coalesce(s.thread || coalesce(' ' || s.thread_name, ''), s.thread_name, '') AS thread_label,
                coalesce(s.thread_name, s.thread, '') AS thread_short,
                printf('%032x', s.trace) AS trace, printf('%016x', s.span) AS span, s.kind, k.error
