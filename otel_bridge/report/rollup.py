@@ -266,13 +266,16 @@ def _jump(con: Any) -> None:
             FROM jump a LEFT JOIN jump t ON t.id = a.jump LEFT JOIN found f ON f.id = a.jump
         """)
         con.execute("INSERT INTO found SELECT id, fs, fb FROM jump2 WHERE jump IS NULL")
-        con.execute("CREATE OR REPLACE TEMP TABLE jump AS SELECT * FROM jump2 WHERE jump IS NOT NULL")
+        con.execute("DROP TABLE jump")  # one copy at a time: these tables are as long as the run
+        con.execute("CREATE TEMP TABLE jump AS SELECT * FROM jump2 WHERE jump IS NOT NULL")
+        con.execute("DROP TABLE jump2")
     con.execute("""
         ALTER TABLE k ADD COLUMN fs BIGINT;
         ALTER TABLE k ADD COLUMN fb BIGINT;
         ALTER TABLE k ADD COLUMN cyclic BOOLEAN DEFAULT false;
         UPDATE k SET fs = f.fs, fb = f.fb FROM found f WHERE f.id = k.id;
         UPDATE k SET fs = j.fs, fb = j.fb, cyclic = true FROM jump j WHERE j.id = k.id;
+        DROP TABLE found;
     """)
 
 
