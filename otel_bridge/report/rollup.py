@@ -237,8 +237,8 @@ def _classify(con: Any, where: str) -> None:
 
 def _jump(con: Any) -> None:
     """For every span: its nearest step-candidate ancestor (``fs``) and nearest counted bucketed ancestor
-    (``fb``), and whether its parent chain ends in a cycle (``cyclic``), as columns of ``k``; and
-    ``parents`` (id, pid): each span whose parent is in the run, with its parent's id.
+    (``fb``), and whether its parent chain ends in a cycle (``cyclic``), in ``anc`` (a row for every
+    span with a parent in the run); and ``parents`` (id, pid): each such span with its parent's id.
 
     Pointer jumping: each round doubles how far up every span has looked, so a chain of
     depth d takes log2(d) rounds of one join each, whatever the number of spans. Spans still
@@ -269,13 +269,12 @@ def _jump(con: Any) -> None:
         con.execute("DROP TABLE jump")  # one copy at a time: these tables are as long as the run
         con.execute("CREATE TEMP TABLE jump AS SELECT * FROM jump2 WHERE jump IS NOT NULL")
         con.execute("DROP TABLE jump2")
+    # the answers stay in a narrow table of their own: adding them to k would rewrite it
     con.execute("""
-        ALTER TABLE k ADD COLUMN fs BIGINT;
-        ALTER TABLE k ADD COLUMN fb BIGINT;
-        ALTER TABLE k ADD COLUMN cyclic BOOLEAN DEFAULT false;
-        UPDATE k SET fs = f.fs, fb = f.fb FROM found f WHERE f.id = k.id;
-        UPDATE k SET fs = j.fs, fb = j.fb, cyclic = true FROM jump j WHERE j.id = k.id;
+        CREATE OR REPLACE TEMP TABLE anc AS
+        SELECT id, fs, fb, false AS cyclic FROM found UNION ALL SELECT id, fs, fb, true FROM jump;
         DROP TABLE found;
+        DROP TABLE jump;
     """)
 
 
@@ -287,7 +286,8 @@ def _steps(con: Any) -> None:
     # the candidates once, so the step queries below scan them and not every span
     con.execute("""
         CREATE OR REPLACE TEMP TABLE cands AS
-        SELECT id, trace, iteration, start_ns, end_ns, named_step, fb, rank, rank_label, name FROM kd WHERE cand
+        SELECT kd.id, trace, iteration, start_ns, end_ns, named_step, anc.fb, rank, rank_label, name
+        FROM kd LEFT JOIN anc ON anc.id = kd.id WHERE cand
     """)
     con.execute("""
         CREATE OR REPLACE TEMP TABLE anchors AS
@@ -305,7 +305,7 @@ def _steps(con: Any) -> None:
         CREATE OR REPLACE TEMP TABLE step_buckets AS
         SELECT a.anchor, {", ".join(f"coalesce(sum(b.end_ns - b.start_ns) FILTER (WHERE b.bucket = '{x}'), 0) AS {x}"
                                      for x in BUCKETS)}
-        FROM k b JOIN anchors a ON a.cand = b.fs WHERE b.counted GROUP BY a.anchor
+        FROM k b JOIN anc ON anc.id = b.id JOIN anchors a ON a.cand = anc.fs WHERE b.counted GROUP BY a.anchor
     """)
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE steps AS
@@ -366,7 +366,8 @@ def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[st
             rows = con.execute(f"SELECT id, {reason} FROM kd WHERE {condition} "
                                f"ORDER BY file, line, id LIMIT {int(limit)}").fetchall()
             found += [(rule, span_id, text) for span_id, text in rows]
-    nested = "SELECT fb, count(*) AS inner, min(id) AS example FROM k WHERE counted AND fb IS NOT NULL AND NOT cyclic GROUP BY fb"
+    nested = ("SELECT anc.fb, count(*) AS inner, min(anc.id) AS example FROM anc JOIN k ON k.id = anc.id "
+              "WHERE anc.fb IS NOT NULL AND NOT anc.cyclic AND k.counted GROUP BY anc.fb")
     counts[RULE_NESTED_BUCKET] = con.execute(f"SELECT count(*) FROM ({nested})").fetchall()[0][0]
     if counts[RULE_NESTED_BUCKET]:
         rows = con.execute(f"""
@@ -411,7 +412,7 @@ def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[st
 def _cycles(con: Any) -> list[tuple[int, str]]:
     """(id, reason) for every span on a parent cycle. Only spans whose look never reached a
     root (few, in malformed input) are walked, in Python, each once."""
-    parent = dict(con.execute("SELECT p.id, p.pid FROM parents p JOIN k ON k.id = p.id WHERE k.cyclic").fetchall())
+    parent = dict(con.execute("SELECT p.id, p.pid FROM parents p JOIN anc ON anc.id = p.id WHERE anc.cyclic").fetchall())
     on_cycle: list[tuple[int, str]] = []
     state: dict[int, int] = {}  # 1: on the current path, 2: done
     for start in parent:
