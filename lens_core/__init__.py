@@ -4,6 +4,12 @@ from ._impl import IMPLEMENTATION
 from .backend import SpanBackend, install_backend, installed_backend, uninstall_backend
 from .config import LensConfig
 from .efficiency import IdleWait, deferred_child_span, efficiency_span, start_efficiency_span
+from .export_ranks import (
+    export_strategies,
+    get_export_strategy,
+    register_export_strategy,
+    unregister_export_strategy,
+)
 from .registry import Bucket, SpanRegistry
 from .scopes import (
     bucket_scope,
@@ -48,6 +54,8 @@ __all__ = [
     "deferred_child_span",
     "efficiency_span",
     "enabled_span_groups",
+    "export_strategies",
+    "get_export_strategy",
     "get_pp_trace_carrier",
     "in_per_prompt_scope",
     "install_backend",
@@ -58,6 +66,7 @@ __all__ = [
     "pending_span_groups",
     "per_prompt_scope",
     "redact_value",
+    "register_export_strategy",
     "remote_trace_context",
     "safe_set_span_attributes",
     "set_enabled_span_groups",
@@ -71,4 +80,5 @@ __all__ = [
     "umbrella_span",
     "umbrella_trace_fn",
     "uninstall_backend",
+    "unregister_export_strategy",
 ]

@@ -1,10 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Compiled gate: the disabled fast path of managed_span / trace_fn (same API as _gate_py)."""
 
+cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_DECREF
 
 cdef extern from "Python.h":
     # Declared here because Cython's bundled declarations lack the vectorcall parts.
@@ -39,11 +40,25 @@ cdef extern from *:
                            PyObject* kwnames)
 
 __all__ = [
+    "KIND_INTERNAL",
+    "RECORD_BYTES",
+    "Recorder",
+    "SAMPLE_ALWAYS_OFF",
+    "SAMPLE_ALWAYS_ON",
+    "SAMPLE_CUSTOM",
+    "SAMPLE_PARENT_RATIO",
+    "SAMPLE_RATIO",
+    "Span",
+    "encode_traces_json",
+    "encode_traces_pb",
     "is_enabled",
+    "make_record",
     "managed_span",
     "null_span",
     "publish",
+    "set_attribute_hooks",
     "set_factories",
+    "set_native",
     "umbrella_span",
     "wrap_function",
 ]
@@ -71,16 +86,19 @@ cdef object _NULL = null_span
 
 
 cdef class _Snapshot:
-    # ids: spelling -> id (-1 = unknown); bits: little-endian bitset of enabled ids.
+    # ids: spelling -> id (-1 = unknown); bits: little-endian bitset of enabled ids;
+    # infos: id -> (name, umbrella, bucket_key, bucket) for the native recorder's stamps.
     cdef dict ids
     cdef bytes bits
     cdef bint anyon
+    cdef tuple infos
 
 
 cdef _Snapshot _snap = _Snapshot()
 _snap.ids = {}
 _snap.bits = b""
 _snap.anyon = False
+_snap.infos = ()
 
 cdef object _span_factory = None
 cdef object _call_factory = None
@@ -94,14 +112,19 @@ def set_factories(span_factory, call_factory):
     _call_factory = call_factory
 
 
-def publish(ids, bits):
-    """Swap in a new snapshot: ``ids`` (normalised name -> id), ``bits`` (int bitset)."""
+def publish(ids, bits, infos=None):
+    """Swap in a new snapshot: ``ids`` (normalised name -> id), ``bits`` (int bitset),
+    ``infos`` (id -> (name, umbrella, bucket_key, bucket)) for the native recorder."""
     global _snap
     cdef _Snapshot s = _Snapshot()
     bits = int(bits)
     s.ids = dict(ids)
     s.bits = bits.to_bytes((bits.bit_length() + 7) // 8, "little")
     s.anyon = bits != 0
+    table = [None] * (max(ids.values(), default=-1) + 1)
+    for gid, info in (infos or {}).items():
+        table[gid] = tuple(info)
+    s.infos = tuple(table)
     _snap = s  # one reference assignment: readers see the old or the new, never a mix
 
 
@@ -122,17 +145,23 @@ cdef inline Py_ssize_t _group_id(_Snapshot s, object group) except -2:
     return <Py_ssize_t><object>found
 
 
-cdef inline int _on(object group) except -1:
-    cdef _Snapshot s = _snap
+cdef inline Py_ssize_t _on_id(_Snapshot s, object group) except -2:
+    # The group's id when it is on, else -1.
     cdef Py_ssize_t gid
     if not s.anyon:
         if not isinstance(group, str):  # reject it even when all is off, like _gate_py
             _slow_id(s.ids, group)  # raises TypeError
-        return 0
+        return -1
     gid = _group_id(s, group)
     if gid < 0 or (gid >> 3) >= PyBytes_GET_SIZE(s.bits):
-        return 0
-    return (PyBytes_AS_STRING(s.bits)[gid >> 3] >> (gid & 7)) & 1
+        return -1
+    if (PyBytes_AS_STRING(s.bits)[gid >> 3] >> (gid & 7)) & 1:
+        return gid
+    return -1
+
+
+cdef inline int _on(object group) except -1:
+    return _on_id(_snap, group) >= 0
 
 
 def is_enabled(group):
@@ -185,9 +214,16 @@ cdef bint _rebinds(tuple names, Py_ssize_t nargs) except -1:
 cdef object _span_fast(object binder, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
     cdef Py_ssize_t nkw = 0 if kwnames is NULL else len(<tuple>kwnames)
     cdef tuple names = () if kwnames is NULL else <tuple>kwnames
+    cdef _Snapshot snap = _snap
+    cdef Py_ssize_t gid
     if 2 <= nargs <= 3 and (nkw == 0 or not _rebinds(names, nargs)):
-        if not _on(<object>args[0]):
+        gid = _on_id(snap, <object>args[0])
+        if gid < 0:
             return _NULL
+        if _native is not None and (nargs == 2 or <object>args[2] is None) and "tracer" not in names:
+            # The native recorder: the span object is built here, attributes merged in C.
+            return _native_span(_native, snap, gid, <object>args[0], <object>args[1], args + nargs, names, nkw,
+                                binder is _UMBRELLA_BINDER)
         if nargs == 3 or "tracer" not in names:
             # Enabled, common shape: hand over to the factory directly, without binding
             # through the Python-level binder (which would check the gate a second time).
@@ -286,6 +322,29 @@ cdef object _traced_vectorcall(object self, PyObject** args, size_t nargsf, PyOb
 cdef object _traced_enabled(TracedFunction tf, PyObject** args, size_t nargsf, PyObject* kwnames):
     cdef Py_ssize_t nargs = PyVectorcall_NARGS(nargsf)
     cdef tuple names = () if kwnames is NULL else <tuple>kwnames
+    cdef Span span
+    cdef Recorder rec = _native
+    cdef _Snapshot snap = _snap
+    if rec is not None and tf._lens_tracer is None:
+        span = _native_span(rec, snap, tf._gid, tf._group, tf._lens_name, NULL, (), 0, tf._lens_umbrella)
+        rec._start(span)
+        span._token = rec._attach(span)
+        try:
+            if tf._fn_vectorcall is not NULL:
+                result = lens_vectorcall(tf._fn_vectorcall, <PyObject*>tf._fn, args, nargsf, kwnames)
+            else:
+                result = PyObject_Vectorcall(tf._fn, args, nargsf, kwnames)
+        except BaseException as exc:
+            rec._detach(span._token)
+            span._token = None
+            if not isinstance(exc, GeneratorExit):
+                rec._fail(span, exc)
+            rec._end(span, 0)
+            raise
+        rec._detach(span._token)
+        span._token = None
+        rec._end(span, 0)
+        return result
     positional = tuple([<object>args[i] for i in range(nargs)])
     kwargs = {names[i]: <object>args[nargs + i] for i in range(len(names))}
     return _call_factory(tf, positional, kwargs)
@@ -296,7 +355,7 @@ cdef _enable_vectorcall():
     cdef _TypeHead* tp = <_TypeHead*><PyObject*>TracedFunction
     tp.tp_vectorcall_offset = <Py_ssize_t>(<char*>&probe._vectorcall - <char*><PyObject*>probe)
     tp.tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL
-    PyType_Modified(TracedFunction)
+    PyType_Modified(<object>TracedFunction)
 
 
 _enable_vectorcall()
@@ -305,3 +364,94 @@ _enable_vectorcall()
 def wrap_function(fn, group, name, tracer, umbrella):
     """Wrap a plain function (not a coroutine or generator) so each call checks the gate."""
     return TracedFunction(fn, group, name, tracer, umbrella)
+
+
+# ---- the native recorder's fast path ----------------------------------------------------
+
+include "_recorder.pxi"
+include "_encode.pxi"
+
+cdef Recorder _native = None
+# Set by lens_core.spans: the scopes' ContextVars, the redaction cache (key -> redact?),
+# and the Python functions for what the fast path does not handle.
+cdef object _attrs_var = None
+cdef object _bucket_var = None
+cdef dict _redact_cache = {}
+cdef object _sanitize_one = None
+cdef object _slow_attributes = None
+cdef object _str_check = None
+
+
+def set_native(recorder):
+    """Make the compiled fast path record into ``recorder`` (a compiled Recorder), or
+    stop doing so (None): enabled spans then go through the span factory."""
+    global _native
+    _native = recorder if type(recorder) is Recorder else None
+
+
+def set_attribute_hooks(attrs_var, bucket_var, redact_cache, sanitize_one, slow_attributes, str_check=None):
+    """What the native fast path needs from lens_core.spans and lens_core.scopes."""
+    global _attrs_var, _bucket_var, _redact_cache, _sanitize_one, _slow_attributes, _str_check
+    _attrs_var, _bucket_var, _redact_cache = attrs_var, bucket_var, redact_cache
+    _sanitize_one, _slow_attributes, _str_check = sanitize_one, slow_attributes, str_check
+
+
+cdef object _var_get(object var):
+    cdef PyObject* value = NULL
+    if var is None:
+        return None
+    PyContextVar_Get(var, NULL, &value)
+    if value is NULL:
+        return None
+    result = <object>value
+    Py_DECREF(result)
+    return result
+
+
+cdef Span _native_span(Recorder rec, _Snapshot snap, Py_ssize_t gid, object group, object name,
+                       PyObject** kwvals, tuple kwnames, Py_ssize_t nkw, bint umbrella_req):
+    cdef Span span = Span.__new__(Span)
+    cdef PyObject* found
+    span._rec = rec
+    span.name = name
+    span.kind = 1
+    span._record_exc = True
+    info = snap.infos[gid] if 0 <= gid < len(snap.infos) else None
+    span.attrs = _gated_attributes(info, group, name, kwvals, kwnames, nkw, umbrella_req)
+    return span
+
+
+cdef dict _gated_attributes(object info, object group, object name, PyObject** kwvals, tuple kwnames,
+                            Py_ssize_t nkw, bint umbrella_req):
+    # spans._span_attributes in C for the common case; anything that warns goes there.
+    cdef dict merged
+    cdef tuple gi
+    cdef PyObject* hit
+    if info is None:
+        return _slow_attributes(group, name, {kwnames[i]: <object>kwvals[i] for i in range(nkw)}, umbrella_req)
+    gi = <tuple>info
+    umbrella = gi[1]
+    if (umbrella and gi[2] in kwnames) or (umbrella_req and not umbrella):
+        return _slow_attributes(group, name, {kwnames[i]: <object>kwvals[i] for i in range(nkw)}, umbrella_req)
+    scope = _var_get(_attrs_var)
+    merged = PyDict_Copy(scope) if scope is not None else {}
+    merged[_LENS_GROUP] = gi[0]
+    if umbrella:
+        merged[_LENS_UMBRELLA] = True
+    else:
+        override = _var_get(_bucket_var)
+        merged[gi[2]] = override if override else gi[3]
+    for i in range(nkw):
+        key = kwnames[i]
+        value = <object>kwvals[i]
+        kind = type(value)
+        if kind is int or kind is float or kind is bool:
+            merged[key] = value
+            continue
+        if kind is str:
+            hit = PyDict_GetItem(_redact_cache, key)
+            if hit is not NULL and (<object>hit) is False and (_str_check is None or _str_check(value) is value):
+                merged[key] = value
+                continue
+        _sanitize_one(merged, key, value, None)
+    return merged

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (import budget)
+    from types import TracebackType
+    from typing import Optional, Type
+
 __all__ = [
     "is_enabled",
     "managed_span",
     "null_span",
     "publish",
+    "set_attribute_hooks",
     "set_factories",
+    "set_native",
     "umbrella_span",
     "wrap_function",
 ]
@@ -20,11 +27,19 @@ class _NullSpan:
     """The one shared do-nothing context manager a disabled group hands out."""
 
     __slots__ = ()
-    # C callables that are not descriptors, so `with` binds no method object: NoneType()
-    # returns None for __enter__; "".format(*exc_info) returns "" (falsy: exceptions
-    # propagate) for __exit__. Measured ~2x cheaper than def methods in pure Python.
-    __enter__ = type(None)
-    __exit__ = "".format
+    if TYPE_CHECKING:  # what checkers see (as in _gate.pyi); the C callables below behave so
+
+        def __enter__(self) -> None: ...
+
+        def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                     tb: Optional[TracebackType]) -> None: ...
+
+    else:
+        # C callables that are not descriptors, so `with` binds no method object: NoneType()
+        # returns None for __enter__; "".format(*exc_info) returns "" (falsy: exceptions
+        # propagate) for __exit__. Measured ~2x cheaper than def methods in pure Python.
+        __enter__ = type(None)
+        __exit__ = "".format
 
     def __repr__(self):
         return "<lens null span>"
@@ -75,8 +90,18 @@ def set_factories(span_factory, call_factory):
     _call_factory = call_factory
 
 
-def publish(ids, bits):
-    """Swap in a new snapshot: ``ids`` (normalised name -> id), ``bits`` (int bitset)."""
+def set_native(recorder):
+    """Nothing to do here: the pure-Python gate always hands enabled spans to the span
+    factory (the compiled gate records into a compiled Recorder directly)."""
+
+
+def set_attribute_hooks(*hooks):
+    """Nothing to do here (the compiled gate's attribute fast path needs these)."""
+
+
+def publish(ids, bits, infos=None):
+    """Swap in a new snapshot: ``ids`` (normalised name -> id), ``bits`` (int bitset);
+    ``infos`` is for the compiled recorder and not needed here."""
     global _on
     _on = _Lookup(ids, int(bits))  # one reference assignment; readers never lock
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["IMPLEMENTATION", "gate", "publish", "set_factories", "use"]
+__all__ = ["IMPLEMENTATION", "gate", "publish", "recorder", "set_factories", "use"]
 
 # Public names whose object comes straight from the gate, and the modules that re-export them.
 GATE_EXPORTS = {
@@ -16,7 +16,9 @@ GATE_EXPORTS = {
 _REBIND_MODULES = ("lens_core", "lens_core.spans", "lens_core.state")
 _loaded = []  # every gate module loaded so far: all get each snapshot and factory
 _factories = None
-_snapshot = ({}, 0)
+_snapshot = ({}, 0, None)
+_native = None
+_hooks = None
 
 
 def _load(name: str):
@@ -41,13 +43,33 @@ else:
 _loaded.append(gate)
 
 
-def publish(ids, bits) -> None:
+def publish(ids, bits, infos=None) -> None:
     """Push a gate snapshot into every loaded implementation (wrappers made while another
-    implementation was active keep working)."""
+    implementation was active keep working). ``infos`` (id -> (name, umbrella, bucket_key,
+    bucket)) lets the compiled recorder stamp spans without calling back into Python."""
     global _snapshot
-    _snapshot = (ids, bits)
+    _snapshot = (ids, bits, infos)
     for module in _loaded:
-        module.publish(ids, bits)
+        module.publish(ids, bits, infos)
+
+
+def set_native(backend) -> None:
+    """Tell the compiled gate which backend is installed: a compiled Recorder is recorded
+    into directly; anything else goes through the span factory."""
+    global _native
+    _native = backend
+    for module in _loaded:
+        if hasattr(module, "set_native"):
+            module.set_native(backend)
+
+
+def set_attribute_hooks(*hooks) -> None:
+    """Hand the compiled gate what its attribute fast path needs (see _gate.set_attribute_hooks)."""
+    global _hooks
+    _hooks = hooks
+    for module in _loaded:
+        if hasattr(module, "set_attribute_hooks"):
+            module.set_attribute_hooks(*hooks)
 
 
 def set_factories(span_factory, call_factory) -> None:
@@ -67,6 +89,10 @@ def use(name: str) -> None:
         gate.publish(*_snapshot)
         if _factories is not None:
             gate.set_factories(*_factories)
+        if hasattr(gate, "set_native"):
+            gate.set_native(_native)
+            if _hooks is not None:
+                gate.set_attribute_hooks(*_hooks)
     for modname in _REBIND_MODULES:
         module = sys.modules.get(modname)
         if module is None:
@@ -76,3 +102,32 @@ def use(name: str) -> None:
                 setattr(module, public, getattr(gate, attr))
         if "IMPLEMENTATION" in vars(module):
             module.IMPLEMENTATION = name
+
+
+class _PythonRecorder:
+    """The pure-Python recorder and encoders, with the compiled module's names."""
+
+    def __init__(self):
+        from . import _encode_py, _recorder_py
+
+        for name in _recorder_py.__all__:
+            setattr(self, name, getattr(_recorder_py, name))
+        self.encode_traces_pb = _encode_py.encode_traces_pb
+        self.encode_traces_json = _encode_py.encode_traces_json
+        self.IMPLEMENTATION = "python"
+
+
+_recorders = {}
+
+
+def recorder():
+    """The span recorder and encoders that go with the active gate: ``Recorder``, ``Span``,
+    ``make_record``, ``encode_traces_pb``, ``encode_traces_json``, ``SAMPLE_*``."""
+    impl = _recorders.get(IMPLEMENTATION)
+    if impl is None:
+        if IMPLEMENTATION == "cython" and hasattr(gate, "Recorder"):
+            impl = gate
+        else:
+            impl = _PythonRecorder()
+        _recorders[IMPLEMENTATION] = impl
+    return impl

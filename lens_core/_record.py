@@ -1,18 +1,27 @@
 """Record: a small immutable value class (dataclasses would cost the import budget)."""
 
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (import budget)
+    from typing import Any, ClassVar, Dict, Tuple, TypeVar
+
+    _R = TypeVar("_R", bound="Record")
+
 __all__ = ["Record"]
 
 
 class Record:
     """Fields in ``_fields`` (in order), optional ``_defaults``; built from positional or
     keyword arguments; immutable, comparable, hashable; ``replace(**changes)`` copies.
-    Subclasses declare ``__slots__ = _fields`` and may override ``_validate``."""
+    Subclasses declare ``__slots__ = _fields`` and may override ``_validate``; they declare
+    each field as a class annotation too, so type checkers see it (``enabled: bool``)."""
 
     __slots__ = ()
-    _fields = ()
-    _defaults = {}
+    _fields: ClassVar[Tuple[str, ...]] = ()
+    _defaults: ClassVar[Dict[str, Any]] = {}
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         cls = type(self).__name__
         if len(args) > len(self._fields):
             raise TypeError(f"{cls}() takes at most {len(self._fields)} positional arguments ({len(args)} given)")
@@ -31,22 +40,22 @@ class Record:
             object.__setattr__(self, name, values[name])
         self._validate()
 
-    def _validate(self):
+    def _validate(self) -> None:
         """Check (and normalise with object.__setattr__) the fields; raise ValueError."""
 
-    def replace(self, **changes):
+    def replace(self: _R, **changes: Any) -> _R:
         """A copy with ``changes`` applied (the record itself is immutable)."""
         return type(self)(**{**{f: getattr(self, f) for f in self._fields}, **changes})
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable; use replace()")
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and all(getattr(self, f) == getattr(other, f) for f in self._fields)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(tuple(getattr(self, f) for f in self._fields))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
         return f"{type(self).__name__}({inner})"

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-import math
 import os
 
 from ._record import Record
+from .export_ranks import ExportRanks, parse_export_ranks
 
-__all__ = ["DEFAULT_SERVICE_NAME", "EXPORTERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (import budget)
+    from typing import Mapping, Optional, Tuple, Union
+
+__all__ = ["DEFAULT_SERVICE_NAME", "EXPORTERS", "RECORDERS", "ExportRanks", "LensConfig", "parse_bool", "parse_export_ranks"]
 
 #: The service name when neither LENS_SERVICE_NAME nor OTEL_SERVICE_NAME is set.
 DEFAULT_SERVICE_NAME = "lens"
 #: Exporter names a config may name (``auto``: OTLP if an endpoint is set, else file).
 EXPORTERS = ("auto", "otlp", "console", "file", "none")
+#: Span recorders: ``native`` (Lens's compact records) or ``sdk`` (OpenTelemetry SDK spans).
+RECORDERS = ("native", "sdk")
+_MAX_OPEN_SPANS = 10_000_000
+_MAX_BUFFER_MB = 65_536
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -27,62 +35,6 @@ def parse_bool(value: str, variable: str = "value") -> bool:
     raise ValueError(f"{variable}={value!r}: expected a boolean (one of {', '.join(_TRUE + _FALSE)})")
 
 
-class ExportRanks(Record):
-    """Which ranks export: mode ``all`` / ``first`` / ``last`` / ``per_node`` / ``list`` / ``sample``."""
-
-    _fields = __slots__ = ("mode", "ranks", "fraction")
-    _defaults = {"mode": "all", "ranks": (), "fraction": 1.0}
-
-    def exports(self, rank: int, world_size: int, local_rank: int = 0) -> bool:
-        """Whether ``rank`` of ``world_size`` exports. ``sample`` is deterministic per rank
-        (the same ranks export on every restart) and always includes rank 0."""
-        if self.mode == "all":
-            return True
-        if self.mode == "first":
-            return rank == 0
-        if self.mode == "last":
-            return rank == world_size - 1
-        if self.mode == "per_node":
-            return local_rank == 0
-        if self.mode == "list":
-            return rank in self.ranks
-        # sample: rank r exports when floor(r * F) steps up at r, which picks an evenly
-        # spread fraction F of the ranks (rank 0 always), the same ones on every restart.
-        return math.floor(rank * self.fraction) != math.floor((rank - 1) * self.fraction)
-
-    def __str__(self) -> str:
-        if self.mode == "list":
-            return ",".join(map(str, self.ranks))
-        if self.mode == "sample":
-            return f"sample:{self.fraction:g}"
-        return self.mode
-
-
-def parse_export_ranks(value, variable: str = "export_ranks") -> ExportRanks:
-    """Parse ``all``, ``first``, ``last``, ``per_node``, ``0,8,16`` or ``sample:0.05``."""
-    if isinstance(value, ExportRanks):
-        return value
-    allowed = "all, first, last, per_node, a list of ranks like 0,8,16, or sample:FRACTION (0 < F <= 1)"
-    text = str(value).strip().lower()
-    if text in ("all", "first", "last", "per_node"):
-        return ExportRanks(text)
-    if text.startswith("sample:"):
-        try:
-            fraction = float(text[len("sample:"):])
-        except ValueError:
-            fraction = -1.0
-        if not 0 < fraction <= 1:
-            raise ValueError(f"{variable}={value!r}: the sample fraction must be in (0, 1]; allowed: {allowed}")
-        return ExportRanks("sample", fraction=fraction)
-    try:
-        ranks = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
-    except ValueError:
-        ranks = ()
-    if not ranks or min(ranks) < 0:
-        raise ValueError(f"{variable}={value!r}: allowed: {allowed}")
-    return ExportRanks("list", ranks)
-
-
 class LensConfig(Record):
     """Telemetry settings for one process (immutable; ``replace(**changes)`` copies).
     Building or validating one imports no OpenTelemetry.
@@ -90,7 +42,9 @@ class LensConfig(Record):
     Fields and defaults: enabled=False, service_name="lens", span_groups="default",
     traces_enabled=True, metrics_enabled=True, logs_enabled=False, exporter="auto",
     file_dir="./lens-traces", export_ranks=all, run_id=None, user=None,
-    metric_export_interval_ms=10000, shutdown_timeout_ms=5000.
+    metric_export_interval_ms=10000, shutdown_timeout_ms=5000, trace_ranks=all (which
+    exporting ranks record traces; the others still export metrics and logs),
+    recorder="native" (or LENS_RECORDER), max_open_spans=10000, buffer_mb=32.
     """
 
     _defaults = {
@@ -107,25 +61,69 @@ class LensConfig(Record):
         "user": None,
         "metric_export_interval_ms": 10_000,
         "shutdown_timeout_ms": 5_000,
+        # New fields go last, so positional arguments keep working.
+        "trace_ranks": ExportRanks(),
+        # LENS_RECORDER picks the recorder of every config that does not name one, so a
+        # job (or CI) switches recorders without code changes.
+        "recorder": os.environ.get("LENS_RECORDER", "").strip().lower() or "native",
+        "max_open_spans": 10_000,
+        "buffer_mb": 32,
     }
     _fields = __slots__ = tuple(_defaults)
+    enabled: bool
+    service_name: str
+    span_groups: str
+    traces_enabled: bool
+    metrics_enabled: bool
+    logs_enabled: bool
+    exporter: str
+    file_dir: str
+    export_ranks: ExportRanks
+    run_id: Optional[str]
+    user: Optional[str]
+    metric_export_interval_ms: int
+    shutdown_timeout_ms: int
+    trace_ranks: ExportRanks
+    recorder: str
+    max_open_spans: int
+    buffer_mb: int
 
-    def _validate(self):
+    if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
+
+        def __init__(self, enabled: bool = False, service_name: str = DEFAULT_SERVICE_NAME,
+                     span_groups: str = "default", traces_enabled: bool = True, metrics_enabled: bool = True,
+                     logs_enabled: bool = False, exporter: str = "auto", file_dir: str = "./lens-traces",
+                     export_ranks: Union[str, ExportRanks] = ExportRanks(), run_id: Optional[str] = None,
+                     user: Optional[str] = None, metric_export_interval_ms: int = 10_000,
+                     shutdown_timeout_ms: int = 5_000, trace_ranks: Union[str, ExportRanks] = ExportRanks(),
+                     recorder: str = _defaults["recorder"],
+                     max_open_spans: int = 10_000, buffer_mb: int = 32) -> None: ...
+
+    def _validate(self) -> None:
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
+        object.__setattr__(self, "trace_ranks", parse_export_ranks(self.trace_ranks, "trace_ranks"))
         if self.exporter not in EXPORTERS:
             raise ValueError(f"exporter={self.exporter!r}: allowed: {', '.join(EXPORTERS)}")
         for name in ("metric_export_interval_ms", "shutdown_timeout_ms"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name}={value!r}: must be a positive integer (milliseconds)")
+        if self.recorder not in RECORDERS:
+            raise ValueError(f"recorder={self.recorder!r}: allowed: {', '.join(RECORDERS)}")
+        for name, most in (("max_open_spans", _MAX_OPEN_SPANS), ("buffer_mb", _MAX_BUFFER_MB)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+                raise ValueError(f"{name}={value!r}: must be an integer from 1 to {most}")
         if not isinstance(self.service_name, str) or not self.service_name.strip():
             raise ValueError(f"service_name={self.service_name!r}: must be a non-empty string")
 
     @classmethod
-    def from_env(cls, prefix: str = "LENS", fallback_prefix=None, environ=None) -> "LensConfig":
+    def from_env(cls, prefix: str = "LENS", fallback_prefix: Optional[str] = None,
+                 environ: Optional[Mapping[str, str]] = None) -> LensConfig:
         """Read ``<PREFIX>_ENABLED``, ``_SERVICE_NAME``, ``_SPAN_GROUPS``, ``_TRACES_ENABLED``,
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
-        ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``.
+        ``_TRACE_RANKS``, ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
+        ``_RECORDER``, ``_MAX_OPEN_SPANS``, ``_BUFFER_MB``.
 
         ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
         service name falls back to ``OTEL_SERVICE_NAME``. A bad value raises ValueError
@@ -157,10 +155,14 @@ class LensConfig(Record):
             ("exporter", "EXPORTER", "exporter"),
             ("file_dir", "FILE_DIR", "str"),
             ("export_ranks", "EXPORT_RANKS", "ranks"),
+            ("trace_ranks", "TRACE_RANKS", "ranks"),
             ("run_id", "RUN_ID", "str"),
             ("user", "USER", "str"),
             ("metric_export_interval_ms", "METRIC_EXPORT_INTERVAL_MS", "ms"),
             ("shutdown_timeout_ms", "SHUTDOWN_TIMEOUT_MS", "ms"),
+            ("recorder", "RECORDER", "recorder"),
+            ("max_open_spans", "MAX_OPEN_SPANS", "count"),
+            ("buffer_mb", "BUFFER_MB", "count"),
         ):
             var, raw = get(key)
             if var is None:
@@ -171,6 +173,15 @@ class LensConfig(Record):
                 if raw.lower() not in EXPORTERS:
                     raise ValueError(f"{var}={raw!r}: allowed exporters: {', '.join(EXPORTERS)}")
                 values[field] = raw.lower()
+            elif kind == "recorder":
+                if raw.lower() not in RECORDERS:
+                    raise ValueError(f"{var}={raw!r}: allowed recorders: {', '.join(RECORDERS)}")
+                values[field] = raw.lower()
+            elif kind == "count":
+                try:
+                    values[field] = int(raw)
+                except ValueError:
+                    raise ValueError(f"{var}={raw!r}: must be a positive integer") from None
             elif kind == "ranks":
                 values[field] = parse_export_ranks(raw, var)
             elif kind == "ms":

@@ -6,6 +6,13 @@ from . import _impl, _log, scopes, semconv, state
 from .registry import Bucket, SpanRegistry
 from .spans import sanitize_attributes
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (import budget)
+    from types import TracebackType
+    from typing import Any, Dict, Literal, Mapping, Optional, Type
+
+    from .typing import Span, SpanContextManager
+
 __all__ = [
     "EFFICIENCY_CATEGORY_BUCKET",
     "EfficiencySpan",
@@ -19,10 +26,10 @@ __all__ = [
 
 #: Category -> bucket (None: the span is emitted but never bucketed, because its wall clock
 #: overlaps other bucketed work). Consumers extend it with register_efficiency_categories.
-EFFICIENCY_CATEGORY_BUCKET = {}
+EFFICIENCY_CATEGORY_BUCKET: Dict[str, Optional[str]] = {}
 
 
-def register_efficiency_categories(mapping) -> None:
+def register_efficiency_categories(mapping: Mapping[str, Optional[str]]) -> None:
     """Declare categories and their buckets (a bucket name, or None for unbucketed)."""
     for category, bucket in mapping.items():
         if bucket is not None and bucket not in Bucket.ALL:
@@ -31,7 +38,7 @@ def register_efficiency_categories(mapping) -> None:
         EFFICIENCY_CATEGORY_BUCKET[category] = bucket
 
 
-def category_bucket(category: str):
+def category_bucket(category: str) -> Optional[str]:
     """The bucket of ``category``: from the table, else its prefix (``idle/x`` -> idle) when
     that names a bucket, else overhead (warned once) so it is never silently dropped."""
     if category in EFFICIENCY_CATEGORY_BUCKET:
@@ -68,7 +75,8 @@ def _efficiency_attributes(category, group, attrs):
     return sanitize_attributes(merged)
 
 
-def efficiency_span(category: str, group: str = "efficiency", tracer=None, **attrs):
+def efficiency_span(category: str, group: str = "efficiency", tracer: Any = None,
+                    **attrs: object) -> SpanContextManager:
     """A span over an idle wait: name ``rl.<category with / -> .>``, attribute
     ``rl.efficiency.category``, bucket from the category table. Gated on ``group``."""
     backend = state.installed_backend()
@@ -83,7 +91,7 @@ class EfficiencySpan:
 
     __slots__ = ("_backend", "span", "polls", "_ended")
 
-    def __init__(self, backend, span):
+    def __init__(self, backend: Any, span: Optional[Span]) -> None:
         self._backend = backend
         self.span = span
         self.polls = 0
@@ -91,9 +99,10 @@ class EfficiencySpan:
 
     def poll(self, n: int = 1) -> None:
         """Count ``n`` more polls of the wait (reported as ``rl.idle.polls``)."""
-        self.polls += n
+        if self.span is not None:  # the shared do-nothing one must not pile up every wait's polls
+            self.polls += n
 
-    def end(self, exc=None) -> None:
+    def end(self, exc: Optional[BaseException] = None) -> None:
         """End the span once (later calls do nothing), recording the poll count."""
         if self._ended or self.span is None:
             return
@@ -106,7 +115,8 @@ class EfficiencySpan:
 _NULL_EFFICIENCY = EfficiencySpan(None, None)
 
 
-def start_efficiency_span(category: str, group: str = "efficiency", tracer=None, **attrs) -> EfficiencySpan:
+def start_efficiency_span(category: str, group: str = "efficiency", tracer: Any = None,
+                          **attrs: object) -> EfficiencySpan:
     """Start an efficiency span the caller ends; returns a shared do-nothing EfficiencySpan
     when ``group`` is off (so call sites need no None checks)."""
     backend = state.installed_backend()
@@ -126,28 +136,32 @@ class IdleWait:
         wait.done()                 # ends it with rl.idle.polls = number of polls
     """
 
-    __slots__ = ("_category", "_group", "_tracer", "_attrs", "_span")
+    __slots__ = ("_category", "_group", "_tracer", "_attrs", "_span", "_polls")
 
-    def __init__(self, category: str, group: str = "efficiency", tracer=None, **attrs):
+    def __init__(self, category: str, group: str = "efficiency", tracer: Any = None, **attrs: object) -> None:
         self._category = category
         self._group = group
         self._tracer = tracer
         self._attrs = attrs
-        self._span = None
+        self._span: Optional[EfficiencySpan] = None
+        self._polls = 0  # counted here: with the group off, the span is a shared do-nothing one
 
     def starved(self) -> None:
         """Record one starved poll, opening the span on the first."""
         if self._span is None:
             self._span = start_efficiency_span(self._category, self._group, self._tracer, **self._attrs)
         self._span.poll()
+        self._polls += 1
 
     def done(self) -> int:
-        """End the wait's span (if any poll starved); returns how many polls it covered."""
+        """End the wait's span (if any poll starved); returns how many polls it covered,
+        whether or not its group is on."""
         span, self._span = self._span, None
+        polls, self._polls = self._polls, 0
         if span is None:
             return 0
         span.end()
-        return span.polls
+        return polls
 
 
 class _DeferredChild:
@@ -161,7 +175,7 @@ class _DeferredChild:
         self._tracer = tracer
         self._backend = None
 
-    def __enter__(self):
+    def __enter__(self) -> Optional[Span]:
         backend = state.installed_backend()
         if backend is None or not _impl.gate.is_enabled(self._group):
             return None
@@ -174,7 +188,8 @@ class _DeferredChild:
         self._backend, self._span, self._token = backend, span, token
         return span
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         backend, self._backend = self._backend, None
         if backend is not None:
             try:
@@ -184,7 +199,8 @@ class _DeferredChild:
         return False
 
 
-def deferred_child_span(group: str, name: str, carrier, *, iteration=None, tracer=None, **attrs):
+def deferred_child_span(group: str, name: str, carrier: Optional[Mapping[str, str]], *,
+                        iteration: Optional[int] = None, tracer: Any = None, **attrs: object) -> SpanContextManager:
     """A span for work that outlives its parent on another thread (the checkpoint
     ``finalize`` pattern): parented on ``carrier`` (captured with current_trace_carrier()
     inside the parent), never bucketed (it overlaps later steps), ``rl.iteration`` set

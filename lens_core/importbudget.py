@@ -3,7 +3,8 @@
 Runs ``python -X importtime -c "import MODULE"`` in fresh interpreters (after one warm-up
 run that writes bytecode caches), takes the best of ``--runs`` cumulative times (these
 machines are shared and noisy; the minimum is the least disturbed run), and exits 1 when
-the budget is exceeded or a forbidden module was imported, listing the top offenders.
+the budget is exceeded or a forbidden module was imported, listing the top offenders, and 2
+(one line on stderr) when the module does not exist.
 """
 
 from __future__ import annotations
@@ -13,7 +14,21 @@ import os
 import subprocess
 import sys
 
-__all__ = ["ImportSample", "main", "measure"]
+__all__ = ["ImportFailed", "ImportSample", "add_arguments", "main", "measure", "run"]
+
+# The exit statuses of otel_bridge.exitcodes (lens_core cannot import otel_bridge).
+_EXIT_FAILED, _EXIT_USAGE = 1, 2
+
+
+class ImportFailed(RuntimeError):
+    """``import MODULE`` failed in the child interpreter; ``reason`` is its last error line and
+    ``not_found`` is True when the module (or a parent package) does not exist."""
+
+    def __init__(self, module: str, reason: str, not_found: bool):
+        super().__init__(f"`import {module}` failed: {reason}")
+        self.module = module
+        self.reason = reason
+        self.not_found = not_found
 
 
 class ImportSample:
@@ -66,7 +81,11 @@ def _run(module: str, python: str, env) -> ImportSample:
     proc = subprocess.run([python, "-X", "importtime", "-c", f"import {module}"],
                           capture_output=True, text=True, env=env, timeout=120)
     if proc.returncode != 0:
-        raise RuntimeError(f"`import {module}` failed:\n{proc.stderr.strip()[-2000:]}")
+        errors = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("import time:")]
+        reason = errors[-1].strip() if errors else f"exit status {proc.returncode}"
+        parts = module.split(".")
+        missing = {f"No module named '{'.'.join(parts[:i])}'" for i in range(1, len(parts) + 1)}
+        raise ImportFailed(module, reason, any(reason.endswith(m) for m in missing))
     return _parse(proc.stderr)
 
 
@@ -79,18 +98,25 @@ def measure(module: str, runs: int = 7, python: str = sys.executable):
     return min(samples, key=lambda s: s.cumulative_us(module))
 
 
-def main(argv=None) -> int:
-    """Command-line entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m lens_core.importbudget", description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``MODULE``, ``--max-ms``, ``--forbid``, ``--runs`` and ``--top`` to ``parser``."""
     parser.add_argument("module", help="module to import, e.g. lens_core")
     parser.add_argument("--max-ms", type=float, required=True, help="budget for the cumulative import time")
     parser.add_argument("--forbid", action="append", default=[], metavar="PREFIX",
                         help="a top-level package that must not be imported (repeatable)")
     parser.add_argument("--runs", type=int, default=7, help="measured runs; the best one counts (default 7)")
     parser.add_argument("--top", type=int, default=10, help="offenders to list on failure")
-    args = parser.parse_args(argv)
 
-    sample = measure(args.module, args.runs)
+
+def run(args: argparse.Namespace, prog: str = "python -m lens_core.importbudget") -> int:
+    """Measure and judge for parsed arguments; the result goes to stdout, errors to stderr."""
+    try:
+        sample = measure(args.module, args.runs)
+    except ImportFailed as exc:
+        # One line, not the child's traceback and -X importtime output: a module that does
+        # not exist is a usage error, one that fails while importing fails the check.
+        print(f"{prog}: cannot import {args.module!r}: {exc.reason}", file=sys.stderr)
+        return _EXIT_USAGE if exc.not_found else _EXIT_FAILED
     took_ms = sample.cumulative_us(args.module) / 1000
     forbidden = sorted({m for m in sample.imported() for p in args.forbid if m == p or m.startswith(p + ".")})
     ok = took_ms <= args.max_ms and not forbidden
@@ -101,7 +127,15 @@ def main(argv=None) -> int:
         print("top offenders (self time):")
         for name, self_us, cumulative_us, _ in sample.top(args.module, args.top):
             print(f"  {self_us / 1000:8.2f} ms self  {cumulative_us / 1000:8.2f} ms cumulative  {name}")
-    return 0 if ok else 1
+    return 0 if ok else _EXIT_FAILED
+
+
+def main(argv=None) -> int:
+    """Command-line entry point; returns the exit status."""
+    prog = "python -m lens_core.importbudget"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv), prog)
 
 
 if __name__ == "__main__":

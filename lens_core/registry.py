@@ -7,9 +7,9 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it would cost the import budget
-    from typing import Callable, Iterable, List, Mapping, Optional, Tuple
+    from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Union
 
-from . import semconv
+from . import _log, semconv
 from ._record import Record
 
 __all__ = ["ALL", "Bucket", "GroupInfo", "SpanRegistry", "describe_registered", "normalize_name"]
@@ -49,6 +49,13 @@ class GroupInfo(Record):
     """
 
     _fields = __slots__ = ("name", "id", "owners", "umbrella", "bucket", "bucket_key", "declared")
+    name: str
+    id: int
+    owners: Tuple[str, ...]
+    umbrella: bool
+    bucket: Optional[str]
+    bucket_key: str
+    declared: bool
 
 
 class _Namespace(Record):
@@ -65,7 +72,40 @@ class _View(Record):
 _EMPTY_VIEW = _View({}, {}, {ALL: frozenset()}, {}, 0)
 
 
-def _split_spec(spec) -> List[str]:
+# Which declaration of a shared group wins (lowest first): see SpanRegistry.register.
+_RANK = {None: 0, Bucket.WASTED: 1, Bucket.IDLE: 2, Bucket.OVERHEAD: 3, Bucket.PRODUCTIVE: 4}
+
+
+def _precedence(declaration) -> Tuple[int, str]:
+    namespace, _umbrella, bucket, _key = declaration
+    return _RANK[bucket], namespace
+
+
+def _classification(declaration) -> tuple:
+    # What a declaration stamps: an umbrella stamps nothing, whatever its bucket_key.
+    _namespace, umbrella, bucket, key = declaration
+    return ("umbrella",) if umbrella else ("bucket", bucket, key)
+
+
+def _describe(declaration) -> str:
+    namespace, umbrella, bucket, key = declaration
+    if umbrella:
+        return f"{namespace!r} declares it an umbrella"
+    keyed = "" if key == semconv.RL_BUCKET else f" under {key!r}"
+    return f"{namespace!r} declares it bucket {bucket!r}{keyed}"
+
+
+def _conflict_message(group: str, winner, declarations) -> str:
+    return (
+        f"span group {group!r} is declared differently by the namespaces that share it: "
+        f"{'; '.join(_describe(d) for d in sorted(declarations))}. Using {winner[0]!r}'s declaration: "
+        "an umbrella wins (never bucketed, so never counted twice), then the bucket claiming the "
+        "least goodput (wasted, idle, overhead, productive), then the namespace name; import order "
+        "never decides. Declare the group the same way in every namespace to silence this."
+    )
+
+
+def _split_spec(spec: Union[str, Iterable[str], None]) -> List[str]:
     if spec is None:
         return []
     if isinstance(spec, str):
@@ -115,6 +155,13 @@ class SpanRegistry:
         A group another namespace owns needs ``allow_override=True`` (both then own it).
         Re-registering a namespace needs ``allow_override=True`` and replaces it whole.
         Preset members may name groups registered earlier by other namespaces.
+
+        When owners of a shared group declare it differently (umbrella or bucket), one
+        warning names every declaration, and the one that claims the least goodput wins,
+        whatever the import order: an umbrella (never bucketed, so its time is never
+        counted twice), then ``wasted``, ``idle``, ``overhead``, ``productive``; between
+        equal buckets under different ``bucket_key``s, the namespace whose name sorts
+        first. An explicit declaration beats an owner that declared nothing.
         """
         ns = normalize_name(namespace, "namespace")
         if isinstance(groups, str):
@@ -178,7 +225,9 @@ class SpanRegistry:
                     )
                 preset_map[preset] = member_set
             others[ns] = _Namespace(ns, group_names, preset_map, bucket_map, umbrella_set, bucket_key.strip())
-            cls._publish(others)
+            conflicts = cls._publish(others)
+        for message in conflicts:  # outside the lock: logging may take its own locks
+            _log.warn_once(message, message)
         cls._notify(ns)
 
     @classmethod
@@ -201,31 +250,41 @@ class SpanRegistry:
         cls._notify(None)
 
     @classmethod
-    def _publish(cls, namespaces: Mapping[str, _Namespace]) -> None:
+    def _publish(cls, namespaces: Mapping[str, _Namespace]) -> List[str]:
         # Called with the lock held: derive groups, ids and presets, then swap the view.
+        # Returns a warning per shared group whose owners declare it differently.
         ids = dict(cls._view.ids)  # ids are stable: a group keeps its id if re-registered
-        groups = {}
+        owners: dict = {}
+        declared: dict = {}  # group -> [(namespace, umbrella, bucket, bucket_key)], explicit only
         for ns in namespaces.values():  # insertion order = registration order
             for g in ns.groups:
                 if g not in ids:
                     ids[g] = cls._next_id
                     cls._next_id += 1
-                declared = g in ns.buckets or g in ns.umbrellas
-                prev = groups.get(g)
-                owners = (prev.owners if prev else ()) + (ns.name,)
-                if prev is not None and (prev.declared or not declared):
-                    # an earlier owner's declaration stands unless this one is explicit
-                    groups[g] = GroupInfo(g, ids[g], owners, prev.umbrella, prev.bucket, prev.bucket_key, prev.declared)
-                    continue
-                umbrella = g in ns.umbrellas
-                bucket = None if umbrella else ns.buckets.get(g, Bucket.DEFAULT)
-                groups[g] = GroupInfo(g, ids[g], owners, umbrella, bucket, ns.bucket_key, declared)
+                owners[g] = owners.get(g, ()) + (ns.name,)
+                if g in ns.umbrellas or g in ns.buckets:
+                    umbrella = g in ns.umbrellas
+                    declared.setdefault(g, []).append(
+                        (ns.name, umbrella, None if umbrella else ns.buckets[g], ns.bucket_key))
+        groups = {}
+        conflicts = []
+        for g, who in owners.items():
+            decls = declared.get(g)
+            if not decls:  # nobody declared it: a default leaf, under the first owner's key by name
+                key = namespaces[min(who)].bucket_key
+                groups[g] = GroupInfo(g, ids[g], who, False, Bucket.DEFAULT, key, False)
+                continue
+            _ns, umbrella, bucket, key = win = min(decls, key=_precedence)
+            groups[g] = GroupInfo(g, ids[g], who, umbrella, bucket, key, True)
+            if len({_classification(d) for d in decls}) > 1:
+                conflicts.append(_conflict_message(g, win, decls))
         presets = {}
         for ns in namespaces.values():
             for p, members in ns.presets.items():
                 presets[p] = presets.get(p, frozenset()) | (members & groups.keys())
         presets[ALL] = frozenset(groups)
         cls._view = _View(dict(namespaces), groups, presets, ids, cls._view.version + 1)
+        return conflicts
 
     @classmethod
     def add_listener(cls, listener: Callable[[Optional[str]], None]) -> None:
@@ -247,17 +306,17 @@ class SpanRegistry:
         return cls._view
 
     @classmethod
-    def groups(cls) -> frozenset:
+    def groups(cls) -> FrozenSet[str]:
         """Every registered group name."""
         return frozenset(cls._view.groups)
 
     @classmethod
-    def presets(cls) -> dict:
+    def presets(cls) -> Dict[str, FrozenSet[str]]:
         """Preset name -> groups, unioned across namespaces, including ``all``."""
         return dict(cls._view.presets)
 
     @classmethod
-    def namespaces(cls) -> dict:
+    def namespaces(cls) -> Dict[str, FrozenSet[str]]:
         """Namespace -> the groups it registered."""
         return {n: frozenset(s.groups) for n, s in cls._view.namespaces.items()}
 
@@ -279,7 +338,8 @@ class SpanRegistry:
         return bool(info and info.umbrella)
 
     @classmethod
-    def resolve(cls, spec, view: Optional[_View] = None) -> Tuple[frozenset, frozenset]:
+    def resolve(cls, spec: Union[str, Iterable[str], None],
+                view: Optional[_View] = None) -> Tuple[FrozenSet[str], FrozenSet[str]]:
         """Resolve a spec to ``(enabled groups, pending entries)``; never raises for unknowns.
 
         Entries are presets or group names, unioned; entries starting with ``-`` are
@@ -300,7 +360,7 @@ class SpanRegistry:
         return frozenset(add - remove), frozenset(pending)
 
     @classmethod
-    def validate(cls, spec) -> frozenset:
+    def validate(cls, spec: Union[str, Iterable[str], None]) -> FrozenSet[str]:
         """Strict resolve for tools: raise ValueError listing unknown entries and valid names."""
         enabled, pending = cls.resolve(spec)
         if pending:

@@ -11,6 +11,11 @@ from contextvars import ContextVar
 from . import semconv
 from .registry import Bucket
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (import budget)
+    from types import TracebackType
+    from typing import Any, Dict, Literal, Optional, Type
+
 __all__ = [
     "bucket_scope",
     "current_bucket_override",
@@ -31,16 +36,17 @@ class _Scope:
 
     __slots__ = ("_var", "_value", "_token")
 
-    def __init__(self, var, value):
+    def __init__(self, var: ContextVar[Any], value: object) -> None:
         self._var = var
         self._value = value
         self._token = None
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         self._token = self._var.set(self._value)
         return None
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         self._var.reset(self._token)
         return False
 
@@ -51,10 +57,12 @@ class span_attributes(_Scope):
 
     __slots__ = ()
 
-    def __init__(self, **attrs):
-        super().__init__(_ATTRS, attrs)
+    def __init__(self, **attrs: object) -> None:
+        from .spans import sanitize_attributes  # sanitised once here, not on every span
 
-    def __enter__(self):
+        super().__init__(_ATTRS, sanitize_attributes(attrs))
+
+    def __enter__(self) -> None:
         outer = _ATTRS.get()
         self._token = _ATTRS.set({**outer, **self._value} if outer else dict(self._value))
         return None
@@ -83,11 +91,11 @@ def in_per_prompt_scope() -> bool:
     return _PER_PROMPT.get()
 
 
-def current_scope_attributes():
+def current_scope_attributes() -> Optional[Dict[str, Any]]:
     """The attributes the enclosing span_attributes scopes stamp (a dict), or None."""
     return _ATTRS.get()
 
 
-def current_bucket_override():
+def current_bucket_override() -> Optional[str]:
     """The bucket the enclosing bucket_scope imposes on leaf spans, or None."""
     return _BUCKET.get()

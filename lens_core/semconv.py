@@ -9,6 +9,13 @@ __all__ = [
     "GEN_AI_OPERATION_NAME",
     "GEN_AI_REQUEST_MODEL",
     "GEN_AI_TOKEN_TYPE",
+    "GYM_ROLLOUT_DURATION",
+    "GYM_SERVERS_ACTIVE",
+    "GYM_SERVER_REQUEST_DURATION",
+    "GYM_VERIFY_COUNT",
+    "GYM_VERIFY_DURATION",
+    "GYM_VERIFY_OUTCOME",
+    "GYM_VERIFY_SUCCESS_RATE",
     "HOST_NAME",
     "K8S_CONTAINER_NAME",
     "K8S_JOB_NAME",
@@ -25,6 +32,7 @@ __all__ = [
     "LENS_SPANS_UNENDED",
     "LENS_SPAN_CLAMPED",
     "LENS_SPAN_TRUNCATED",
+    "LENS_TRUNCATION_REASON",
     "LENS_UMBRELLA",
     "NEMO_PRECISION",
     "NEMO_RUN_ID",
@@ -74,6 +82,8 @@ __all__ = [
     "RL_NUM_PROMPT_GROUPS",
     "RL_POLICY_LOSS",
     "RL_PPO_EPOCH",
+    "RL_RESPONSE_LENGTH",
+    "RL_RESPONSE_MEAN_LENGTH",
     "RL_REWARD_MEAN",
     "RL_ROLLOUT_ATTEMPT",
     "RL_ROLLOUT_DURATION",
@@ -94,6 +104,8 @@ __all__ = [
     "SLURM_NTASKS",
     "SLURM_PARTITION",
     "SLURM_RESTART_COUNT",
+    "TELEMETRY_DISTRO_NAME",
+    "TELEMETRY_DISTRO_VERSION",
     "THREAD_ID",
     "THREAD_NAME",
 ]
@@ -102,6 +114,7 @@ __all__ = [
 RL_BUCKET = "rl.bucket"  # goodput bucket: productive / overhead / idle / wasted
 LENS_SPAN_TRUNCATED = "lens.span.truncated"  # the span was cut short (e.g. at shutdown)
 LENS_SPAN_CLAMPED = "lens.span.clamped"  # an explicit interval had start > end; made zero-length
+LENS_TRUNCATION_REASON = "lens.truncation.reason"  # on the truncation event: why (e.g. shutdown)
 LENS_GROUP = "lens.group"  # the span group that gated the span (absent on ungated spans)
 LENS_UMBRELLA = "lens.umbrella"  # true on umbrella spans (which never carry a bucket)
 
@@ -144,6 +157,8 @@ SERVICE_NAME = "service.name"
 SERVICE_VERSION = "service.version"
 SERVICE_INSTANCE_ID = "service.instance.id"
 HOST_NAME = "host.name"
+TELEMETRY_DISTRO_NAME = "telemetry.distro.name"  # the distribution that made the telemetry: lens
+TELEMETRY_DISTRO_VERSION = "telemetry.distro.version"
 PROCESS_PID = "process.pid"
 THREAD_ID = "thread.id"  # span attribute: the thread that started the span
 THREAD_NAME = "thread.name"
@@ -211,6 +226,17 @@ RL_LEARNING_RATE = "rl.learning_rate"
 RL_TOKENS_THROUGHPUT = "rl.throughput.tokens"  # {token}/s
 RL_GENERATION_DURATION = "rl.generation.duration"  # s
 RL_ROLLOUT_DURATION = "rl.rollout.duration"  # s
+RL_RESPONSE_LENGTH = "rl.response.length"  # {token}, histogram: one value per response
+RL_RESPONSE_MEAN_LENGTH = "rl.response.mean_length"  # {token}, gauge: the batch mean
+
+# ---- metrics: Gym environment servers ------------------------------------------------------
+GYM_ROLLOUT_DURATION = "gym.rollout.duration"  # s, one rollout (an agent server's /run)
+GYM_VERIFY_DURATION = "gym.verify.duration"  # s, one verification
+GYM_VERIFY_COUNT = "gym.verify.count"  # {verification}, counter split by GYM_VERIFY_OUTCOME
+GYM_VERIFY_OUTCOME = "gym.verify.outcome"  # attribute: success / failure
+GYM_VERIFY_SUCCESS_RATE = "gym.verify.success_rate"  # 1, gauge: the caller's success fraction
+GYM_SERVERS_ACTIVE = "gym.servers.active"  # {server}, up-down counter summed across processes
+GYM_SERVER_REQUEST_DURATION = "gym.server.request.duration"  # s, one request a Gym server answered
 
 # ---- metrics: training steps --------------------------------------------------------------
 NV_DL_TRAINING_STEP_DURATION = "nv.dl.training.step.duration"  # s

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from . import _impl, _log, _stepping, scopes, state
+from . import _impl, _log, _stepping, scopes, semconv, state
 from .carrier import is_valid_carrier
 from .registry import SpanRegistry
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (import budget)
+    from types import TracebackType
+    from typing import Any, Collection, Dict, Literal, Mapping, Optional, Type, TypeVar, Union
+
+    from .typing import Span, SpanContextManager, SpanDecorator
+
+    _T = TypeVar("_T")
 
 __all__ = [
     "DEFAULT_REDACT_KEYS",
     "REDACTED",
     "current_trace_carrier",
+    "describe_exception",
     "dropped_attribute_count",
     "is_span_group_enabled",
     "managed_span",
@@ -23,10 +33,13 @@ __all__ = [
     "umbrella_trace_fn",
 ]
 
-# The disabled fast paths live in the gate; these names are rebound if tests switch it.
-managed_span = _impl.gate.managed_span
-umbrella_span = _impl.gate.umbrella_span
-is_span_group_enabled = _impl.gate.is_enabled
+if TYPE_CHECKING:  # checkers read the gate's stub (_gate.pyi), which both gates match
+    from ._gate import is_enabled as is_span_group_enabled
+    from ._gate import managed_span, umbrella_span
+else:  # the disabled fast paths live in the gate; these names are rebound if tests switch it
+    managed_span = _impl.gate.managed_span
+    umbrella_span = _impl.gate.umbrella_span
+    is_span_group_enabled = _impl.gate.is_enabled
 
 # ---- attribute safety ---------------------------------------------------------------------
 
@@ -50,7 +63,7 @@ def _is_redacted_key(key: str, redact_keys) -> bool:
     return any(part in redact_keys for part in parts)
 
 
-def redact_value(key: str, value, redact_keys=None):
+def redact_value(key: str, value: _T, redact_keys: Optional[Collection[str]] = None) -> Union[_T, str]:
     """``REDACTED`` when ``key`` (or any of its ``.``/``_``/``-`` parts) is in
     ``redact_keys`` (default DEFAULT_REDACT_KEYS) and the value carries text; numbers and
     booleans are returned unchanged."""
@@ -143,12 +156,28 @@ def _sanitize_one(out, key, value, redact_keys) -> None:
     out[key] = redact_value(key, clean, redact_keys)
 
 
+def describe_exception(exc, with_type: bool = True) -> str:
+    """``"Type: message"`` (or just the message) for a span's status and exception event;
+    never raises, even when the exception's ``__str__`` does."""
+    try:
+        message = str(exc)
+    except BaseException:  # noqa: BLE001 - a broken __str__ must not replace the user's error
+        try:
+            message = f"<{type(exc).__name__}.__str__ raised>"
+        except BaseException:  # noqa: BLE001
+            message = "<unprintable exception>"
+    if not with_type:
+        return message
+    return f"{type(exc).__name__}: {message}"
+
+
 def dropped_attribute_count() -> int:
     """How many attribute values were dropped because of their type (None is not counted)."""
     return _dropped
 
 
-def safe_set_span_attributes(span, attrs, redact_keys=None) -> None:
+def safe_set_span_attributes(span: Optional[Span], attrs: Optional[Mapping[str, object]],
+                             redact_keys: Optional[Collection[str]] = None) -> None:
     """Set sanitised ``attrs`` on ``span``; a ``None`` span (a disabled group) is fine.
     ``redact_keys`` defaults to DEFAULT_REDACT_KEYS."""
     if span is None or not attrs:
@@ -169,10 +198,14 @@ def safe_set_span_attributes(span, attrs, redact_keys=None) -> None:
 # measured as a visible share of the enabled path's cost).
 _scope_attributes = scopes._ATTRS.get
 _bucket_override = scopes._BUCKET.get
+_LENS_GROUP = semconv.LENS_GROUP
+_LENS_UMBRELLA = semconv.LENS_UMBRELLA
 
 
 def _span_attributes(group, name, attrs, umbrella_requested):
-    """Scope attributes, then the bucket, then the call site's attributes (which win)."""
+    """Scope attributes, then what the group stamps (``lens.group``, then the bucket or
+    ``lens.umbrella``), then the call site's attributes (which win). Scope attributes were
+    sanitised when the scope was entered."""
     scope = _scope_attributes()
     merged = dict(scope) if scope else {}
     if group is None:
@@ -183,7 +216,9 @@ def _span_attributes(group, name, attrs, umbrella_requested):
         if info is None:
             info = groups.get(group.strip().lower())
     if info is not None:
+        merged[_LENS_GROUP] = info.name
         if info.umbrella:
+            merged[_LENS_UMBRELLA] = True
             if info.bucket_key in attrs:
                 _warn_once(("umbrella-bucket", name), f"span {name!r} of umbrella group {info.name!r} "
                            f"was given {info.bucket_key}=; umbrellas are never bucketed, dropped")
@@ -193,12 +228,6 @@ def _span_attributes(group, name, attrs, umbrella_requested):
                 _warn_once(("umbrella-leaf", name), f"umbrella span {name!r} was opened with leaf group "
                            f"{info.name!r}; emitting it as a leaf (bucket {info.bucket})")
             merged[info.bucket_key] = _bucket_override() or info.bucket
-    if scope:
-        if attrs:
-            merged.update(attrs)
-        return sanitize_attributes(merged)
-    # No scope (the common case): merged holds at most the bucket, which the call site's
-    # attributes override, so sanitise them straight into it instead of merging first.
     if attrs:
         _sanitize_into(merged, attrs)
     return merged
@@ -217,6 +246,7 @@ def _call_factory(traced, args, kwargs):
 
 
 _impl.set_factories(_span_factory, _call_factory)
+_impl.set_attribute_hooks(scopes._ATTRS, scopes._BUCKET, _redact_cache, _sanitize_one, _span_attributes)
 
 
 class _SpanSteps:
@@ -276,18 +306,19 @@ def _decorator(group, name, tracer, umbrella):
     return decorate
 
 
-def trace_fn(group: str, name=None, tracer=None):
+def trace_fn(group: str, name: Optional[str] = None, tracer: Any = None) -> SpanDecorator:
     """Decorator: run each call in a span of ``group`` (decided per call; the span covers
     the awaited / iterated work of coroutines and generators). Keeps the metadata."""
     return _decorator(group, name, tracer, False)
 
 
-def umbrella_trace_fn(group: str, name=None, tracer=None):
+def umbrella_trace_fn(group: str, name: Optional[str] = None, tracer: Any = None) -> SpanDecorator:
     """trace_fn for umbrella groups (never bucketed)."""
     return _decorator(group, name, tracer, True)
 
 
-def span_cm(name: str, tracer=None, record_exception: bool = True, context=None, **attrs):
+def span_cm(name: str, tracer: Any = None, record_exception: bool = True, context: Any = None,
+            **attrs: object) -> SpanContextManager:
     """An ungated span (still off when no backend is installed). ``context`` parents it on
     a remote context: a W3C carrier mapping or a backend context object."""
     backend = state.installed_backend()
@@ -299,7 +330,7 @@ def span_cm(name: str, tracer=None, record_exception: bool = True, context=None,
 # ---- carriers -----------------------------------------------------------------------------
 
 
-def current_trace_carrier() -> dict:
+def current_trace_carrier() -> Dict[str, str]:
     """The current span's context as a W3C carrier; ``{}`` when nothing is recording."""
     backend = state.installed_backend()
     return backend.current_carrier() if backend is not None else {}
@@ -311,19 +342,20 @@ class remote_trace_context:
 
     __slots__ = ("_carrier", "_backend", "_token")
 
-    def __init__(self, carrier):
+    def __init__(self, carrier: Optional[Mapping[str, str]]) -> None:
         self._carrier = carrier
         self._backend = None
         self._token = None
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         backend = state.installed_backend()
         if backend is not None and is_valid_carrier(self._carrier):
             self._token = backend.attach_carrier(self._carrier)
             self._backend = backend if self._token is not None else None
         return None
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         if self._backend is not None:
             self._backend.release(self._token)
             self._backend = self._token = None

@@ -8,6 +8,12 @@ import os
 from . import _impl, _log
 from .registry import ALL, SpanRegistry, describe_registered, normalize_name
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (import budget)
+    from typing import Any, Callable, Dict, FrozenSet, Iterable, Mapping, Optional, Union
+
+    from .backend import SpanBackend
+
 __all__ = [
     "enabled_span_groups",
     "get_pp_trace_carrier",
@@ -32,7 +38,7 @@ _backend = None
 _seen_namespaces: frozenset = frozenset()
 _pp_trace_carrier: dict = {}
 
-is_span_group_enabled = _impl.gate.is_enabled
+is_span_group_enabled: Callable[[str], bool] = _impl.gate.is_enabled
 
 
 def _warn_once(message: str) -> None:
@@ -65,7 +71,8 @@ def _apply(registry_changed_ns=None) -> None:
     bits = 0
     for group in effective:
         bits |= 1 << view.ids[group]
-    _impl.publish(view.ids, bits)
+    infos = {info.id: (info.name, info.umbrella, info.bucket_key, info.bucket) for info in view.groups.values()}
+    _impl.publish(view.ids, bits, infos)
 
 
 def _report_spec(view) -> None:
@@ -108,7 +115,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def set_span_group_spec(spec) -> frozenset:
+def set_span_group_spec(spec: Union[str, Iterable[str], None]) -> FrozenSet[str]:
     """Retain ``spec`` (presets/groups, comma list) and enable what it resolves to, now and
     after every later registration. Returns the enabled set. Never raises for unknown names."""
     global _spec, _pinned
@@ -120,7 +127,7 @@ def set_span_group_spec(spec) -> frozenset:
         return _configured
 
 
-def set_enabled_span_groups(groups) -> frozenset:
+def set_enabled_span_groups(groups: Union[str, Iterable[str]]) -> FrozenSet[str]:
     """Pin an explicit set of group names (drops any retained spec); ``all`` pins every
     group, present and future. Unregistered names stay pending until registered. Returns
     the enabled set."""
@@ -132,17 +139,17 @@ def set_enabled_span_groups(groups) -> frozenset:
         return _configured
 
 
-def enabled_span_groups() -> frozenset:
+def enabled_span_groups() -> FrozenSet[str]:
     """The groups that are on now: empty while no span backend is installed."""
     return _configured if _backend is not None else frozenset()
 
 
-def pending_span_groups() -> frozenset:
+def pending_span_groups() -> FrozenSet[str]:
     """Spec entries or pinned names that matched nothing registered (yet)."""
     return _pending
 
 
-def installed_backend():
+def installed_backend() -> Optional[SpanBackend]:
     """The installed span backend, or None (then every group is off)."""
     return _backend
 
@@ -152,10 +159,11 @@ def _set_backend(backend) -> None:
     global _backend
     with _lock:
         _backend = backend
+        _impl.set_native(backend)
         _apply()
 
 
-def span_group_diagnostics() -> dict:
+def span_group_diagnostics() -> Dict[str, Any]:
     """A snapshot for tools: spec, pinned set, configured/enabled/pending groups, backend."""
     with _lock:
         return {
@@ -177,12 +185,12 @@ def _reset_for_tests() -> None:
         _apply()
 
 
-def set_pp_trace_carrier(carrier) -> None:
+def set_pp_trace_carrier(carrier: Optional[Mapping[str, str]]) -> None:
     """Store the pipeline-parallel trace carrier (set at setup, read from any thread)."""
     global _pp_trace_carrier
     _pp_trace_carrier = dict(carrier or {})
 
 
-def get_pp_trace_carrier() -> dict:
+def get_pp_trace_carrier() -> Dict[str, str]:
     """The pipeline-parallel trace carrier, or ``{}``."""
     return dict(_pp_trace_carrier)

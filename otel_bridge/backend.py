@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+
+from lens_core import semconv
 from lens_core.backend import LiveSpan, SpanBackend
 
 __all__ = ["INSTRUMENTATION_SCOPE", "OTelBackend"]
@@ -51,7 +54,7 @@ class OTelBackend(SpanBackend):
         """Start a span with ``attributes`` (not made current)."""
         if context is not None:  # the common case (None: the current context) skips a call
             context = self._context(context)
-        return (tracer or self._tracer).start_span(name, context, attributes=attributes, links=links)
+        return (tracer or self._tracer).start_span(name, context, attributes=_with_thread(attributes), links=links)
 
     def live(self, name, attributes, tracer=None, context=None, record=True):
         """The enabled ``with`` block's context manager, with start+attach and detach+end
@@ -106,6 +109,19 @@ class OTelBackend(SpanBackend):
         return self._attach(ctx)
 
 
+_current_thread = threading.current_thread
+_THREAD_ID, _THREAD_NAME = semconv.THREAD_ID, semconv.THREAD_NAME
+
+
+def _with_thread(attributes):
+    # The thread goes in with the start attributes: the SDK cleans attributes once, where
+    # the span processor setting them in on_start would make it a second pass.
+    thread = _current_thread()
+    attributes[_THREAD_ID] = thread.ident
+    attributes[_THREAD_NAME] = thread.name
+    return attributes
+
+
 class _LiveOTelSpan(LiveSpan):
     """OTelBackend.live's context manager: the generic LiveSpan with start+attach and
     detach+end inlined (no backend method calls in between)."""
@@ -117,7 +133,8 @@ class _LiveOTelSpan(LiveSpan):
         context = self._context
         if context is not None:
             context = backend._context(context)
-        span = self._span = (self._tracer or backend._tracer).start_span(self._name, context, attributes=self._attrs)
+        span = self._span = (self._tracer or backend._tracer).start_span(
+            self._name, context, attributes=_with_thread(self._attrs))
         self._token = backend._attach(backend._set_span_in_context(span))
         return span
 

@@ -1,4 +1,9 @@
-"""The ``lens`` command: demo, report, resolve, import-budget, emit-spans."""
+"""The ``lens`` command: demo, report, resolve, import-budget, emit-spans, bench-gate.
+
+Conventions every subcommand keeps: stdout carries only the command's data (a JSON stream
+stays parseable), notes and errors go to stderr, an error is one line naming the command
+(no traceback), and the exit status comes from otel_bridge.exitcodes.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +12,48 @@ import importlib
 import json
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is imported by checkers only
+    from typing import List, Optional, Sequence
+
+from .exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
+
 __all__ = ["build_parser", "main"]
 
+_RESOLVE_OPTIONS = ("-h", "--help", "--import", "--json", "--strict")
 
-def _cmd_resolve(args) -> int:
+
+def _error(command: str, message: str, status: int) -> int:
+    print(f"lens {command}: {message}", file=sys.stderr)
+    return status
+
+
+def _import_failure(exc: BaseException, module: str) -> int:
+    """EXIT_USAGE when ``module`` itself (or a parent package) does not exist, else
+    EXIT_FAILED: the module exists and failed while importing."""
+    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    parts = module.split(".")
+    return EXIT_USAGE if missing in {".".join(parts[:i]) for i in range(1, len(parts) + 1)} else EXIT_FAILED
+
+
+def _cmd_resolve(args: argparse.Namespace) -> int:
     """Show what a span-group spec resolves to after importing the given modules."""
     from lens_core.registry import SpanRegistry, describe_registered
 
     for module in args.imports:
         try:
             importlib.import_module(module)
-        except ImportError as exc:
-            print(f"lens resolve: cannot import {module!r}: {exc}", file=sys.stderr)
-            return 2
-    enabled, pending = SpanRegistry.resolve(args.spec)
+        except Exception as exc:  # a user module may raise anything while importing
+            return _error("resolve", f"cannot import {module!r}: {type(exc).__name__}: {exc}",
+                          _import_failure(exc, module))
+    spec = ",".join(args.spec + args.spec_entries)
+    enabled, pending = SpanRegistry.resolve(spec)
     view = SpanRegistry.view()
+    if not view.groups:
+        return _error("resolve", "no span groups are registered: pass --import MODULE for each library "
+                      "that declares them", EXIT_NO_DATA)
     result = {
-        "spec": args.spec,
+        "spec": spec,
         "enabled": sorted(enabled),
         "pending": sorted(pending),
         "buckets": {g: SpanRegistry.bucket_of(g) for g in sorted(enabled)},
@@ -31,7 +61,7 @@ def _cmd_resolve(args) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"spec: {args.spec}")
+        print(f"spec: {spec}")
         print(f"enabled ({len(enabled)}): {', '.join(sorted(enabled)) or '(none)'}")
         for group in sorted(enabled):
             bucket = SpanRegistry.bucket_of(group)
@@ -39,59 +69,95 @@ def _cmd_resolve(args) -> int:
         if pending:
             print(f"unknown (pending): {', '.join(sorted(pending))}")
         print(describe_registered(view))
-    return 1 if (args.strict and pending) else 0
+    if args.strict and pending:
+        return _error("resolve", f"unknown span-group spec entries: {', '.join(sorted(pending))}", EXIT_FAILED)
+    return EXIT_OK
 
 
-def _cmd_import_budget(args) -> int:
+def _cmd_import_budget(args: argparse.Namespace) -> int:
     """Delegate to lens_core.importbudget."""
     from lens_core import importbudget
 
-    argv = [args.module, "--max-ms", str(args.max_ms), "--runs", str(args.runs)]
-    for prefix in args.forbid:
-        argv += ["--forbid", prefix]
-    return importbudget.main(argv)
+    return importbudget.run(args, prog="lens import-budget")
 
 
-def _cmd_emit_spans(args) -> int:
+def _cmd_bench_gate(args: argparse.Namespace) -> int:
+    """Delegate to otel_bridge.benchgate."""
+    from . import benchgate
+
+    return benchgate.run(args)
+
+
+def _cmd_emit_spans(args: argparse.Namespace) -> int:
     """Emit spans over explicit epoch-second intervals from a JSON file (all or nothing)."""
     from lens_core.config import LensConfig
 
     from . import setup_telemetry
+    from ._extras import MissingExtraError
     from .emit import emit_spans_from_specs
 
     try:
-        with (sys.stdin if args.file == "-" else open(args.file)) as fh:
-            specs = json.load(fh)
-    except (OSError, ValueError) as exc:
-        print(f"lens emit-spans: cannot read {args.file}: {exc}", file=sys.stderr)
-        return 2
+        with (sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")) as fh:
+            text = fh.read()
+    except OSError as exc:
+        return _error("emit-spans", f"cannot read {args.file}: {exc.strerror or exc}", EXIT_USAGE)
+    try:
+        specs = json.loads(text)
+    except ValueError as exc:
+        return _error("emit-spans", f"{args.file} is not JSON: {exc}", EXIT_FAILED)
     if isinstance(specs, dict):
         specs = [specs]
-    # emitted spans go through the tracer directly: no span groups are involved
-    config = LensConfig.from_env().replace(enabled=True, metrics_enabled=False, span_groups="")
-    if args.exporter:
-        config = config.replace(exporter=args.exporter)
-    handle = setup_telemetry(config, rank=0, world_size=1, local_rank=0)
+    if not isinstance(specs, list):
+        return _error("emit-spans", f"{args.file} must hold a span spec or a list of them, "
+                      f"not a JSON {type(specs).__name__}", EXIT_FAILED)
+    if not specs:
+        return _error("emit-spans", f"{args.file} holds no span specs; nothing emitted", EXIT_NO_DATA)
+    try:
+        # emitted spans go through the tracer directly: no span groups are involved
+        config = LensConfig.from_env().replace(enabled=True, metrics_enabled=False, span_groups="")
+        if args.exporter:
+            config = config.replace(exporter=args.exporter)
+        handle = setup_telemetry(config, rank=0, world_size=1, local_rank=0)
+    except ValueError as exc:  # a bad LENS_* / OTEL_* setting
+        return _error("emit-spans", str(exc), EXIT_USAGE)
+    except MissingExtraError as exc:
+        return _error("emit-spans", str(exc), EXIT_FAILED)
     try:
         count = emit_spans_from_specs(specs, handle.tracer)
     except ValueError as exc:
-        print(f"lens emit-spans: nothing emitted: {exc}", file=sys.stderr)
         handle.shutdown()
-        return 1
-    ok = handle.shutdown()
-    print(f"emitted {count} span(s)")
-    return 0 if ok else 1
+        return _error("emit-spans", f"nothing emitted: {exc}", EXIT_FAILED)
+    if not handle.shutdown():
+        return _error("emit-spans", f"{count} span(s) emitted, but not all were exported", EXIT_FAILED)
+    print(f"lens emit-spans: emitted {count} span(s)", file=sys.stderr)  # a note: stdout may be the spans
+    return EXIT_OK
 
 
-def _cmd_demo(args) -> int:
+def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo_cli
 
     return run_demo_cli(args)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked for."""
+
+    def __init__(self, option_strings: List[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the lens-telemetry version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: Optional[str] = None) -> None:
+        from .providers import lens_version
+
+        print(f"lens {lens_version()}")
+        parser.exit(EXIT_OK)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``lens`` argument parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="lens", description="Lens telemetry tools")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -108,31 +174,68 @@ def build_parser() -> argparse.ArgumentParser:
 
     build_report_parser(sub)
 
-    resolve = sub.add_parser("resolve", help="show what a span-group spec enables")
-    resolve.add_argument("spec", help="comma list of presets and groups, e.g. per_step,-job")
+    resolve = sub.add_parser("resolve", help="show what a span-group spec enables",
+                             description="Show what a span-group spec enables. Entries may be separate "
+                             "arguments; a '-group' entry subtracts (lens resolve per_step -job).")
+    resolve.add_argument("spec", nargs="*", metavar="SPEC",
+                         help="comma list of presets and groups, e.g. per_step,-job")
+    resolve.add_argument("--spec-entry", dest="spec_entries", action="append", default=[],
+                         help=argparse.SUPPRESS)  # what main() turns a '-group' argument into
     resolve.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                          help="import MODULE first so its span groups are registered (repeatable)")
     resolve.add_argument("--json", action="store_true", help="print JSON")
     resolve.add_argument("--strict", action="store_true", help="exit 1 when an entry is unknown")
     resolve.set_defaults(func=_cmd_resolve)
 
+    from lens_core import importbudget
+
     budget = sub.add_parser("import-budget", help="check a module's import time and forbidden imports")
-    budget.add_argument("module")
-    budget.add_argument("--max-ms", type=float, required=True)
-    budget.add_argument("--forbid", action="append", default=[], metavar="PREFIX")
-    budget.add_argument("--runs", type=int, default=7)
+    importbudget.add_arguments(budget)
     budget.set_defaults(func=_cmd_import_budget)
 
     emit = sub.add_parser("emit-spans", help="emit spans over explicit intervals from a JSON file")
     emit.add_argument("file", help='JSON list of {"name", "start", "end", "attributes"?, "parent"?} or -')
     emit.add_argument("--exporter", choices=("otlp", "console", "file", "none"), help="override LENS_EXPORTER")
     emit.set_defaults(func=_cmd_emit_spans)
+
+    from . import benchgate
+
+    gate = sub.add_parser("bench-gate", help="ratio checks over pytest-benchmark JSON (for CI)",
+                          description=benchgate.__doc__.split("\n\n")[0])
+    benchgate.add_arguments(gate)
+    gate.set_defaults(func=_cmd_bench_gate)
     return parser
 
 
-def main(argv=None) -> int:
-    """Entry point of the ``lens`` console script."""
-    args = build_parser().parse_args(argv)
+def _spec_entries(argv: List[str]) -> List[str]:
+    """argparse reads ``-job,per_step`` as an unknown option. After ``resolve``, an argument
+    starting with one '-' that is not one of its options is a spec entry: pass it on as
+    ``--spec-entry=...`` (``--`` still ends option parsing as usual)."""
+    command = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), None)
+    if command is None or argv[command] != "resolve":
+        return argv
+    out = argv[:command + 1]
+    rest = iter(argv[command + 1:])
+    for arg in rest:
+        if arg == "--":
+            out.append(arg)
+            out.extend(rest)
+            break
+        out.append(arg)
+        if arg == "--import":  # its value is a module name, never a spec entry
+            value = next(rest, None)
+            if value is not None:
+                out.append(value)
+        elif arg.startswith("-") and not arg.startswith("--") and len(arg) > 1 and arg not in _RESOLVE_OPTIONS:
+            out[-1] = f"--spec-entry={arg}"
+    return out
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``lens`` console script; returns the exit status."""
+    args = build_parser().parse_args(_spec_entries(list(sys.argv[1:] if argv is None else argv)))
+    if args.command == "resolve" and not (args.spec or args.spec_entries):
+        return _error("resolve", "a span-group spec is required (e.g. lens resolve per_step,-job)", EXIT_USAGE)
     return args.func(args)
 
 

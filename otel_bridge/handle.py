@@ -20,6 +20,22 @@ import time
 
 from lens_core import _log, install_backend, set_span_group_spec, uninstall_backend
 from lens_core.config import LensConfig
+from lens_core.export_ranks import export_decision
+
+from ._extras import missing_otel
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing and OpenTelemetry are imported by checkers only
+    from typing import Any, Iterable, Mapping, Optional, Tuple
+
+    from opentelemetry.metrics import Meter
+    from opentelemetry.sdk.metrics.export import MetricReader
+    from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Tracer
+
+    from lens_core.backend import SpanBackend
+
+    from .providers import Providers
 
 from .runid import resolve_run_id
 
@@ -44,7 +60,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def active_handle():
+def active_handle() -> Optional[TelemetryHandle]:
     """The handle of this process's exporting setup, or None."""
     return _active
 
@@ -63,7 +79,8 @@ def _env_int(environ, names, default, label):
     return default
 
 
-def resolve_rank(rank=None, world_size=None, local_rank=None, environ=None):
+def resolve_rank(rank: Optional[int] = None, world_size: Optional[int] = None, local_rank: Optional[int] = None,
+                 environ: Optional[Mapping[str, str]] = None) -> Tuple[int, int, int]:
     """(rank, world_size, local_rank): explicit values, then RANK / WORLD_SIZE / LOCAL_RANK,
     then SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID, then 0 / 1 / 0."""
     env = os.environ if environ is None else environ
@@ -81,7 +98,16 @@ def resolve_rank(rank=None, world_size=None, local_rank=None, environ=None):
 class TelemetryHandle:
     """What setup_telemetry returns: tracer, meter, who this rank is, flush and shutdown."""
 
-    def __init__(self, config, *, rank, world_size, local_rank, run_id, providers=None, backend=None):
+    config: LensConfig
+    rank: int
+    world_size: int
+    local_rank: int
+    run_id: str
+    providers: Optional[Providers]
+    backend: Optional[SpanBackend]
+
+    def __init__(self, config: LensConfig, *, rank: int, world_size: int, local_rank: int, run_id: str,
+                 providers: Optional[Providers] = None, backend: Optional[SpanBackend] = None) -> None:
         self.config = config
         self.rank = rank
         self.world_size = world_size
@@ -90,8 +116,12 @@ class TelemetryHandle:
         self.providers = providers
         self.backend = backend
         self._lock = threading.RLock()
-        self._closed = False
+        self._deadline = None  # set by the first shutdown()
+        self._timeout_ms = None
+        self._result = None  # the first shutdown's result, once known
+        self._claims = {}
         self._noop = None
+        self._tracer = None
         self._previous_handlers = {}
 
     @property
@@ -99,102 +129,174 @@ class TelemetryHandle:
         """True when this rank built providers and exports telemetry."""
         return self.providers is not None
 
+    @property
+    def closed(self) -> bool:
+        """True once shutdown() has been called."""
+        return self._deadline is not None
+
+    @property
+    def pipeline(self):
+        """The span pipeline (records in, OTLP out), or None on a quiet rank."""
+        return self.providers.pipeline if self.providers is not None else None
+
     def _fallback(self):
         if self._noop is None:
             from .providers import build_noop_providers
 
-            self._noop = build_noop_providers()
+            try:
+                self._noop = build_noop_providers()
+            except ModuleNotFoundError as exc:
+                missing = missing_otel(exc, "handle.tracer / handle.meter (no-op ones on this quiet rank)")
+                if missing is None:
+                    raise
+                raise missing from exc
         return self._noop
 
     @property
-    def tracer(self):
-        """The lens tracer (a no-op tracer on a quiet rank; the SDK is not loaded for it)."""
-        if self.backend is not None:
-            return self.backend.tracer
-        return self._fallback().tracer_provider.get_tracer("lens")
+    def tracer(self) -> Tracer:
+        """A tracer on this rank's TracerProvider, under the ``lens`` scope (a no-op tracer
+        on a quiet rank; the SDK is not loaded for it)."""
+        if self._tracer is None:
+            provider = self.providers.tracer_provider if self.providers else None
+            if provider is None:
+                return self._fallback().tracer_provider.get_tracer("lens")
+            from .backend import INSTRUMENTATION_SCOPE
+            from .providers import lens_version
+
+            self._tracer = provider.get_tracer(INSTRUMENTATION_SCOPE, lens_version())
+        return self._tracer
 
     @property
-    def meter(self):
+    def meter(self) -> Meter:
         """A meter from this rank's MeterProvider (a no-op meter when not exporting metrics)."""
         provider = self.providers.meter_provider if self.providers else None
         return (provider or self._fallback().meter_provider).get_meter("lens")
 
-    def force_flush(self, timeout_ms: int = None) -> bool:
+    def force_flush(self, timeout_ms: Optional[int] = None) -> bool:
         """Export what is buffered; True if everything went out within ``timeout_ms``."""
-        if not self.is_exporting or self._closed:
+        if not self.is_exporting or self._deadline is not None:
             return True
         timeout_ms = timeout_ms or self.config.shutdown_timeout_ms
         deadline = time.monotonic() + timeout_ms / 1000
+        ok = True
+        if self.pipeline is not None:  # waits without a lock: a signal may interrupt it
+            ok = self.pipeline.flush(timeout_ms / 1000)
         results = []
 
-        def flush():
-            for provider in self._live_providers():
-                results.append(bool(provider.force_flush(max(1, int((deadline - time.monotonic()) * 1000)))))
+        def flush_others():
+            p = self.providers
+            for provider in (p.meter_provider, p.logger_provider):
+                if provider is not None:
+                    results.append(bool(provider.force_flush(max(1, int((deadline - time.monotonic()) * 1000)))))
 
-        finished = _run_bounded(flush, deadline, "lens-force-flush")
-        return finished and all(results)
+        return _run_bounded(flush_others, deadline, "lens-force-flush") and ok and all(results)
 
     def _live_providers(self):
         p = self.providers
         return [x for x in (p.tracer_provider, p.meter_provider, p.logger_provider) if x is not None]
 
-    def shutdown(self, timeout_ms: int = None) -> bool:
-        """Flush and shut down traces, metrics and logs; idempotent; returns by the deadline
-        even when the collector is unreachable (what could not be exported is reported in
-        one WARNING). True when everything was exported."""
+    def shutdown(self, timeout_ms: Optional[int] = None) -> bool:
+        """Flush and shut down traces, metrics and logs; returns by the deadline even when
+        the collector is unreachable (what could not be exported is reported in one
+        WARNING). True when everything was exported.
+
+        Spans still open are ended first, marked truncated. A second call (another thread,
+        or a SIGTERM handler that interrupted the first call) waits for the first one and
+        returns its result."""
         global _active
-        with self._lock:
-            if self._closed:
-                return True
-            self._closed = True
+        with self._lock:  # re-entrant: a signal handler may run this on the same thread
+            first = self._deadline is None
+            if first:
+                self._timeout_ms = timeout_ms or self.config.shutdown_timeout_ms
+                self._deadline = time.monotonic() + self._timeout_ms / 1000
+        if not first:
+            return self._await_result()
         if not self.is_exporting:
+            self._result = True
             return True
-        timeout_ms = timeout_ms or self.config.shutdown_timeout_ms
-        deadline = time.monotonic() + timeout_ms / 1000
         with _setup_lock:
             if _active is self:
                 uninstall_backend()  # no new spans against providers that are closing
                 _active = None
-        providers = self._live_providers()
+        if self.providers.logger_provider is not None:  # no new records either
+            from .logging_bridge import detach_logging_bridge
 
-        def close():
-            for provider in providers:
-                remaining = max(1, int((deadline - time.monotonic()) * 1000))
-                try:
-                    if hasattr(provider, "get_meter"):  # MeterProvider takes a deadline
-                        provider.shutdown(timeout_millis=remaining)
-                    else:
-                        provider.shutdown()
-                except Exception as exc:
-                    _log.warn(f"telemetry shutdown: {type(provider).__name__} failed: {exc}")
+            detach_logging_bridge(self.providers.logger_provider)
+        _start_bounded(self._close, "lens-shutdown")
+        return self._await_result()
 
-        finished = _run_bounded(close, deadline, "lens-shutdown")
-        if not finished:
-            # Stop exporter retry loops so the background thread ends soon too.
-            for exporter in self.providers.exporters:
-                try:
-                    exporter.shutdown()
-                except Exception:
-                    pass
-        return self._report(finished, timeout_ms)
+    def _await_result(self) -> bool:
+        # Polls rather than joins or waits on an Event: a signal handler that interrupted
+        # this thread inside a lock's critical section must not need that lock again.
+        while self._result is None:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                return self._time_out()
+            time.sleep(min(remaining, 0.002))
+        return self._result
 
-    def _report(self, finished, timeout_ms) -> bool:
-        ledger = self.providers.ledger
-        counts = getattr(ledger, "exporter", None)
-        lost = 0
-        detail = ""
-        if ledger is not None and counts is not None:
-            lost = max(0, ledger.ended - counts.exported)
-            if counts.last_error:
-                detail = f"; last export error: {counts.last_error}"
-        if finished and lost == 0:
+    def _claim(self, what) -> bool:
+        token = object()
+        return self._claims.setdefault(what, token) is token  # one atomic step: one winner
+
+    def _close(self) -> None:
+        """The shutdown itself, on the bounded thread: final export, providers, report."""
+        p = self.providers
+        deadline = self._deadline
+        ok = True
+        if p.pipeline is not None:
+            try:
+                ok = p.pipeline.close(deadline)
+            except Exception as exc:
+                ok = False
+                _log.warn(f"telemetry shutdown: the span pipeline failed: {exc}")
+        for provider in self._live_providers():
+            remaining = max(1, int((deadline - time.monotonic()) * 1000))
+            try:
+                if hasattr(provider, "get_meter"):  # MeterProvider takes a deadline
+                    provider.shutdown(timeout_millis=remaining)
+                else:
+                    provider.shutdown()
+            except Exception as exc:
+                _log.warn(f"telemetry shutdown: {type(provider).__name__} failed: {exc}")
+        if p.pipeline is not None:
+            p.pipeline.stop_sink(max(0.0, deadline - time.monotonic()))
+        if self._claim("outcome"):
+            self._result = self._report(finished=True, ok=ok)
+
+    def _time_out(self) -> bool:
+        if self._claim("outcome"):
+            pipeline = self.pipeline
+            if pipeline is not None:  # stop exporter retry loops, so the thread ends soon too
+                pipeline.stop_sink(0.0)
+            self._result = self._report(finished=False, ok=False)
+        while self._result is None:  # the other claimant is writing it now
+            time.sleep(0.001)
+        return self._result
+
+    def _report(self, *, finished, ok) -> bool:
+        pipeline = self.pipeline
+        if pipeline is None:
+            return finished and ok
+        counts = pipeline.counts()
+        lost = max(0, counts.created - counts.exported)
+        if finished and ok and lost == 0:
             return True
-        where = "" if finished else f"shutdown did not finish within {timeout_ms} ms; "
+        where = "" if finished else f"shutdown did not finish within {self._timeout_ms} ms; "
+        parts = [f"{n} {what}" for n, what in ((counts.dropped, "dropped (buffer full)"),
+                                                (counts.failed, "failed to export"),
+                                                (counts.unended, "never ended")) if n]
+        pending = lost - counts.lost
+        if pending > 0:
+            parts.append(f"{pending} still queued")
+        detail = f" ({', '.join(parts)})" if parts else ""
+        if pipeline.last_error:
+            detail += f"; last export error: {pipeline.last_error}"
         _log.warn(f"lens telemetry (run {self.run_id}, rank {self.rank}): {where}{lost} of "
-                  f"{getattr(ledger, 'ended', 0)} spans were not exported{detail}")
+                  f"{counts.created} spans were not exported{detail}")
         return False
 
-    def install_signal_handlers(self, signals=None) -> None:
+    def install_signal_handlers(self, signals: Optional[Iterable[int]] = None) -> None:
         """On SIGTERM (or ``signals``), flush within the shutdown timeout, then run the
         handler that was installed before (the default one re-delivers the signal)."""
         import signal as _signal
@@ -213,13 +315,13 @@ class TelemetryHandle:
             _signal.signal(signum, _signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "exporting" if self.is_exporting else "quiet"
         return f"<TelemetryHandle run={self.run_id} rank={self.rank}/{self.world_size} {state}>"
 
 
-def _run_bounded(fn, deadline, name) -> bool:
-    """Run ``fn`` on a daemon thread; True if it finished before ``deadline``."""
+def _start_bounded(fn, name) -> None:
+    """Run ``fn`` on a daemon thread (inline where no thread can start: exit hooks on 3.12)."""
     thread = threading.Thread(target=fn, name=name, daemon=True)
     try:
         thread.start()
@@ -227,9 +329,20 @@ def _run_bounded(fn, deadline, name) -> bool:
         # Python 3.12 refuses new threads in exit hooks: run inline, bounded only by the
         # exporters' own timeouts (3.11 and 3.13 start the thread).
         fn()
-        return True
-    thread.join(max(0.0, deadline - time.monotonic()))
-    return not thread.is_alive()
+
+
+def _run_bounded(fn, deadline, name) -> bool:
+    """Run ``fn`` on a daemon thread; True if it finished before ``deadline``."""
+    done = []
+
+    def run():
+        fn()
+        done.append(True)
+
+    _start_bounded(run, name)
+    while not done and time.monotonic() < deadline:
+        time.sleep(0.002)
+    return bool(done)
 
 
 def _atexit_shutdown(handle_ref):
@@ -238,16 +351,29 @@ def _atexit_shutdown(handle_ref):
         handle.shutdown()
 
 
-def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, world_size=None,
-                    local_rank=None, span_exporter=None, metric_reader=None,
+def _warn_outside(selector, world_size: int, what: str) -> None:
+    outside = selector.outside(world_size)
+    if outside:
+        none_left = len(outside) == len(selector.ranks)
+        _log.warn(f"lens telemetry: {what}={selector} names rank(s) {','.join(map(str, outside))} outside world "
+                  f"size {world_size}" + ("; no rank is selected" if none_left else "; they are ignored"))
+
+
+def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping[str, Any]] = None,
+                    rank: Optional[int] = None, world_size: Optional[int] = None, local_rank: Optional[int] = None,
+                    span_exporter: Optional[SpanExporter] = None, metric_reader: Optional[MetricReader] = None,
+                    export_strategy: Any = None,
                     _allow_reinit: bool = False) -> TelemetryHandle:
     """Set up telemetry for this process and return its handle.
 
     A disabled config or a rank that ``export_ranks`` leaves quiet builds nothing, never
-    imports the OpenTelemetry SDK and leaves every span group off. An exporting rank
-    builds providers, installs the OTel span backend into lens_core and applies
-    ``config.span_groups``. A second enabled call raises RuntimeError unless
-    ``_allow_reinit`` (tests); a failure part-way leaves nothing installed.
+    imports the OpenTelemetry SDK and leaves every span group off. ``export_strategy``
+    (a callable ``(rank, world_size, local_rank) -> bool``, or a spec such as ``first``
+    or a registered strategy's name) decides instead of ``config.export_ranks``. An
+    exporting rank builds providers, installs the OTel span backend into lens_core and
+    applies ``config.span_groups``. A second enabled call raises RuntimeError unless
+    ``_allow_reinit`` (tests); a failure part-way leaves nothing installed. A rank list
+    naming ranks outside the world is warned about (once, on rank 0).
     """
     global _active, _global_providers_set
     if not isinstance(config, LensConfig):
@@ -255,7 +381,14 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
     rank, world_size, local_rank = resolve_rank(rank, world_size, local_rank)
     run_id = resolve_run_id(config.run_id)
     handle_args = dict(rank=rank, world_size=world_size, local_rank=local_rank, run_id=run_id)
-    if not (config.enabled and config.export_ranks.exports(rank, world_size, local_rank)):
+    if not config.enabled:
+        return TelemetryHandle(config, **handle_args)
+    if rank == 0:  # every rank sees the same lists: say it once
+        if export_strategy is None:
+            _warn_outside(config.export_ranks, world_size, "export_ranks")
+        _warn_outside(config.trace_ranks, world_size, "trace_ranks")
+    if not export_decision(config.export_ranks if export_strategy is None else export_strategy,
+                           rank, world_size, local_rank):
         return TelemetryHandle(config, **handle_args)
 
     from .backend import OTelBackend
@@ -278,15 +411,32 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
                 config, run_id=run_id, rank=rank, world_size=world_size, local_rank=local_rank,
                 resource_attributes=resource_attributes, span_exporter=span_exporter,
                 metric_reader=metric_reader)
-            if providers.tracer_provider is not None:
+            # A rank the trace sampler leaves out gets no span backend: every group reads
+            # off, so its lens spans cost what they cost on a quiet rank (the sampler
+            # still drops spans made on the provider directly).
+            sampler = getattr(providers.tracer_provider, "sampler", None)
+            if providers.tracer_provider is None or not getattr(sampler, "selected", True):
+                backend = None
+            elif providers.recorder is not None:
+                backend = providers.recorder
+            else:
                 backend = OTelBackend(providers.tracer_provider, lens_version())
+            if backend is not None:
                 install_backend(backend)
             set_span_group_spec(config.span_groups)
             if not _global_providers_set:
                 _set_global_providers(providers)
                 _global_providers_set = True
-        except BaseException:
+            if providers.logger_provider is not None:  # logs enabled: Python logging goes there
+                from .logging_bridge import setup_logging_bridge
+
+                setup_logging_bridge(logger_provider=providers.logger_provider)
+        except BaseException as exc:
             uninstall_backend()
+            if providers is not None and providers.logger_provider is not None:
+                from .logging_bridge import detach_logging_bridge
+
+                detach_logging_bridge(providers.logger_provider)
             if providers is not None:
                 for provider in (providers.tracer_provider, providers.meter_provider, providers.logger_provider):
                     if provider is not None:
@@ -294,6 +444,11 @@ def setup_telemetry(config: LensConfig, *, resource_attributes=None, rank=None, 
                             provider.shutdown()
                         except Exception:
                             pass
+                if providers.pipeline is not None:
+                    providers.pipeline.abandon()
+            missing = missing_otel(exc, "setup_telemetry (telemetry is enabled on this rank)")
+            if missing is not None:
+                raise missing from exc
             raise
         handle = TelemetryHandle(config, providers=providers, backend=backend, **handle_args)
         _active = handle

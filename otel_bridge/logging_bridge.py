@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import logging
 
-from lens_core import semconv
+__all__ = ["OTelLogHandler", "TraceIdFilter", "detach_logging_bridge", "setup_logging_bridge"]
 
-__all__ = ["OTelLogHandler", "TraceIdFilter", "setup_logging_bridge"]
+_MARK = "_lens_logging_bridge"  # set on every bridge handler: the bridge finds its own by it
 
-_MARK = "_lens_logging_bridge"
+
+def __getattr__(name):
+    # The handler subclasses opentelemetry-instrumentation-logging's: loaded on first use.
+    if name == "OTelLogHandler":
+        from ._log_handler import OTelLogHandler
+
+        return OTelLogHandler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class TraceIdFilter(logging.Filter):
@@ -24,57 +31,26 @@ class TraceIdFilter(logging.Filter):
         return True
 
 
-# Python level -> (OpenTelemetry SeverityNumber, severity text), largest level <= record's.
-_SEVERITIES = ((logging.CRITICAL, 21, "FATAL"), (logging.ERROR, 17, "ERROR"), (logging.WARNING, 13, "WARN"),
-               (logging.INFO, 9, "INFO"), (logging.DEBUG, 5, "DEBUG"), (0, 1, "TRACE"))
+def setup_logging_bridge(logger_name: str = "", level: int | None = None, logger_provider=None):
+    """Export the records of ``logger_name`` (default: the root logger, so every logger that
+    propagates) as OpenTelemetry logs carrying trace/span ids and ``extra`` fields as
+    attributes. ``setup_telemetry`` calls it for the root logger when logs are enabled.
 
-
-class OTelLogHandler(logging.Handler):
-    """Emits each record as an OpenTelemetry log record through a LoggerProvider, with the
-    current context (so trace and span ids ride along). Written here because the SDK's
-    own LoggingHandler is deprecated."""
-
-    def __init__(self, logger_provider, level: int = logging.NOTSET):
-        super().__init__(level=level)
-        self._provider = logger_provider
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            from opentelemetry import context
-            from opentelemetry._logs import SeverityNumber
-
-            number, text = next((n, t) for floor, n, t in _SEVERITIES if record.levelno >= floor)
-            attributes = {
-                semconv.CODE_FILE_PATH: record.pathname,
-                semconv.CODE_FUNCTION_NAME: record.funcName,
-                semconv.CODE_LINE_NUMBER: record.lineno,
-                semconv.THREAD_NAME: record.threadName,
-            }
-            exception = record.exc_info[1] if record.exc_info else None
-            self._provider.get_logger(record.name).emit(
-                timestamp=int(record.created * 1e9),
-                context=context.get_current(),
-                severity_number=SeverityNumber(number),
-                severity_text=text,
-                body=self.format(record) if self.formatter else record.getMessage(),
-                attributes=attributes,
-                exception=exception,
-            )
-        except Exception:  # logging must never raise into the caller
-            self.handleError(record)
-
-
-def setup_logging_bridge(logger_name: str = "", level: int = logging.INFO, logger_provider=None):
-    """Attach one OTel handler to ``logger_name`` (idempotent) so its records export as OTel
-    logs carrying trace/span ids. Uses the active setup's LoggerProvider unless one is
+    Idempotent: one handler per logger and LoggerProvider (a handler left from a provider
+    since replaced is swapped out). Uses the active setup's LoggerProvider unless one is
     given; with none (logs disabled or a quiet rank) only the id filter is attached.
-    Returns the handler, or None when only the filter was attached."""
+
+    ``level`` None exports what the logger lets through and changes no level. A level
+    exports records at or above it; when the logger's effective level is higher, the
+    logger's level is lowered to it, so those records also reach the logger's other
+    handlers. The console is kept: a record no other handler takes still goes to
+    ``logging.lastResort`` (stderr, WARNING and above), and ``logging.basicConfig`` still
+    configures the root logger after the bridge is attached. Returns the handler, or
+    None when only the filter was attached.
+    """
     from .handle import active_handle
 
     logger = logging.getLogger(logger_name)
-    for handler in logger.handlers:
-        if getattr(handler, _MARK, False):
-            return handler
     if not any(isinstance(f, TraceIdFilter) for f in logger.filters):
         logger.addFilter(TraceIdFilter())
     if logger_provider is None:
@@ -82,9 +58,33 @@ def setup_logging_bridge(logger_name: str = "", level: int = logging.INFO, logge
         logger_provider = handle.providers.logger_provider if handle and handle.providers else None
     if logger_provider is None:
         return None
-    handler = OTelLogHandler(logger_provider, level=level)
-    setattr(handler, _MARK, True)
+    for handler in list(logger.handlers):
+        if getattr(handler, _MARK, False):
+            if getattr(handler, "logger_provider", None) is logger_provider:
+                return handler
+            logger.removeHandler(handler)  # it exported to a provider that has been replaced
+            handler.close()
+    from ._log_handler import OTelLogHandler, keep_on_root_through_logging_config
+
+    handler = OTelLogHandler(logger_provider, logging.NOTSET if level is None else level)
     logger.addHandler(handler)
-    if logger.level == logging.NOTSET or logger.level > level:
+    if logger is logging.getLogger():
+        keep_on_root_through_logging_config()
+    if level is not None and logger.getEffectiveLevel() > level:
         logger.setLevel(level)
     return handler
+
+
+def detach_logging_bridge(logger_provider) -> int:
+    """Remove (and close) every bridge handler that exports to ``logger_provider``; the
+    handle's shutdown does it before the provider shuts down. Returns how many."""
+    loggers = [logging.getLogger()]
+    loggers += [v for v in list(logging.Logger.manager.loggerDict.values()) if isinstance(v, logging.Logger)]
+    removed = 0
+    for logger in loggers:
+        for handler in list(logger.handlers):
+            if getattr(handler, _MARK, False) and getattr(handler, "logger_provider", None) is logger_provider:
+                logger.removeHandler(handler)
+                handler.close()
+                removed += 1
+    return removed

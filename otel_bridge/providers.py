@@ -18,6 +18,7 @@ __all__ = [
     "build_noop_providers",
     "build_providers",
     "build_resource",
+    "instance_id",
     "lens_version",
 ]
 
@@ -33,17 +34,18 @@ def lens_version() -> str:
 
 
 class Providers:
-    """What build_providers made: the providers, exporters and export accounting."""
+    """What build_providers made: the providers, the span pipeline and recorder, exporters."""
 
     def __init__(self, tracer_provider=None, meter_provider=None, logger_provider=None,
-                 ledger=None, exporters=(), resource=None, noop=False):
+                 pipeline=None, exporters=(), resource=None, noop=False, recorder=None):
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
         self.logger_provider = logger_provider
-        self.ledger = ledger
+        self.pipeline = pipeline
         self.exporters = list(exporters)
         self.resource = resource
         self.noop = noop
+        self.recorder = recorder  # the native Recorder, when LENS_RECORDER=native
 
 
 class SeedIndependentIdGenerator:
@@ -78,98 +80,12 @@ class SeedIndependentIdGenerator:
         return True
 
 
-class _SpanLedger:
-    """A span processor that keeps the spans still open, so shutdown can end them
-    (innermost first, marked truncated), and counts ended spans for the exit report."""
+def instance_id(run_id: str, rank, pid: int = None) -> str:
+    """``service.instance.id``: unique per process (``<run>-rank<R>-<host>-<pid>``), so a Ray
+    driver and its rank-0 actor, or a forked child and its parent, never share one."""
+    import socket
 
-    def __init__(self):
-        self._reset()
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._reset)
-
-    def _reset(self):
-        # After fork the parent's open spans are not ours, and its lock may be held.
-        self._lock = threading.Lock()
-        self._open = {}
-        self.ended = 0
-        self.truncated = 0
-        counts = getattr(self, "exporter", None)
-        if counts is not None:  # the child's report must not count the parent's exports
-            counts.exported = counts.failed = 0
-            counts.last_error = None
-
-    def on_start(self, span, parent_context=None):
-        # on_start runs in the starting thread: record it, so a report can give each
-        # thread its own lane (the SDK records no thread identity itself).
-        thread = threading.current_thread()
-        span.set_attributes({semconv.THREAD_ID: thread.ident, semconv.THREAD_NAME: thread.name})
-        with self._lock:
-            self._open[span.context.span_id] = span
-
-    def on_end(self, span):
-        # on_end receives a ReadableSpan copy, not the Span from on_start: key by span id.
-        with self._lock:
-            self._open.pop(span.context.span_id, None)
-            self.ended += 1
-
-    def _on_ending(self, span):
-        # The SDK calls this hook on every processor; the ledger is duck-typed (subclassing
-        # SpanProcessor would import the SDK with this module), so it must exist.
-        pass
-
-    def end_open_spans(self):
-        """End every span still open, innermost (latest started) first."""
-        with self._lock:
-            still_open = sorted(self._open.values(), key=lambda s: s.start_time or 0, reverse=True)
-        for span in still_open:
-            try:
-                span.set_attribute(semconv.LENS_SPAN_TRUNCATED, True)
-                span.end()
-                self.truncated += 1
-            except Exception:  # a span ended by its owner meanwhile: nothing to do
-                pass
-
-    def shutdown(self):
-        self.end_open_spans()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-
-def _counting_exporter(exporter, ledger):
-    """Wrap a SpanExporter so the ledger knows how many spans really went out."""
-    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-
-    class CountingSpanExporter(SpanExporter):
-        def __init__(self):
-            self.exported = 0
-            self.failed = 0
-            self.last_error = None
-
-        def export(self, spans):
-            try:
-                result = exporter.export(spans)
-            except Exception as exc:  # an exporter bug must not kill the batch thread
-                self.failed += len(spans)
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                return SpanExportResult.FAILURE
-            if result == SpanExportResult.SUCCESS:
-                self.exported += len(spans)
-            else:
-                self.failed += len(spans)
-                self.last_error = f"{type(exporter).__name__} returned {result.name}"
-            return result
-
-        def shutdown(self):
-            return exporter.shutdown()
-
-        def force_flush(self, timeout_millis: int = 30000) -> bool:
-            flush = getattr(exporter, "force_flush", None)
-            return flush(timeout_millis) if flush else True
-
-    counting = CountingSpanExporter()
-    ledger.exporter = counting
-    return counting
+    return f"{run_id}-rank{rank}-{socket.gethostname()}-{os.getpid() if pid is None else pid}"
 
 
 def build_resource(config, *, run_id: str, rank: int, world_size: int, local_rank: int,
@@ -190,8 +106,11 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     instance_rank = caller.get(semconv.NV_DL_RANK, rank)
     attrs.update({
         semconv.SERVICE_NAME: config.service_name,
-        semconv.SERVICE_VERSION: lens_version(),
-        semconv.SERVICE_INSTANCE_ID: f"{run_id}-rank{instance_rank}",
+        # service.version is the instrumented application's (OTEL_SERVICE_VERSION or the
+        # caller's attributes); Lens names itself as the distribution instead.
+        semconv.TELEMETRY_DISTRO_NAME: "lens",
+        semconv.TELEMETRY_DISTRO_VERSION: lens_version(),
+        semconv.SERVICE_INSTANCE_ID: instance_id(run_id, instance_rank),
         semconv.NEMO_RUN_ID: run_id,
         semconv.NV_DL_RANK: rank,
         semconv.NV_DL_WORLD_SIZE: world_size,
@@ -200,6 +119,9 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     if config.user:
         attrs[semconv.NV_DL_USER] = config.user
     environment = dict(OTELResourceDetector().detect().attributes)
+    version = environ.get("OTEL_SERVICE_VERSION", "").strip()
+    if version:
+        environment.setdefault(semconv.SERVICE_VERSION, version)
     if config.service_name != DEFAULT_SERVICE_NAME:
         # the config already chose (LENS_SERVICE_NAME, else OTEL_SERVICE_NAME): keep it
         environment.pop(semconv.SERVICE_NAME, None)
@@ -210,39 +132,35 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
 
 def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, local_rank: int = 0,
                     resource_attributes=None, span_exporter=None, metric_reader=None) -> Providers:
-    """Build the SDK providers for an exporting rank and set the global W3C propagator.
+    """Build the SDK providers and the span pipeline for an exporting rank, and set the
+    global W3C propagator.
 
-    Nothing is registered as the global tracer/meter provider here (setup_telemetry does
-    that once); lens spans use these providers directly.
+    Spans of both recorders (and of raw OpenTelemetry tracers on this TracerProvider)
+    go through one SpanPipeline. Nothing is registered as the global tracer/meter
+    provider here (setup_telemetry does that once).
     """
     from opentelemetry import propagate
     from opentelemetry.baggage.propagation import W3CBaggagePropagator
     from opentelemetry.propagators.composite import CompositePropagator
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     from . import exporters
 
     resource = build_resource(config, run_id=run_id, rank=rank, world_size=world_size,
                               local_rank=local_rank, resource_attributes=resource_attributes)
-    name = exporters.resolve_exporter_name(config.exporter)
+    # The exporter name goes to each signal's builder unresolved: ``auto`` is decided per
+    # signal, so an endpoint set for metrics alone sends metrics over OTLP and keeps
+    # traces and logs in files.
+    name = config.exporter
     built = []
-    tracer_provider = meter_provider = logger_provider = ledger = None
+    tracer_provider = meter_provider = logger_provider = pipeline = recorder = None
     try:
         if config.traces_enabled:
-            exporter = span_exporter or exporters.build_span_exporter(
-                name, file_dir=config.file_dir, run_id=run_id, rank=rank)
-            ledger = _SpanLedger()
-            # shutdown_on_exit=False: the SDK's own exit hook has no deadline; ours does.
-            tracer_provider = TracerProvider(resource=resource, id_generator=SeedIndependentIdGenerator(),
-                                             shutdown_on_exit=False)
-            # The ledger comes first so, at shutdown, the spans it ends still reach the
-            # batch processor before that one flushes and stops.
-            tracer_provider.add_span_processor(ledger)
-            if exporter is not None:
-                built.append(exporter)
-                tracer_provider.add_span_processor(BatchSpanProcessor(_counting_exporter(exporter, ledger)))
+            from .recording import build_span_pipeline
+
+            tracer_provider, pipeline, recorder = build_span_pipeline(
+                config, name, resource, run_id=run_id, rank=rank, span_exporter=span_exporter,
+                sampler=_rank_sampler(config, rank, world_size, local_rank))
         if config.metrics_enabled:
             meter_provider = _build_meter_provider(config, name, resource, run_id, rank, metric_reader, built)
         if config.logs_enabled:
@@ -251,9 +169,23 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
         for provider in (tracer_provider, meter_provider, logger_provider):
             if provider is not None:
                 _quiet_shutdown(provider)
+        if pipeline is not None:
+            pipeline.abandon()
         raise
     propagate.set_global_textmap(CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()]))
-    return Providers(tracer_provider, meter_provider, logger_provider, ledger, built, resource)
+    return Providers(tracer_provider, meter_provider, logger_provider, pipeline, built, resource, recorder=recorder)
+
+
+def _rank_sampler(config, rank, world_size, local_rank):
+    """A RankSampler when ``config.trace_ranks`` leaves ranks out; None (the SDK's sampler
+    from OTEL_TRACES_SAMPLER) when every rank records traces."""
+    from lens_core.export_ranks import ExportRanks
+
+    if config.trace_ranks == ExportRanks():
+        return None
+    from .sampling import RankSampler
+
+    return RankSampler(config.trace_ranks, rank, world_size, local_rank)
 
 
 def _build_meter_provider(config, name, resource, run_id, rank, metric_reader, built):

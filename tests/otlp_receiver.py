@@ -252,8 +252,12 @@ class OTLPReceiver:
         with self._condition:
             return [r for r in self._received if signal is None or r.signal == signal]
 
-    def spans(self) -> list[ReceivedSpan]:
-        """Every span received, flattened, in arrival order."""
+    def spans(self, *, loss_records: bool = False) -> list[ReceivedSpan]:
+        """Every span received, flattened, in arrival order; the senders' loss records
+        (``lens.telemetry.loss``) are left out, or with ``loss_records=True`` are all there is."""
+        return [s for s in self._all_spans() if (s.name == "lens.telemetry.loss") == loss_records]
+
+    def _all_spans(self) -> list[ReceivedSpan]:
         spans = []
         for received in self.requests("traces"):
             for resource_spans in received.request.resource_spans:

@@ -9,12 +9,18 @@ from lens_core.backend import SpanBackend
 from lens_core.carrier import format_traceparent, parse_traceparent
 
 
+# What lens stamps on every gated span for the report; tests of attributes see the rest
+# in ``attributes`` and these in ``stamps`` (tests/core/test_spans.py checks them).
+STAMPS = ("lens.group", "lens.umbrella")
+
+
 class RecordedSpan:
     """One span as the recording backend saw it."""
 
     def __init__(self, name, attributes, trace_id, span_id, parent_id, tracer, links):
         self.name = name
-        self.attributes = dict(attributes)
+        self.attributes = {k: v for k, v in attributes.items() if k not in STAMPS}
+        self.stamps = {k: attributes[k] for k in STAMPS if k in attributes}
         self.trace_id = trace_id
         self.span_id = span_id
         self.parent_id = parent_id

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from child_env import without_settings  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,9 +25,27 @@ def _lines(path):
     return [json.loads(line) for line in text.split("\n")[:-1] if line]
 
 
-def read_spans(directory, pattern="traces-*.jsonl"):
+LOSS_SPAN_NAME = "lens.telemetry.loss"
+
+
+def read_spans(directory, pattern="traces-*.jsonl", *, loss_records=False):
     """Every span under ``directory`` (recursively) as a dict: name, trace_id, span_id,
-    parent_span_id, attributes, resource, start/end ns, file."""
+    parent_span_id, attributes, resource, start/end ns, file. Loss records (telemetry
+    about telemetry) are left out, or with ``loss_records=True`` are all that is returned."""
+    return [s for s in _read_all(directory, pattern) if (s["name"] == LOSS_SPAN_NAME) == loss_records]
+
+
+def final_losses(directory):
+    """service.instance.id -> the newest loss record's attributes (counters are cumulative)."""
+    newest = {}
+    for record in read_spans(directory, loss_records=True):
+        process = record["resource"].get("service.instance.id")
+        if process not in newest or record["end"] >= newest[process]["end"]:
+            newest[process] = record
+    return {process: record["attributes"] for process, record in newest.items()}
+
+
+def _read_all(directory, pattern):
     spans = []
     for path in sorted(Path(directory).rglob(pattern)):
         for request in _lines(path):
@@ -52,7 +71,8 @@ def read_spans(directory, pattern="traces-*.jsonl"):
 
 
 def read_logs(directory):
-    """Every log record under ``directory`` as a dict: body, trace_id, span_id."""
+    """Every log record under ``directory`` as a dict: body, trace_id, span_id, severity,
+    attributes."""
     records = []
     for path in sorted(Path(directory).rglob("logs-*.jsonl")):
         for request in _lines(path):
@@ -63,6 +83,8 @@ def read_logs(directory):
                             "body": record.get("body", {}).get("stringValue"),
                             "trace_id": record.get("traceId", ""),
                             "span_id": record.get("spanId", ""),
+                            "severity": record.get("severityText", ""),
+                            "attributes": _attrs(record.get("attributes")),
                         })
     return records
 
@@ -71,9 +93,7 @@ def run_script(code, *args, timeout=30, env=None):
     """Run ``code`` in a fresh interpreter that imports this checkout; CompletedProcess."""
     environ = dict(os.environ)
     environ["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), environ.get("PYTHONPATH", "")])
-    for name in list(environ):
-        if name.startswith("OTEL_") or name.startswith("LENS_"):
-            del environ[name]
+    environ = without_settings(environ=environ)
     environ.update(env or {})
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], env=environ,
                           capture_output=True, text=True, timeout=timeout)

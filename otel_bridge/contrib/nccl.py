@@ -66,7 +66,7 @@ def deserialize_context(data) -> dict | None:
 def extract_nccl_context(data):
     """An OpenTelemetry ``Context`` parented on the carrier in ``data``; ``None`` if it has none.
 
-    Needs the OpenTelemetry API (``pip install lens-telemetry[otel]``).
+    Needs the OpenTelemetry API (``pip install 'lens-telemetry[otel]'``).
     """
     carrier = deserialize_context(data)
     if carrier is None:
@@ -74,5 +74,5 @@ def extract_nccl_context(data):
     try:
         from opentelemetry.propagate import extract
     except ImportError as exc:
-        raise ImportError("extract_nccl_context needs OpenTelemetry: pip install lens-telemetry[otel]") from exc
+        raise ImportError("extract_nccl_context needs OpenTelemetry: pip install 'lens-telemetry[otel]'") from exc
     return extract(carrier)

@@ -13,13 +13,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._extras import install_command
+from ..exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK
 from ..report.cli import non_negative_int as _count
 
 __all__ = ["DemoResult", "add_demo_arguments", "run_demo", "run_demo_cli"]
-
-EXIT_OK = 0
-EXIT_VIOLATIONS = 1
-EXIT_NO_SPANS = 2
 
 
 @dataclass
@@ -74,8 +72,8 @@ def run_demo_cli(args: argparse.Namespace) -> int:
                           checkpoint_every=args.checkpoint_every, stream=sys.stdout)
     except ImportError as exc:
         print(f"lens demo: needs torch and the OpenTelemetry SDK ({exc}); install them with "
-              "pip install -c constraints.txt -e '.[torch,otel]'", file=sys.stderr)
-        return EXIT_NO_SPANS
+              f"{install_command('torch', 'otel')}", file=sys.stderr)
+        return EXIT_FAILED
     return result.exit_code
 
 
@@ -152,7 +150,7 @@ def _report(result: DemoResult, config, opts, say) -> DemoResult:
     result.trace_files = tuple(sorted(run_dir.glob("traces-*.jsonl")))
     if not result.trace_files:
         say(f"lens demo: no trace file was written under {run_dir} (span groups {config.span_groups!r})")
-        result.exit_code = EXIT_NO_SPANS
+        result.exit_code = EXIT_NO_DATA
         return result
     with TraceStore(detail=True) as store:  # a small trace: keep every attribute for result.spans
         store.load_files([str(path) for path in result.trace_files])
@@ -175,5 +173,5 @@ def _report(result: DemoResult, config, opts, say) -> DemoResult:
     if report.violations or report.problems:
         say(f"lens demo: the demo's own trace breaks the goodput invariants "
             f"({len(report.violations)} violations, {len(report.problems)} problems)")
-        result.exit_code = EXIT_VIOLATIONS
+        result.exit_code = EXIT_FAILED
     return result

@@ -1,9 +1,10 @@
-"""Metric registry and the ready-made inference, RL and training metric groups."""
+"""Metric registry and the ready-made inference, RL, training and Gym metric groups."""
 
-from . import inference, rl, training
+from . import gym, inference, rl, training
 from .registry import KINDS, OBSERVABLE_KINDS, MetricSpec, record_metrics, register_metric_group
 
 __all__ = [
+    "GYM",
     "INFERENCE",
     "KINDS",
     "MetricSpec",
@@ -14,6 +15,8 @@ __all__ = [
     "register_metric_group",
 ]
 
+GYM = gym.GROUP
+"""Group of Gym environment-server metrics (see ``otel_bridge.instruments.gym``)."""
 INFERENCE = inference.GROUP
 """Group of GenAI client metrics (see ``otel_bridge.instruments.inference``)."""
 RL = rl.GROUP
@@ -21,6 +24,6 @@ RL = rl.GROUP
 TRAINING = training.GROUP
 """Group of training-step metrics (see ``otel_bridge.instruments.training``)."""
 
-for _module in (inference, rl, training):
+for _module in (gym, inference, rl, training):
     register_metric_group(_module.GROUP, _module.SPECS)
 del _module

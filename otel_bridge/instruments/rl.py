@@ -1,4 +1,4 @@
-"""Ready-made RL training metrics: reward, KL, losses, entropy, optimizer state, throughput, durations."""
+"""Ready-made RL training metrics: reward, KL, losses, entropy, optimizer state, throughput, durations, response length."""
 
 from lens_core import semconv
 
@@ -8,6 +8,10 @@ __all__ = ["GROUP", "SPECS"]
 
 GROUP = "rl"
 """The metric group name to pass to ``record_metrics``."""
+
+# Response lengths in tokens: powers of two from 16 to 128k (a response cut at the length
+# limit lands in the bucket of the limit).
+_TOKENS = tuple(2**i for i in range(4, 18))
 
 SPECS = (
     MetricSpec("reward_mean", semconv.RL_REWARD_MEAN, "gauge", "1", "Mean reward of the step's rollouts."),
@@ -23,6 +27,11 @@ SPECS = (
                "Duration of a generation phase.", boundaries=SECONDS_BOUNDARIES),
     MetricSpec("rollout_duration", semconv.RL_ROLLOUT_DURATION, "histogram", "s",
                "Duration of a rollout.", boundaries=SECONDS_BOUNDARIES),
+    MetricSpec("response_length", semconv.RL_RESPONSE_LENGTH, "histogram", "{token}",
+               "Length of one generated response.", boundaries=_TOKENS),
+    MetricSpec("response_length_mean", semconv.RL_RESPONSE_MEAN_LENGTH, "gauge", "{token}",
+               "Mean length of the step's generated responses."),
 )
 """Keys: reward_mean, kl, policy_loss, value_loss, entropy, grad_norm, learning_rate,
-tokens_per_second, generation_duration, rollout_duration."""
+tokens_per_second, generation_duration, rollout_duration, response_length (one value per
+response), response_length_mean."""

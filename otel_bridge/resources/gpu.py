@@ -1,4 +1,4 @@
-"""The GPU this process drives, described through NVML (``pip install lens-telemetry[nvml]``)."""
+"""The GPU this process drives, described through NVML (``pip install 'lens-telemetry[nvml]'``)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def detect_gpu(environ=None, local_rank=None, nvml=None) -> dict:
             entry = str(rank) if devices is None else devices[rank]
         return _describe(nvml, entry)
     except ImportError as exc:
-        _logger.debug("lens: no GPU resource attributes (pip install lens-telemetry[nvml]): %r", exc)
+        _logger.debug("lens: no GPU resource attributes (pip install 'lens-telemetry[nvml]'): %r", exc)
     except Exception as exc:  # best effort: no driver, bad index, NVML errors of any kind
         _logger.debug("lens: no GPU resource attributes: %r", exc)
     return {}

@@ -240,3 +240,46 @@ def test_a_forked_child_starts_with_an_empty_instrument_cache(reader):
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_gym_durations_verify_outcomes_and_active_servers(reader):
+    record_metrics(reader.meter, instruments.GYM, rollout_duration=42.0, verify_duration=0.8,
+                   verify_succeeded=3, verify_failed=1, verify_success_rate=0.75, servers_active=1)
+    record_metrics(reader.meter, instruments.GYM, servers_active=1)
+    record_metrics(reader.meter, instruments.GYM, servers_active=-1, verify_succeeded=1)
+    record_metrics(reader.meter, instruments.GYM, server_request_duration=0.02, attributes={"http.route": "/verify"})
+    metrics = collected(reader)
+    unit, [(_, point)] = metrics[semconv.GYM_ROLLOUT_DURATION]
+    assert (unit, point.count, point.sum) == ("s", 1, 42.0)
+    assert metrics[semconv.GYM_VERIFY_DURATION][1][0][1].sum == 0.8
+    unit, points = metrics[semconv.GYM_VERIFY_COUNT]
+    assert unit == "{verification}"
+    assert {attrs[semconv.GYM_VERIFY_OUTCOME]: p.value for attrs, p in points} == {"success": 4, "failure": 1}
+    assert metrics[semconv.GYM_VERIFY_SUCCESS_RATE][1][0][1].value == 0.75
+    unit, [(_, point)] = metrics[semconv.GYM_SERVERS_ACTIVE]
+    assert (unit, point.value) == ("{server}", 1)
+    unit, [(attrs, point)] = metrics[semconv.GYM_SERVER_REQUEST_DURATION]
+    assert (unit, attrs, point.sum, point.explicit_bounds[0]) == ("s", {"http.route": "/verify"}, 0.02, 0.005)
+
+
+def test_rl_response_length_is_a_histogram_per_response_and_a_mean_gauge(reader):
+    for length in (100, 300, 4096):
+        record_metrics(reader.meter, instruments.RL, response_length=length)
+    record_metrics(reader.meter, instruments.RL, response_length_mean=1498.67)
+    metrics = collected(reader)
+    unit, [(_, point)] = metrics[semconv.RL_RESPONSE_LENGTH]
+    assert (unit, point.count, point.sum, point.max) == ("{token}", 3, 4496, 4096)
+    assert point.explicit_bounds[:2] == (16, 32)
+    unit, [(_, point)] = metrics[semconv.RL_RESPONSE_MEAN_LENGTH]
+    assert (unit, point.value) == ("{token}", 1498.67)
+
+
+def test_the_readme_documents_every_ready_made_group_and_key():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    rows = {line for line in readme.splitlines() if line.startswith("| `")}
+    for group in (instruments.GYM, instruments.INFERENCE, instruments.RL, instruments.TRAINING):
+        for spec in registry._groups[group].values():
+            row = f"| `{group}` | `{spec.key}` | `{spec.name}` | {spec.kind.replace('_', '-')} | `{spec.unit}` |"
+            assert any(line.startswith(row) for line in rows), f"README has no row {row}"

@@ -1,4 +1,5 @@
-"""Importing the resources, nccl, instruments, emit and semconv modules loads no OpenTelemetry or NVML."""
+"""Importing the resources, nccl, instruments, emit, semconv and logging-bridge modules loads no
+OpenTelemetry or NVML."""
 
 import pathlib
 import subprocess
@@ -6,7 +7,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODULES = ["otel_bridge.semconv", "otel_bridge.resources", "otel_bridge.contrib.nccl",
-           "otel_bridge.instruments", "otel_bridge.emit"]
+           "otel_bridge.instruments", "otel_bridge.emit", "otel_bridge.logging_bridge"]
 
 
 def test_importing_these_modules_loads_no_opentelemetry_or_pynvml():

@@ -3,6 +3,7 @@ failure, the Resource, providers, id generation, exporter selection, and a real 
 receiver reached through setup_telemetry."""
 
 import logging
+import os
 import textwrap
 
 import pytest
@@ -27,6 +28,11 @@ def _without_thread(attributes):
     return {k: v for k, v in dict(attributes).items() if not k.startswith("thread.")}
 
 ON = LensConfig(enabled=True, exporter="none", span_groups="all")
+
+
+def _user_spans(exporter):
+    """What an in-memory exporter got, less the process's loss record."""
+    return [s for s in exporter.get_finished_spans() if s.name != "lens.telemetry.loss"]
 
 
 def _register():
@@ -101,11 +107,74 @@ def test_a_disabled_config_or_quiet_rank_builds_nothing_and_leaves_every_group_o
     assert handle.shutdown() is True
 
 
-def test_an_exporting_rank_installs_the_otel_backend_and_applies_the_spec():
+@pytest.mark.parametrize("config_ranks, strategy, exporting", [
+    ("all", lambda rank, world_size, local_rank: False, False),
+    ("last", lambda rank, world_size, local_rank: rank == 0, True),
+    ("first", "last", False),
+])
+def test_an_export_strategy_passed_to_setup_wins_over_the_config(config_ranks, strategy, exporting):
+    config = LensConfig(enabled=True, exporter="none", export_ranks=config_ranks)
+    handle = setup_telemetry(config, rank=0, world_size=4, export_strategy=strategy)
+    assert handle.is_exporting is exporting
+    assert (active_handle() is handle) is exporting
+
+
+def test_an_export_strategy_gets_rank_world_size_and_local_rank_and_is_not_asked_when_disabled():
+    calls = []
+
+    def strategy(rank, world_size, local_rank):
+        calls.append((rank, world_size, local_rank))
+        return False
+
+    setup_telemetry(LensConfig(enabled=True), rank=5, world_size=8, local_rank=1, export_strategy=strategy)
+    setup_telemetry(LensConfig(enabled=False), rank=5, world_size=8, local_rank=1, export_strategy=strategy)
+    assert calls == [(5, 8, 1)]
+
+
+def test_a_registered_strategy_named_in_lens_export_ranks_selects_the_exporting_ranks():
+    lens_core.register_export_strategy("odd", lambda rank, world_size, local_rank: rank % 2 == 1)
+    try:
+        config = LensConfig.from_env(environ={"LENS_ENABLED": "1", "LENS_EXPORTER": "none",
+                                              "LENS_EXPORT_RANKS": "odd"})
+        assert not setup_telemetry(config, rank=0, world_size=2).is_exporting
+        assert setup_telemetry(config, rank=1, world_size=2).is_exporting
+    finally:
+        lens_core.unregister_export_strategy("odd")
+
+
+def _rank_warnings(caplog):
+    return [m for m in caplog.messages if "outside world size" in m]
+
+
+@pytest.mark.parametrize("ranks, world, message", [
+    ("8,16", 8, "export_ranks=8,16 names rank(s) 8,16 outside world size 8; no rank is selected"),
+    ("0,3,9", 4, "export_ranks=0,3,9 names rank(s) 9 outside world size 4; they are ignored"),
+])
+def test_a_rank_list_naming_ranks_outside_the_world_is_warned_about_on_rank_0(caplog, ranks, world, message):
+    config = LensConfig(enabled=True, exporter="none", export_ranks=ranks)
+    with caplog.at_level(logging.WARNING, logger="lens_core"):
+        setup_telemetry(config, rank=1, world_size=world)
+        assert _rank_warnings(caplog) == []  # every rank sees the same list: rank 0 alone says so
+        setup_telemetry(config, rank=0, world_size=world, _allow_reinit=True)
+    assert _rank_warnings(caplog) == [f"lens telemetry: {message}"]
+
+
+def test_a_rank_list_inside_the_world_is_not_warned_about(caplog):
+    with caplog.at_level(logging.WARNING, logger="lens_core"):
+        setup_telemetry(LensConfig(enabled=True, exporter="none", export_ranks="0,3"), rank=0, world_size=4)
+    assert _rank_warnings(caplog) == []
+
+
+@pytest.mark.parametrize("recorder", ["native", "sdk"])
+def test_an_exporting_rank_installs_its_recorder_as_the_backend_and_applies_the_spec(recorder):
     _register()
-    handle = setup_telemetry(LensConfig(enabled=True, span_groups="gen"), span_exporter=InMemorySpanExporter())
+    handle = setup_telemetry(LensConfig(enabled=True, span_groups="gen", recorder=recorder),
+                             span_exporter=InMemorySpanExporter())
     assert handle.is_exporting and active_handle() is handle
-    assert isinstance(lens_core.installed_backend(), OTelBackend)
+    if recorder == "native":
+        assert lens_core.installed_backend() is handle.providers.recorder is not None
+    else:
+        assert isinstance(lens_core.installed_backend(), OTelBackend) and handle.providers.recorder is None
     assert lens_core.enabled_span_groups() == {"gen"}
     handle.shutdown()
     assert lens_core.installed_backend() is None and active_handle() is None
@@ -133,7 +202,7 @@ def test_allow_reinit_replaces_a_still_active_setup_without_deadlocking():
         config = LensConfig(enabled=True, exporter="none")
         first = setup_telemetry(config)
         second = setup_telemetry(config, _allow_reinit=True)
-        assert active_handle() is second and first._closed
+        assert active_handle() is second and first.closed
         print("ok")
     """)
     result = run_script(script, timeout=20)
@@ -190,8 +259,10 @@ def test_resource_has_service_run_rank_user_and_host_attributes(monkeypatch):
     handle = setup_telemetry(config, rank=3, world_size=8, local_rank=1, resource_attributes={"team": "caller"})
     attrs = handle.providers.resource.attributes
     assert attrs["service.name"] == "trainer"
-    assert attrs["service.version"] == providers_module.lens_version()
-    assert attrs["service.instance.id"] == "r1-rank3"
+    assert "service.version" not in attrs  # the application's, not Lens's
+    assert attrs["telemetry.distro.name"] == "lens"
+    assert attrs["telemetry.distro.version"] == providers_module.lens_version()
+    assert attrs["service.instance.id"] == f"r1-rank3-{attrs['host.name']}-{os.getpid()}"
     assert attrs["nemo.run.id"] == "r1"
     assert (attrs["nv.dl.rank"], attrs["nv.dl.world_size"], attrs["nv.dl.local_rank"]) == (3, 8, 1)
     assert attrs["nv.dl.user"] == "ada"
@@ -249,9 +320,9 @@ def test_exported_spans_use_the_lens_scope_and_start_with_their_attributes():
         with managed_span("gen", "generate", n=2):
             pass
     handle.shutdown()
-    (span,) = exporter.get_finished_spans()
+    (span,) = _user_spans(exporter)
     assert span.instrumentation_scope.name == "lens"
-    assert _without_thread(span.attributes) == {"run": "r", "rl.bucket": "productive", "n": 2}
+    assert _without_thread(span.attributes) == {"run": "r", "lens.group": "gen", "rl.bucket": "productive", "n": 2}
 
 
 @pytest.mark.parametrize("exc_type", [ValueError, KeyboardInterrupt])
@@ -263,7 +334,7 @@ def test_an_exception_escaping_a_span_is_recorded_with_error_status(exc_type):
         with managed_span("gen", "boom"):
             raise exc_type("bad")
     handle.shutdown()
-    (span,) = exporter.get_finished_spans()
+    (span,) = _user_spans(exporter)
     assert span.status.status_code.name == "ERROR"
     assert [e.name for e in span.events] == ["exception"]
     assert span.events[0].attributes["exception.type"] == exc_type.__name__
@@ -348,14 +419,15 @@ def test_auto_exporter_sends_traces_metrics_and_logs_to_an_otlp_receiver(otlp_re
     assert gen.parent_span_id == step.span_id == f"{outer.get_span_context().span_id:016x}"
     assert gen.trace_id == step.trace_id and step.parent_span_id == ""
     assert gen.span_id == f"{inner.get_span_context().span_id:016x}"
-    assert _without_thread(gen.attributes) == {"rl.bucket": "productive", "prompts": 8}
-    assert _without_thread(step.attributes) == {"iteration": 4}  # an umbrella is never bucketed
+    assert _without_thread(gen.attributes) == {"lens.group": "gen", "rl.bucket": "productive", "prompts": 8}
+    # an umbrella is never bucketed
+    assert _without_thread(step.attributes) == {"iteration": 4, "lens.group": "step", "lens.umbrella": True}
     assert gen.attributes["thread.name"] == "MainThread"
     assert gen.scope == "lens" and {s.transport for s in spans.values()} == {protocol.split("/")[0]}
     resource = gen.resource
     assert resource["service.name"] == "rl-trainer"
     assert resource["nv.dl.rank"] == 1
-    assert resource["service.instance.id"] == "job9-rank1"
+    assert resource["service.instance.id"] == f"job9-rank1-{resource['host.name']}-{os.getpid()}"
     assert resource["nemo.run.id"] == "job9"
     assert resource["deployment.environment"] == "ci"
     assert resource["team"] == "rl"
@@ -364,6 +436,30 @@ def test_auto_exporter_sends_traces_metrics_and_logs_to_an_otlp_receiver(otlp_re
     assert metric.proto.sum.data_points[0].as_int == 3
     (log,) = [r for r in otlp_receiver.wait_for_logs(1) if r.body == "inside generate"]
     assert log.trace_id == gen.trace_id and log.span_id == gen.span_id
+
+
+@pytest.mark.parametrize("signal", ["metrics", "traces", "logs"])
+def test_auto_exporter_is_decided_per_signal(otlp_receiver, monkeypatch, tmp_path, signal):
+    """Regression: ``auto`` was resolved once, for traces, so an endpoint set for metrics
+    alone (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT) sent nothing over OTLP and wrote metric
+    files; and a traces-only endpoint took metrics and logs off the files too."""
+    from otel_bridge import setup_logging_bridge
+
+    monkeypatch.setenv(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", f"{otlp_receiver.http_endpoint}/v1/{signal}")
+    _register()
+    config = LensConfig(enabled=True, exporter="auto", span_groups="gen", logs_enabled=True,
+                        file_dir=str(tmp_path), run_id="r")
+    handle = setup_telemetry(config)
+    setup_logging_bridge("lens.test.per_signal")
+    with managed_span("gen", "generate"):
+        logging.getLogger("lens.test.per_signal").warning("hello")
+    handle.meter.create_counter("lens.test.ticks").add(1)
+    assert handle.shutdown() is True
+
+    received = {s: bool(otlp_receiver.requests(s)) for s in ("traces", "metrics", "logs")}
+    written = {s: bool(list(tmp_path.rglob(f"{s}-rank0-*.jsonl"))) for s in ("traces", "metrics", "logs")}
+    assert received == {s: s == signal for s in received}
+    assert written == {s: s != signal for s in written}
 
 
 _QUIET_SCRIPT = textwrap.dedent("""

@@ -1,36 +1,59 @@
-"""bench/gate.py: ratios from one pytest-benchmark JSON, failing when out of bounds or missing."""
+"""`lens bench-gate`: ratio checks over pytest-benchmark JSON, and Lens's own gate built on it."""
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location("bench_gate", Path(__file__).parents[2] / "bench" / "gate.py")
+import pytest
+
+from otel_bridge import benchgate
+from otel_bridge.benchgate import CheckError, parse_check
+
+REPO = Path(__file__).parents[2]
+_spec = importlib.util.spec_from_file_location("bench_gate", REPO / "bench" / "gate.py")
 gate = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gate)
 
 
-def _json(tmp_path, mins, extra=None):
-    benchmarks = [{"name": name, "stats": {"min": value}, "extra_info": (extra or {}).get(name, {})}
-                  for name, value in mins.items()]
+def _json(tmp_path, mins, extra=None, stats=None):
+    benchmarks = [{"name": name, "stats": {"min": value, **(stats or {}).get(name, {})},
+                   "extra_info": (extra or {}).get(name, {})} for name, value in mins.items()]
     path = tmp_path / "bench.json"
     path.write_text(json.dumps({"benchmarks": benchmarks}))
     return str(path)
 
 
+def bench_gate(*args):
+    return subprocess.run([sys.executable, "-m", "otel_bridge.cli", "bench-gate", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+# ---- Lens's own checks (bench/checks.txt through bench/gate.py) ------------------------------
+
 GOOD = {
     "test_managed_span_disabled[cython]": 0.10, "test_managed_span_disabled[python]": 0.20,
     "test_reference_contextmanager_disabled": 1.2, "test_nullcontext": 0.25,
-    "test_trace_fn_disabled[cython]": 0.045, "test_enabled_managed_span": 15.0,
+    "test_trace_fn_disabled[cython]": 0.045, "test_enabled_managed_span[cython-native]": 1.0,
+    "test_enabled_managed_span[python-native]": 4.0, "test_pipeline_native_otlp_http": 1.0,
+    "test_pipeline_native_file": 1.0,
 }
 GOOD_EXTRA = {
     "test_trace_fn_disabled[cython]": {"paired_bare_min_s": 0.030, "paired_reference_min_s": 0.130},
-    "test_enabled_managed_span": {"paired_sdk_min_s": 16.0, "impl": "cython"},
+    "test_enabled_managed_span[cython-native]": {"paired_sdk_min_s": 12.0, "impl": "cython"},
+    "test_enabled_managed_span[python-native]": {"paired_sdk_min_s": 12.0, "impl": "python"},
+    "test_pipeline_native_otlp_http": {"lens_cpu_min_s": 0.3, "sdk_cpu_min_s": 9.0},
+    "test_pipeline_native_file": {"lens_cpu_min_s": 0.5, "sdk_cpu_min_s": 11.0},
 }
+CHECKS = 9
 
 
 def test_every_ratio_within_bounds_passes(tmp_path, capsys):
     assert gate.main([_json(tmp_path, GOOD, GOOD_EXTRA)]) == 0
-    assert "bench-gate: 6 passed, 0 failed" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == CHECKS and all(line.startswith("ok ") for line in captured.out.splitlines())
+    assert f"bench-gate: {CHECKS} passed, 0 failed" in captured.err
 
 
 def test_a_ratio_out_of_bounds_fails_and_says_which(tmp_path, capsys):
@@ -44,3 +67,116 @@ def test_a_missing_benchmark_fails(tmp_path, capsys):
     partial = {k: v for k, v in GOOD.items() if k != "test_nullcontext"}
     assert gate.main([_json(tmp_path, partial, GOOD_EXTRA)]) == 1
     assert "missing: test_nullcontext" in capsys.readouterr().out
+
+
+def test_a_missing_paired_side_fails(tmp_path, capsys):
+    extra = dict(GOOD_EXTRA, **{"test_enabled_managed_span[cython-native]": {"impl": "cython"}})
+    assert gate.main([_json(tmp_path, GOOD, extra)]) == 1
+    assert "missing: test_enabled_managed_span[cython-native]:paired_sdk_min_s" in capsys.readouterr().out
+
+
+# ---- expressions ----------------------------------------------------------------------------
+
+
+def test_a_plain_ratio_parses_to_names_operator_and_bound():
+    check = parse_check("test_a / test_b[x-1] <= 0.2")
+    assert (check.num, check.den, check.num_base, check.op, check.bound) == (
+        ("test_a", None), ("test_b[x-1]", None), None, "<=", 0.2)
+
+
+def test_the_overhead_form_and_paired_keys_parse():
+    check = parse_check("(t[c] - t[c]:bare_min_s) / (t[c]:ref_min_s - t[c]:bare_min_s) < 1/5")
+    assert check.num == ("t[c]", None) and check.num_base == ("t[c]", "bare_min_s")
+    assert check.den == ("t[c]", "ref_min_s") and check.den_base == ("t[c]", "bare_min_s")
+    assert (check.op, check.bound) == ("<", 0.2)
+
+
+def test_quoted_names_hold_anything():
+    check = parse_check('"test a / b[-]":median / test_c >= 2e-1')
+    assert check.num == ("test a / b[-]", "median") and (check.op, check.bound) == (">=", 0.2)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("test_a / test_b", "expected a comparison (<=, <, >=, >) at column 16, found the end"),
+    ("test_a - test_b <= 1", "expected '/' at column 8"),
+    ("test_a / test_b <= fast", "expected a number bound (e.g. 0.2 or 1/8) at column 20, found 'fast'"),
+    ("test_a / test_b <= 0.2 extra", "expected the end of the check at column 24, found 'extra'"),
+    ("(test_a test_b) / test_c <= 1", "expected '-' (an overhead is (NAME - BASE)) at column 9"),
+    ("/ test_b <= 1", "expected a benchmark name at column 1"),
+    ("test_a / test_b <= 1/0", "divides by zero"),
+    ("   ", "must be a non-empty expression"),
+])
+def test_a_malformed_check_says_what_was_expected_and_where(text, expected):
+    with pytest.raises(CheckError) as err:
+        parse_check(text)
+    assert expected in str(err.value)
+
+
+def test_a_check_reads_stats_other_than_the_minimum():
+    benchmarks = {"a": {"stats": {"min": 1.0, "median": 3.0}}, "b": {"stats": {"min": 2.0}}}
+    [outcome] = benchgate.evaluate([parse_check("a:median / b <= 1.5")], benchmarks)
+    assert (outcome.ratio, outcome.ok) == (1.5, True)
+
+
+def test_a_non_positive_denominator_fails_instead_of_dividing():
+    benchmarks = {"a": {"stats": {"min": 1.0}}, "b": {"stats": {"min": 2.0}}}
+    [outcome] = benchgate.evaluate([parse_check("a / (b - b) <= 1")], benchmarks)
+    assert not outcome.ok and outcome.ratio is None and "not positive" in outcome.note
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+
+def test_the_command_passes_and_fails_on_ratios(tmp_path):
+    path = _json(tmp_path, {"test_a": 0.1, "test_b": 1.0})
+    ok = bench_gate(path, "--check", "test_a / test_b <= 0.2")
+    assert ok.returncode == 0 and ok.stdout == "ok   0.100 <= 0.200  test_a / test_b\n"
+    failed = bench_gate(path, "--check", "test_a / test_b <= 0.2", "--check", "test_b / test_a <= 5")
+    assert failed.returncode == 1
+    assert failed.stdout.splitlines()[1] == "FAIL 10.000 <= 5.000  test_b / test_a"
+    assert "1 passed, 1 failed" in failed.stderr
+
+
+def test_the_command_fails_on_a_missing_benchmark(tmp_path):
+    proc = bench_gate(_json(tmp_path, {"test_a": 0.1}), "--check", "test_a / test_typo <= 1")
+    assert proc.returncode == 1 and "missing: test_typo" in proc.stdout
+
+
+def test_a_checks_file_gives_labels_and_names_the_bad_line(tmp_path):
+    path = _json(tmp_path, {"test_a": 0.1, "test_b": 1.0})
+    checks = tmp_path / "checks.txt"
+    checks.write_text("# my library's gate\n\ntest_a / test_b <= 0.2  # disabled span / reference\n")
+    proc = bench_gate(path, "--checks", str(checks))
+    assert proc.returncode == 0 and "disabled span / reference (test_a / test_b)" in proc.stdout
+    checks.write_text("test_a / test_b <= 0.2\ntest_a / <= 1\n")
+    proc = bench_gate(path, "--checks", str(checks))
+    assert proc.returncode == 2 and proc.stdout == ""
+    [line] = proc.stderr.splitlines()
+    assert line.startswith(f"lens bench-gate: {checks}:2: check 'test_a / <= 1': expected a benchmark name")
+
+
+def test_the_command_reports_usage_errors_and_missing_data_in_one_line(tmp_path):
+    path = _json(tmp_path, {"test_a": 0.1})
+    cases = [
+        ((path,), 2, "no checks given"),
+        ((path, "--check", "test_a /"), 2, "expected a benchmark name"),
+        ((str(tmp_path / "nope.json"), "--check", "a / b <= 1"), 2, "cannot read"),
+        ((_json(tmp_path, {}), "--check", "a / b <= 1"), 3, "holds no benchmarks"),
+    ]
+    (tmp_path / "other.json").write_text('{"not": "benchmarks"}')
+    cases.append(((str(tmp_path / "other.json"), "--check", "a / b <= 1"), 3, "is not pytest-benchmark JSON"))
+    for args, status, fragment in cases:
+        proc = bench_gate(*args)
+        assert proc.returncode == status, (args, proc.stderr)
+        [line] = proc.stderr.splitlines()
+        assert line.startswith("lens bench-gate: ") and fragment in line and proc.stdout == ""
+
+
+def test_a_mistyped_checks_file_among_valid_ones_is_a_usage_error(tmp_path):
+    path = _json(tmp_path, {"test_a": 0.1, "test_b": 1.0})
+    good = tmp_path / "checks.txt"
+    good.write_text("test_a / test_b <= 0.2\n")
+    proc = bench_gate(path, "--checks", str(good), "--checks", str(tmp_path / "chekcs.txt"))
+    assert proc.returncode == 2 and proc.stdout == ""
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("lens bench-gate: cannot read checks file") and "chekcs.txt" in line

@@ -94,17 +94,20 @@ def test_linked_span_is_off_without_a_backend():
         assert span is None
 
 
-def test_linked_span_links_a_remote_context_object_and_has_no_link_without_one(active_telemetry):
+def test_linked_span_links_a_remote_context_object_and_has_no_link_without_one(active_telemetry, tmp_path):
     from otel_bridge import extract_context
 
     carrier = {"traceparent": "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"}
     with lens_core.span_cm("parent") as parent:
-        with create_linked_span("from_context", remote_context=extract_context(carrier)) as span:
-            assert span.parent.span_id == parent.get_span_context().span_id
-            (link,) = span.links
-            assert format(link.context.span_id, "016x") == "cd" * 8
-        with create_linked_span("no_remote", remote_carrier={}) as span:
-            assert not span.links
+        with create_linked_span("from_context", remote_context=extract_context(carrier)):
+            pass
+        with create_linked_span("no_remote", remote_carrier={}):
+            pass
+    active_telemetry.shutdown()
+    spans = _by_name(read_run(tmp_path, "run"))
+    assert spans["from_context"].parent_span_id == format(parent.get_span_context().span_id, "016x")
+    assert spans["from_context"].links == (("ab" * 16, "cd" * 8),)
+    assert spans["no_remote"].links == ()
 
 
 def test_broadcast_returns_none_and_imports_cleanly_without_torch():

@@ -287,6 +287,90 @@ def test_a_group_cannot_be_both_umbrella_and_bucketed():
         SpanRegistry.register("lib", ["g"], buckets={"g": "idle"}, umbrellas=["g"])
 
 
+# ---- conflicting declarations of a shared group ------------------------------------------
+
+
+def _conflict_warnings(caplog):
+    return [r.getMessage() for r in caplog.records
+            if r.name == "lens_core" and "is declared differently" in r.getMessage()]
+
+
+def _register_both(first, second):
+    """Register two namespaces sharing 'step', in the given order."""
+    for namespace, kwargs in (first, second):
+        SpanRegistry.register(namespace, ["step"], allow_override=True, **kwargs)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_umbrella_beats_a_bucket_whatever_the_import_order(reverse, caplog):
+    """Regression: import order silently decided a shared group's classification."""
+    decls = [("trainer", {"buckets": {"step": Bucket.PRODUCTIVE}}), ("rollout", {"umbrellas": ["step"]})]
+    _register_both(*(decls[::-1] if reverse else decls))
+    info = SpanRegistry.group_info("step")
+    assert (info.umbrella, info.bucket) == (True, None)
+    assert set(info.owners) == {"trainer", "rollout"}
+    [message] = _conflict_warnings(caplog)
+    assert "'rollout' declares it an umbrella" in message
+    assert "'trainer' declares it bucket 'productive'" in message
+    assert "Using 'rollout''s declaration" in message
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_bucket_claiming_less_goodput_wins_whatever_the_import_order(reverse, caplog):
+    decls = [("a", {"buckets": {"step": Bucket.PRODUCTIVE}}), ("b", {"buckets": {"step": Bucket.IDLE}})]
+    _register_both(*(decls[::-1] if reverse else decls))
+    assert SpanRegistry.bucket_of("step") == Bucket.IDLE
+    [message] = _conflict_warnings(caplog)
+    assert "'a' declares it bucket 'productive'; 'b' declares it bucket 'idle'" in message
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_equal_buckets_under_different_keys_go_to_the_namespace_sorting_first(reverse, caplog):
+    decls = [("zeta", {"buckets": {"step": "idle"}, "bucket_key": "z.bucket"}),
+             ("alpha", {"buckets": {"step": "idle"}, "bucket_key": "a.bucket"})]
+    _register_both(*(decls[::-1] if reverse else decls))
+    assert SpanRegistry.group_info("step").bucket_key == "a.bucket"
+    [message] = _conflict_warnings(caplog)
+    assert "'alpha' declares it bucket 'idle' under 'a.bucket'" in message
+    assert "'zeta' declares it bucket 'idle' under 'z.bucket'" in message
+
+
+def test_the_conflict_warning_is_logged_once(caplog):
+    _register_both(("a", {"umbrellas": ["step"]}), ("b", {"buckets": {"step": "idle"}}))
+    SpanRegistry.register("c", ["other"])  # republishes the view: the same conflict is still there
+    SpanRegistry.register("b", ["step"], buckets={"step": "idle"}, allow_override=True)
+    assert len(_conflict_warnings(caplog)) == 1
+
+
+def test_the_same_declaration_in_both_namespaces_is_no_conflict(caplog):
+    _register_both(("a", {"buckets": {"step": "idle"}}), ("b", {"buckets": {"step": "idle"}}))
+    SpanRegistry.register("c", ["step"], umbrellas=[], allow_override=True)  # declares nothing
+    assert SpanRegistry.bucket_of("step") == "idle"
+    assert _conflict_warnings(caplog) == []
+
+
+def test_two_umbrellas_under_different_bucket_keys_are_no_conflict(caplog):
+    _register_both(("a", {"umbrellas": ["step"]}), ("b", {"umbrellas": ["step"], "bucket_key": "b.bucket"}))
+    assert SpanRegistry.is_umbrella("step")
+    assert _conflict_warnings(caplog) == []
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_an_explicit_declaration_beats_an_owner_that_declared_nothing(reverse, caplog):
+    decls = [("a", {}), ("b", {"umbrellas": ["step"]})]
+    _register_both(*(decls[::-1] if reverse else decls))
+    assert SpanRegistry.group_info("step").declared and SpanRegistry.is_umbrella("step")
+    assert _conflict_warnings(caplog) == []
+
+
+def test_a_conflicting_shared_group_classifies_spans_by_the_winning_declaration(recorder):
+    _register_both(("trainer", {"buckets": {"step": Bucket.PRODUCTIVE}}), ("rollout", {"umbrellas": ["step"]}))
+    lens_core.set_span_group_spec("step")
+    with lens_core.managed_span("step", "trainer.step"):
+        pass
+    assert "rl.bucket" not in recorder.spans[0].attributes
+
+
 # ---- spec resolution ----------------------------------------------------------------------
 
 

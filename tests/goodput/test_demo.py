@@ -12,6 +12,7 @@ pytest.importorskip("opentelemetry.sdk")
 
 from otel_bridge.demo import run_demo  # noqa: E402
 from otel_bridge.report import read_spans, report_files  # noqa: E402
+from child_env import IMPLEMENTATION_SWITCHES, without_settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module", autouse=True)
 def _file_exporter():
     """The demo writes files unless LENS_EXPORTER says otherwise: make sure it does not."""
-    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("LENS_")}
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("LENS_") and k not in IMPLEMENTATION_SWITCHES}
     yield
     os.environ.update(saved)
 
@@ -179,7 +180,7 @@ def test_async_run_has_no_productive_generation_span(async_run):
 
 
 def test_the_lens_command_runs_the_demo_and_prints_the_report(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LENS_")}
+    env = without_settings(("LENS_",))
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     proc = subprocess.run(
         [sys.executable, "-m", "otel_bridge.cli", "demo", "--steps", "2", "--out", str(tmp_path)],

@@ -118,3 +118,17 @@ def test_ending_a_hand_managed_span_twice_ends_it_once(traced):
     first_end = idle.span.end_ns
     idle.end()
     assert idle.span.end_ns == first_end and idle.span.attributes[POLLS] == 2
+
+
+def test_idle_wait_with_its_group_off_counts_each_waits_own_polls(traced):
+    """Regression: with the group off, IdleWait.done() returned the polls of every wait so far
+    (they piled up on the shared do-nothing span) instead of this wait's."""
+    lens_core.set_span_group_spec("default")
+    counts = []
+    for polls in (3, 2, 4):
+        wait = IdleWait("idle/buffer_starvation")
+        for _ in range(polls):
+            wait.starved()
+        counts.append(wait.done())
+    assert counts == [3, 2, 4] and traced.spans == []
+    assert start_efficiency_span("idle/refit_bubble").polls == 0

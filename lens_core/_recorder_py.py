@@ -1,0 +1,760 @@
+"""Pure-Python span recorder: Lens spans as compact records, no SDK span object (same API as the compiled one).
+
+A ``Recorder`` is the process's span store. Enabled Lens spans are ``Span`` objects that
+it creates; the object is the record: after ``end()`` it is queued as it is, and the
+export pipeline (otel_bridge.pipeline) takes batches of them and encodes OTLP. Spans of
+other origins (raw OpenTelemetry tracers, the SDK recorder) enter the same queue as
+records made by ``make_record``.
+
+OpenTelemetry sees a Lens span as the current span: entering one sets OTel's context
+(the ContextVar behind ``opentelemetry.context``) to a copy naming the span, so a raw
+OTel span started inside is its child, and ``get_span_context()`` gives the ids that
+propagators and the logging bridge read. The OTel names are bound at run time by
+``Recorder.bind_otel`` (lens_core never imports OpenTelemetry).
+
+Every enabled span passes through exactly one state at a time: open (in the ledger),
+queued, then exported, failed or dropped; the counters say how many took each path. The
+hot path takes no lock that a signal handler's shutdown could need.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from . import semconv
+
+__all__ = [
+    "KIND_INTERNAL",
+    "RECORD_BYTES",
+    "Recorder",
+    "SAMPLE_ALWAYS_OFF",
+    "SAMPLE_ALWAYS_ON",
+    "SAMPLE_CUSTOM",
+    "SAMPLE_PARENT_RATIO",
+    "SAMPLE_RATIO",
+    "Span",
+    "make_record",
+]
+
+KIND_INTERNAL = 1  # OTLP SpanKind values: 1 internal, 2 server, 3 client, 4 producer, 5 consumer
+STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+
+#: Bytes one queued record is budgeted at (a measured Span with a few attributes); the
+#: queue holds at most ``buffer_bytes // RECORD_BYTES`` records before it drops.
+RECORD_BYTES = 512
+
+# Sampling modes a Recorder decides itself (the SDK's built-in samplers); anything else is
+# SAMPLE_CUSTOM: the SDK sampler object is asked for every span.
+SAMPLE_ALWAYS_ON, SAMPLE_ALWAYS_OFF, SAMPLE_RATIO, SAMPLE_PARENT_RATIO, SAMPLE_CUSTOM = range(5)
+_TRACE_ID_LIMIT = (1 << 64) - 1
+
+_OPEN, _ENDED = 1, 2
+_RANDOM_TRACE_ID = 0x02  # Span._state bits; 0 = created, not started
+
+
+class Span:
+    """A Lens span: the live object while it runs (OpenTelemetry's Span API) and its own
+    record once ended. ``with`` on an unstarted span starts it and makes it current."""
+
+    __slots__ = (
+        "_rec", "_state", "_token", "_context", "_cm", "_record_exc", "_ctx_cache", "_pid",
+        "trace_id", "span_id", "parent_id", "parent_remote", "trace_state", "sampled", "flags", "name", "kind",
+        "start_ns", "end_ns", "attrs", "events", "links", "status_code", "status_msg", "scope",
+        "thread_id", "thread_name", "dropped_attrs", "dropped_events", "dropped_links", "sdk_span",
+        "_prev", "_next", "_evicted",
+    )
+
+    def __init__(self, rec, name, attrs, context=None, kind=KIND_INTERNAL, links=None, record_exception=True):
+        self._rec = rec
+        self._state = 0
+        self._token = None
+        self._context = context  # what to parent on: None = the current OTel context
+        self._cm = False
+        self._record_exc = record_exception
+        self._ctx_cache = None
+        self._pid = 0
+        self.name = name
+        self.kind = kind
+        self.attrs = {} if attrs is None else attrs
+        self.events = None
+        self.links = links
+        self.status_code = STATUS_UNSET
+        self.status_msg = None
+        self.scope = 0
+        self.trace_state = None
+        self.thread_id = 0
+        self.thread_name = None
+        self.dropped_attrs = self.dropped_events = self.dropped_links = 0
+        self.sdk_span = None
+        self.parent_id = 0
+        self.parent_remote = False
+        self.sampled = False
+        self.flags = 0  # W3C trace flags: 0x01 sampled, 0x02 random trace id
+        self.trace_id = self.span_id = 0
+        self.start_ns = self.end_ns = 0
+        self._prev = self._next = None
+        self._evicted = False
+
+    # ---- the with-block (Lens semantics: start + make current; undo + end) ---------------
+
+    def __enter__(self):
+        if self._state == 0:  # built by managed_span / live(): start it and make it current
+            self._cm = True
+            self._rec._start(self)
+            self._token = self._rec._attach(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if not self._cm:  # an OTel-style `with span:` on a started span just ends it
+            self.end()
+            return False
+        self._cm = False
+        self._rec._detach(self._token)
+        self._token = None
+        if exc is not None and self._record_exc and not isinstance(exc, GeneratorExit):
+            self._rec._fail(self, exc)
+        self._rec._end(self, 0)
+        return False
+
+    # ---- OpenTelemetry's Span API ------------------------------------------------------
+
+    def get_span_context(self):
+        """This span's OpenTelemetry SpanContext (built on first use)."""
+        ctx = self._ctx_cache
+        if ctx is None:
+            ctx = self._ctx_cache = self._rec._span_context(self)
+        return ctx
+
+    def is_recording(self) -> bool:
+        """True while the span is open and sampled."""
+        return self.sampled and self._state == _OPEN
+
+    def set_attribute(self, key, value) -> None:
+        """Set one attribute (sanitised and redacted like every Lens attribute)."""
+        self.set_attributes({key: value})
+
+    def set_attributes(self, attributes) -> None:
+        """Set attributes (sanitised and redacted); ignored once the span has ended."""
+        if self._state == _OPEN and self.sampled and attributes:
+            self._rec._merge_attributes(self, attributes)
+
+    def add_event(self, name, attributes=None, timestamp=None) -> None:
+        """Record an event (time now unless ``timestamp`` in ns is given)."""
+        if self._state == _OPEN and self.sampled:
+            self._rec._add_event(self, name, attributes, timestamp)
+
+    def add_link(self, context, attributes=None) -> None:
+        """Link to another span's SpanContext."""
+        if self._state == _OPEN and self.sampled and context is not None and context.is_valid:
+            self._rec._add_link(self, context, attributes)
+
+    def update_name(self, name) -> None:
+        """Rename the span."""
+        if self._state == _OPEN:
+            self.name = str(name)
+
+    def set_status(self, status, description=None) -> None:
+        """Set the status (a Status or a StatusCode); OK is final, UNSET is ignored."""
+        if self._state == _OPEN and self.sampled:
+            self._rec._set_status(self, status, description)
+
+    def record_exception(self, exception, attributes=None, timestamp=None, escaped=False) -> None:
+        """Record ``exception`` as an ``exception`` event (the status is left to the caller)."""
+        if self._state == _OPEN and self.sampled:
+            self._rec._exception_event(self, exception, attributes, timestamp, escaped)
+
+    def end(self, end_time=None) -> None:
+        """End the span (once); ``end_time`` in ns, default now."""
+        if self._state == _OPEN:
+            self._rec._end(self, end_time or 0)
+
+    # ---- read-only views the SDK's ReadableSpan also offers --------------------------------
+
+    @property
+    def context(self):
+        """Same as get_span_context()."""
+        return self.get_span_context()
+
+    @property
+    def parent(self):
+        """The parent's SpanContext, or None for a root span."""
+        return self._rec._parent_context(self) if self.parent_id else None
+
+    @property
+    def attributes(self):
+        """The span's attributes (read-only)."""
+        from types import MappingProxyType
+
+        return MappingProxyType(self.attrs)
+
+    @property
+    def is_ended(self) -> bool:
+        """True once end() ran."""
+        return self._state == _ENDED
+
+    def __repr__(self):
+        state = "ended" if self._state == _ENDED else "open" if self._state == _OPEN else "new"
+        return f"<lens span {self.name!r} {self.span_id:016x} {state}>"
+
+
+def make_record(scope, name, kind, trace_id, span_id, parent_id, parent_remote, trace_state, start_ns,
+                end_ns, attrs, events, links, status_code, status_msg, dropped=(0, 0, 0), sdk_span=None):
+    """An ended record built from another origin's span (an SDK ReadableSpan, a loss record).
+
+    ``events`` is a list of ``(name, time_ns, attrs)``, ``links`` of ``(trace_id, span_id,
+    trace_state, attrs, remote)``; ``attrs`` dicts hold clean values already."""
+    span = Span(None, name, attrs, kind=kind, links=links)
+    span._state = _ENDED
+    span.scope = scope
+    span.trace_id, span.span_id, span.parent_id = trace_id, span_id, parent_id
+    span.parent_remote, span.trace_state, span.sampled, span.flags = parent_remote, trace_state, True, 1
+    span.start_ns, span.end_ns = start_ns, end_ns
+    span.events = events
+    span.status_code, span.status_msg = status_code, status_msg
+    span.dropped_attrs, span.dropped_events, span.dropped_links = dropped
+    span.sdk_span = sdk_span
+    return span
+
+
+class Recorder:
+    """The process's span store: creates Lens spans, keeps the open ones (bounded), queues
+    ended ones (bounded) and counts every outcome. Also a lens_core SpanBackend."""
+
+    name = "lens-native"
+
+    def __init__(self, *, max_open: int = 10_000, buffer_bytes: int = 32 << 20):
+        import _thread
+        import random
+        import threading
+
+        if max_open < 1 or buffer_bytes < RECORD_BYTES:
+            raise ValueError(f"max_open={max_open}, buffer_bytes={buffer_bytes}: both must be positive "
+                             f"(buffer_bytes at least {RECORD_BYTES})")
+        self.max_open = max_open
+        self.buffer_bytes = buffer_bytes
+        self.queue_limit = buffer_bytes // RECORD_BYTES
+        self._threading = threading
+        self._random = random.Random(os.urandom(32))
+        self._lock = _thread.allocate_lock()  # app-side counters only; shutdown never takes it
+        self._queue = []
+        self._head = self._tail = None  # the open-span ledger: a doubly linked list, oldest first
+        self.open_count = 0
+        self.created = self.ended = self.dropped = self.evicted = self.evicted_ended = self.truncated = 0
+        self.closed = False
+        self._pid = os.getpid()
+        self._sampler_mode = SAMPLE_ALWAYS_ON
+        self._ratio_bound = _TRACE_ID_LIMIT
+        self._sampler = None
+        self._otel = None
+        if hasattr(os, "register_at_fork"):
+            import weakref
+
+            ref = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: (r := ref()) is not None and r._after_fork())
+
+    # ---- configuration (otel_bridge) --------------------------------------------------
+
+    def bind_otel(self, *, contextvar, context_type, span_key, span_context_type, trace_flags_type,
+                  trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc):
+        """Bind OpenTelemetry's context machinery (lens_core imports none of it).
+
+        ``contextvar`` is the ContextVar behind ``opentelemetry.context`` (None when the
+        runtime context is not ContextVar-based: ``get_current``/``attach``/``detach`` are
+        used instead)."""
+        self._otel = _OTel(contextvar, context_type, span_key, span_context_type, trace_flags_type,
+                           trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc)
+
+    def set_sampler(self, mode: int, ratio: float = 1.0, sampler=None) -> None:
+        """Sample with a built-in rule (SAMPLE_*), or ask ``sampler`` (SAMPLE_CUSTOM)."""
+        self._sampler_mode = mode
+        self._ratio_bound = round(ratio * (_TRACE_ID_LIMIT + 1))
+        self._sampler = sampler
+
+    # ---- SpanBackend -------------------------------------------------------------------
+
+    def new_span(self, name, attrs, context=None, record_exception=True):
+        """A span for a with-block (started and made current on entry)."""
+        return Span(self, name, attrs, context, record_exception=record_exception)
+
+    def live(self, name, attributes, tracer=None, context=None, record=True):
+        """SpanBackend.live: the span itself is the with-block's context manager."""
+        if tracer is not None:
+            return _TracerSpan(self, tracer, name, attributes, context, record)
+        return Span(self, name, attributes, context, record_exception=record)
+
+    def start(self, name, attributes, tracer=None, context=None, links=None):
+        """Start a span (not made current)."""
+        if tracer is not None:
+            return tracer.start_span(name, self._otel_context(context), attributes=attributes, links=links)
+        span = Span(self, name, attributes, context, links=_links(links))
+        self._start(span)
+        return span
+
+    def use(self, span):
+        """Make ``span`` current; a token for release()."""
+        if isinstance(span, Span):
+            return self._attach(span)
+        otel = self._otel
+        return otel.attach(otel.set_span(otel.get_current(), span))
+
+    def release(self, token) -> None:
+        """Undo use() / attach_carrier()."""
+        self._detach(token)
+
+    def end(self, span, exc=None) -> None:
+        """End ``span``, recording ``exc`` with ERROR status first."""
+        if not isinstance(span, Span):
+            if exc is not None:
+                _otel_fail(self._otel, span, exc)
+            span.end()
+            return
+        if exc is not None:
+            self._fail(span, exc)
+        span.end()
+
+    def set_attributes(self, span, attributes) -> None:
+        """Set sanitised attributes on a live span."""
+        span.set_attributes(attributes)
+
+    def current_carrier(self) -> dict:
+        """The current recording span's context as W3C headers, or ``{}``."""
+        span = self._current_span()
+        if span is None or not span.is_recording():
+            return {}
+        return self.carrier_of(span)
+
+    def carrier_of(self, span) -> dict:
+        """``span``'s context as W3C headers."""
+        from .carrier import format_traceparent
+
+        if isinstance(span, Span):
+            trace_id, span_id, flags, state = span.trace_id, span.span_id, span.flags, span.trace_state
+        else:
+            ctx = span.get_span_context()
+            trace_id, span_id, flags = ctx.trace_id, ctx.span_id, int(ctx.trace_flags)
+            state = ctx.trace_state.to_header() if ctx.trace_state else None
+        carrier = {"traceparent": format_traceparent(trace_id, span_id, flags)}
+        if state:
+            carrier["tracestate"] = state
+        return carrier
+
+    def attach_carrier(self, carrier):
+        """Make the carrier's remote context current; None when it is unusable."""
+        remote = _parse_carrier(carrier)
+        if remote is None:
+            return None
+        otel = self._otel
+        return otel.attach(otel.set_span(otel.get_current(), self._remote_span(*remote)))
+
+    # ---- the hot path ------------------------------------------------------------------
+
+    def _start(self, span) -> None:
+        parent = self._parent_of(span._context)
+        span._context = None
+        if parent is None:
+            trace_id = 0
+            while not trace_id:
+                trace_id = self._random.getrandbits(128)
+            random_flag = _RANDOM_TRACE_ID  # our trace ids are uniformly random
+            sampled = self._sample_root(trace_id, span)
+        else:
+            trace_id, span.parent_id, parent_flags, span.parent_remote, span.trace_state = parent
+            random_flag = parent_flags & _RANDOM_TRACE_ID
+            sampled = self._sample_child(trace_id, bool(parent_flags & 1), span)
+        span_id = 0
+        while not span_id:
+            span_id = self._random.getrandbits(64)
+        span.trace_id, span.span_id, span.sampled = trace_id, span_id, sampled
+        span.flags = random_flag | sampled
+        span.start_ns = time.time_ns()
+        span._pid = self._pid
+        if not sampled or self.closed:
+            span.sampled = sampled and not self.closed
+            span._state = _OPEN
+            return
+        thread = self._threading.current_thread()
+        span.thread_id, span.thread_name = thread.ident, thread.name
+        # The span enters the ledger and is counted in one step each; the shutdown path
+        # reads these without a lock.
+        self._link(span)
+        span._state = _OPEN
+        with self._lock:
+            self.created += 1
+
+    def _end(self, span, end_ns) -> None:
+        if span._state != _OPEN:
+            return
+        span._state = _ENDED
+        span.end_ns = end_ns or time.time_ns()
+        if not span.sampled:
+            return
+        if span._pid != self._pid:  # started before a fork: the parent process records it
+            return
+        if span._evicted:
+            with self._lock:
+                self.evicted_ended += 1
+        else:
+            self._unlink(span)
+        self._enqueue(span)
+
+    def _enqueue(self, record) -> bool:
+        queued = len(self._queue)
+        if queued >= self.queue_limit:
+            with self._lock:
+                self.dropped += 1
+            return False
+        self._queue.append(record)
+        with self._lock:
+            self.ended += 1
+        if queued >= self.queue_limit >> 1:
+            time.sleep(0)  # more than half full: let the export thread in (never waits for it)
+        return True
+
+    def add_record(self, record) -> bool:
+        """Queue a record of another origin (make_record); False if it was dropped."""
+        with self._lock:
+            self.created += 1
+        return self._enqueue(record)
+
+    def take(self, limit: int):
+        """Up to ``limit`` queued records, oldest first (the export thread's side)."""
+        queue = self._queue
+        if len(queue) <= limit:
+            self._queue = []  # one assignment: appends race only with this swap, which is atomic
+            return queue
+        batch = queue[:limit]
+        del queue[:limit]
+        return batch
+
+    def queued(self) -> int:
+        """Records waiting for export."""
+        return len(self._queue)
+
+    # ---- the open-span ledger ----------------------------------------------------------
+
+    def _link(self, span) -> None:
+        tail = self._tail
+        span._prev, span._next = tail, None
+        if tail is None:
+            self._head = span
+        else:
+            tail._next = span
+        self._tail = span
+        self.open_count += 1
+        if self.open_count > self.max_open:
+            self._evict_oldest()
+
+    def _unlink(self, span) -> None:
+        prev, nxt = span._prev, span._next
+        if prev is None:
+            self._head = nxt
+        else:
+            prev._next = nxt
+        if nxt is None:
+            self._tail = prev
+        else:
+            nxt._prev = prev
+        span._prev = span._next = None
+        self.open_count -= 1
+
+    def _evict_oldest(self) -> None:
+        # Bounded memory for spans that are never ended: the oldest open span leaves the
+        # ledger (it is still exported if it ends later; if not, it counts as unended).
+        oldest = self._head
+        self._unlink(oldest)
+        oldest._evicted = True
+        self.evicted += 1
+
+    def open_spans(self):
+        """The spans still open, oldest first."""
+        spans, span = [], self._head
+        while span is not None:
+            spans.append(span)
+            span = span._next
+        return spans
+
+    def end_open_spans(self, reason: str = "shutdown") -> int:
+        """End every open span, newest first, marked truncated with a truncation event."""
+        count = 0
+        for span in reversed(self.open_spans()):
+            if span._state != _OPEN:
+                continue
+            self._add_event(span, semconv.LENS_SPAN_TRUNCATED, {semconv.LENS_TRUNCATION_REASON: reason}, None)
+            span.attrs[semconv.LENS_SPAN_TRUNCATED] = True
+            self._end(span, 0)
+            count += 1
+        self.truncated += count
+        return count
+
+    def close(self) -> None:
+        """Stop tracking: spans started from now on are not recorded."""
+        self.closed = True
+
+    def _after_fork(self) -> None:
+        # The child records its own spans: the parent's open and queued ones stay the parent's.
+        import _thread
+
+        self._lock = _thread.allocate_lock()
+        self._queue = []
+        self._head = self._tail = None
+        self.open_count = 0
+        self.created = self.ended = self.dropped = self.evicted = self.evicted_ended = self.truncated = 0
+        self._random = __import__("random").Random(os.urandom(32))
+        self._pid = os.getpid()
+
+    # ---- OTel context ------------------------------------------------------------------
+
+    def _attach(self, span):
+        otel = self._otel
+        return otel.attach(otel.set_span(otel.get_current(), span))
+
+    def _detach(self, token) -> None:
+        try:
+            self._otel.detach(token)
+        except Exception:  # a token from another context (a generator resumed elsewhere)
+            pass
+
+    def _current_span(self):
+        otel = self._otel
+        return otel.get_current().get(otel.span_key)
+
+    def _parent_of(self, context):
+        """(trace_id, span_id, sampled, remote, trace_state) of the parent, or None."""
+        otel = self._otel
+        if context is None:
+            parent = otel.get_current().get(otel.span_key)
+        elif isinstance(context, otel.context_type):
+            parent = context.get(otel.span_key)
+        elif hasattr(context, "get_span_context"):  # a span (ours or OpenTelemetry's)
+            parent = context
+        else:  # a W3C carrier
+            remote = _parse_carrier(context)
+            if remote is None:  # a malformed carrier is ignored, as remote_trace_context does
+                parent = otel.get_current().get(otel.span_key)
+            else:
+                trace_id, span_id, flags, state = remote
+                return trace_id, span_id, flags, True, state
+        if parent is None:
+            return None
+        if isinstance(parent, Span):
+            return parent.trace_id, parent.span_id, parent.flags, False, parent.trace_state
+        ctx = parent.get_span_context()
+        if ctx is None or not ctx.is_valid:
+            return None
+        state = ctx.trace_state.to_header() if ctx.trace_state else None
+        return ctx.trace_id, ctx.span_id, int(ctx.trace_flags), ctx.is_remote, state or None
+
+    def _otel_context(self, context):
+        # For a user-given tracer: a carrier becomes a Context holding its remote span.
+        if context is None or isinstance(context, self._otel.context_type):
+            return context
+        remote = _parse_carrier(context)
+        if remote is None:
+            return None
+        otel = self._otel
+        return otel.set_span(otel.context_type(), self._remote_span(*remote))
+
+    def _remote_span(self, trace_id, span_id, flags, state):
+        otel = self._otel
+        trace_state = otel.trace_state_type.from_header([state]) if state else None
+        ctx = otel.span_context_type(trace_id, span_id, True, otel.trace_flags_type(flags), trace_state)
+        return otel.non_recording_span_type(ctx)
+
+    def _parent_context(self, span):
+        otel = self._otel
+        return otel.span_context_type(span.trace_id, span.parent_id, span.parent_remote,
+                                      otel.trace_flags_type(span.flags))
+
+    def _span_context(self, span):
+        otel = self._otel
+        state = otel.trace_state_type.from_header([span.trace_state]) if span.trace_state else None
+        return otel.span_context_type(span.trace_id, span.span_id, False, otel.trace_flags_type(span.flags), state)
+
+    # ---- sampling ----------------------------------------------------------------------
+
+    def _sample_root(self, trace_id, span) -> bool:
+        mode = self._sampler_mode
+        if mode == SAMPLE_ALWAYS_ON:
+            return True
+        if mode == SAMPLE_ALWAYS_OFF:
+            return False
+        if mode in (SAMPLE_RATIO, SAMPLE_PARENT_RATIO):
+            return (trace_id & _TRACE_ID_LIMIT) < self._ratio_bound
+        return self._ask_sampler(trace_id, span, None)
+
+    def _sample_child(self, trace_id, parent_sampled, span) -> bool:
+        mode = self._sampler_mode
+        if mode == SAMPLE_PARENT_RATIO:
+            return parent_sampled
+        if mode == SAMPLE_CUSTOM:
+            return self._ask_sampler(trace_id, span, parent_sampled)
+        return self._sample_root(trace_id, span)
+
+    def _ask_sampler(self, trace_id, span, parent_sampled) -> bool:
+        otel = self._otel
+        parent_ctx = None
+        if parent_sampled is not None:
+            ctx = otel.span_context_type(trace_id, span.parent_id, span.parent_remote,
+                                         otel.trace_flags_type(int(parent_sampled)))
+            parent_ctx = otel.set_span(otel.context_type(), otel.non_recording_span_type(ctx))
+        try:
+            result = self._sampler.should_sample(parent_ctx, trace_id, span.name, None, span.attrs, None)
+        except Exception:  # a broken sampler must not break the job: keep the span
+            return True
+        if result.attributes:
+            span.attrs.update(result.attributes)
+        if result.trace_state is not None:
+            span.trace_state = result.trace_state.to_header() or None
+        return result.decision.is_sampled()
+
+    # ---- mutation helpers --------------------------------------------------------------
+
+    def _merge_attributes(self, span, attributes) -> None:
+        from .spans import _sanitize_into
+
+        _sanitize_into(span.attrs, attributes)
+
+    def _add_event(self, span, name, attributes, timestamp) -> None:
+        from .spans import sanitize_attributes
+
+        if span.events is None:
+            span.events = []
+        span.events.append((str(name), timestamp or time.time_ns(), sanitize_attributes(attributes)))
+
+    def _add_link(self, span, context, attributes) -> None:
+        from .spans import sanitize_attributes
+
+        state = context.trace_state.to_header() if context.trace_state else None
+        if span.links is None:
+            span.links = []
+        span.links.append((context.trace_id, context.span_id, state or None, sanitize_attributes(attributes),
+                           bool(context.is_remote)))
+
+    def _set_status(self, span, status, description) -> None:
+        code = getattr(status, "status_code", status)
+        value = getattr(code, "value", code)
+        if description is None:
+            description = getattr(status, "description", None)
+        if span.status_code == STATUS_OK or value == STATUS_UNSET:
+            return
+        span.status_code = value
+        span.status_msg = description if value == STATUS_ERROR else None
+
+    def _exception_event(self, span, exc, attributes, timestamp, escaped) -> None:
+        attrs = self._otel.format_exc(exc, escaped)
+        if attributes:
+            attrs.update(attributes)
+        self._add_event(span, "exception", attrs, timestamp)
+
+    def _fail(self, span, exc) -> None:
+        """Record ``exc`` on a live span: an exception event and ERROR status."""
+        if span._state != _OPEN or not span.sampled:
+            return
+        from .spans import describe_exception
+
+        self._exception_event(span, exc, None, None, True)
+        if span.status_code != STATUS_OK:
+            span.status_code = STATUS_ERROR
+            span.status_msg = describe_exception(exc)
+
+
+class _OTel:
+    """OpenTelemetry's context names, bound at run time."""
+
+    __slots__ = ("contextvar", "context_type", "span_key", "span_context_type", "trace_flags_type",
+                 "trace_state_type", "non_recording_span_type", "get_current", "attach", "detach", "format_exc")
+
+    def __init__(self, contextvar, context_type, span_key, span_context_type, trace_flags_type, trace_state_type,
+                 non_recording_span_type, get_current, attach, detach, format_exc):
+        self.contextvar = contextvar
+        self.context_type = context_type
+        self.span_key = span_key
+        self.span_context_type = span_context_type
+        self.trace_flags_type = trace_flags_type
+        self.trace_state_type = trace_state_type
+        self.non_recording_span_type = non_recording_span_type
+        self.format_exc = format_exc
+        if contextvar is not None:  # set and reset the ContextVar directly: fewer calls per span
+            self.get_current = contextvar.get
+            self.attach = contextvar.set
+            self.detach = contextvar.reset
+        else:
+            self.get_current, self.attach, self.detach = get_current, attach, detach
+
+    def set_span(self, context, span):
+        values = dict(context)
+        values[self.span_key] = span
+        return self.context_type(values)
+
+
+class _TracerSpan:
+    """live() with a user-given tracer: that tracer's SDK span, made current for the block."""
+
+    __slots__ = ("_rec", "_tracer", "_name", "_attrs", "_context", "_record", "_span", "_token")
+
+    def __init__(self, rec, tracer, name, attrs, context, record):
+        self._rec, self._tracer, self._name, self._attrs = rec, tracer, name, attrs
+        self._context, self._record = context, record
+
+    def __enter__(self):
+        rec = self._rec
+        span = self._span = rec.start(self._name, self._attrs, self._tracer, self._context)
+        self._token = rec.use(span)
+        return span
+
+    def __exit__(self, exc_type, exc, tb):
+        rec = self._rec
+        rec._detach(self._token)
+        if exc is not None and (not self._record or isinstance(exc, GeneratorExit)):
+            exc = None
+        rec.end(self._span, exc)
+        return False
+
+
+def _otel_fail(otel, span, exc) -> None:
+    from .spans import describe_exception
+
+    try:
+        span.record_exception(exc, escaped=True)
+    except Exception:
+        pass
+    from_status = getattr(span, "set_status", None)
+    if from_status is not None:
+        try:
+            from opentelemetry.trace import Status, StatusCode  # only reached with an OTel span
+
+            span.set_status(Status(StatusCode.ERROR, describe_exception(exc)))
+        except Exception:
+            pass
+
+
+def _links(links):
+    if not links:
+        return None
+    out = []
+    for link in links:
+        ctx = getattr(link, "context", link)
+        state = ctx.trace_state.to_header() if ctx.trace_state else None
+        out.append((ctx.trace_id, ctx.span_id, state or None, dict(getattr(link, "attributes", None) or {}),
+                    bool(ctx.is_remote)))
+    return out
+
+
+def _parse_carrier(carrier):
+    """(trace_id, span_id, flags, tracestate) from a W3C carrier, or None if malformed."""
+    from .carrier import TRACEPARENT, TRACESTATE, parse_traceparent
+
+    get = getattr(carrier, "get", None)
+    if get is None:
+        return None
+    try:
+        parsed = parse_traceparent(get(TRACEPARENT))
+        state = get(TRACESTATE)
+    except Exception:  # a mapping whose get() raises is as unusable as a malformed one
+        return None
+    if parsed is None:
+        return None
+    if not isinstance(state, str) or not state.strip() or len(state) > 512:
+        state = None
+    return parsed.trace_id, parsed.span_id, parsed.flags, state

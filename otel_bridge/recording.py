@@ -1,0 +1,174 @@
+"""Builds an exporting rank's span recording: the TracerProvider, the span pipeline and its sink,
+and (``LENS_RECORDER=native``) the native recorder bound to OpenTelemetry's context."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from lens_core import semconv
+
+__all__ = ["RECORDERS", "build_span_pipeline", "exception_attributes", "sampling_mode"]
+
+#: Values of ``LENS_RECORDER``: ``native`` records Lens spans as compact records (no SDK
+#: span object per span); ``sdk`` creates SDK spans (for span processors of your own).
+RECORDERS = ("native", "sdk")
+
+
+def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_exporter=None, sampler=None):
+    """(tracer_provider, pipeline, native recorder or None) for ``config``; the pipeline's
+    export thread is running. ``exporter_name`` may be ``auto`` (decided for traces);
+    ``sampler`` None means the SDK's (OTEL_TRACES_SAMPLER)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from lens_core import _impl
+
+    from .pipeline import ScopeTable, SdkSpanProcessor, SpanPipeline
+    from .providers import SeedIndependentIdGenerator, lens_version
+
+    from . import exporters
+
+    impl = _impl.recorder()
+    recorder = impl.Recorder(max_open=config.max_open_spans, buffer_bytes=config.buffer_mb << 20)
+    sink = _sink(exporters.resolve_exporter_name(exporter_name, signal="traces"), config, run_id, rank,
+                 span_exporter, impl)
+    # shutdown_on_exit=False: the SDK's own exit hook has no deadline; ours does.
+    tracer_provider = TracerProvider(resource=resource, id_generator=SeedIndependentIdGenerator(),
+                                     sampler=sampler, shutdown_on_exit=False)
+    pipeline = SpanPipeline(recorder, sink, scopes=ScopeTable("lens", lens_version()), encoders=impl,
+                            resource=resource, retarget=_retargeter(run_id))
+    pipeline.sdk = SdkSpanProcessor(pipeline, config.max_open_spans)
+    tracer_provider.add_span_processor(pipeline.sdk)
+    native = None
+    if config.recorder == "native":
+        _bind(recorder, tracer_provider, impl)
+        native = recorder
+    pipeline.start()
+    return tracer_provider, pipeline, native
+
+
+def _sink(exporter_name, config, run_id, rank, span_exporter, impl):
+    from . import exporters
+    from .pipeline import FileSink, NullSink, OtlpSink, SdkExporterSink
+
+    if span_exporter is not None:
+        return SdkExporterSink(span_exporter)
+    if exporter_name == "none":
+        return NullSink()
+    if exporter_name == "otlp":
+        protocol = exporters.resolve_otlp_protocol("traces")
+        sink = OtlpSink(lambda: exporters.otlp_span_exporter(protocol), impl.encode_traces_pb)
+        sink.exporter  # built now, so a bad OTEL_EXPORTER_OTLP_* setting fails setup, not the first export
+        return sink
+    if exporter_name == "file":
+        from .exporters._file import JsonLinesWriter
+
+        return FileSink(JsonLinesWriter(config.file_dir or exporters.DEFAULT_FILE_DIR, run_id, rank, "traces"),
+                        impl.encode_traces_json)
+    return SdkExporterSink(exporters.console_span_exporter())
+
+
+def _retargeter(run_id):
+    """resource -> the same resource for this process (a forked child gets its own pid and
+    service.instance.id)."""
+
+    def retarget(resource):
+        from opentelemetry.sdk.resources import Resource
+
+        from .providers import instance_id
+
+        attrs = dict(resource.attributes)
+        pid = os.getpid()
+        if attrs.get(semconv.PROCESS_PID) == pid:
+            return resource
+        attrs[semconv.PROCESS_PID] = pid
+        attrs[semconv.SERVICE_INSTANCE_ID] = instance_id(run_id, attrs.get(semconv.NV_DL_RANK, 0), pid)
+        return Resource(attrs, resource.schema_url)
+
+    return retarget
+
+
+def encode_resource(resource):
+    """(protobuf bytes, OTLP/JSON text) of ``resource``."""
+    from opentelemetry.exporter.otlp.proto.common._internal import _encode_resource
+
+    from .exporters._otlp_json import to_otlp_json
+
+    message = _encode_resource(resource)
+    return message.SerializeToString(), json.dumps(to_otlp_json(message), separators=(",", ":"), ensure_ascii=False)
+
+
+# ---- the native recorder and OpenTelemetry ----------------------------------------------
+
+
+def _bind(recorder, tracer_provider, impl) -> None:
+    from opentelemetry import context, trace
+    from opentelemetry.context.context import Context
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
+    from opentelemetry.trace.propagation import _SPAN_KEY
+
+    runtime = getattr(context, "_RUNTIME_CONTEXT", None)
+    contextvar = getattr(runtime, "_current_context", None)
+    recorder.bind_otel(
+        contextvar=contextvar if type(runtime).__name__ == "ContextVarsRuntimeContext" else None,
+        context_type=Context, span_key=_SPAN_KEY, span_context_type=SpanContext, trace_flags_type=TraceFlags,
+        trace_state_type=TraceState, non_recording_span_type=NonRecordingSpan,
+        get_current=context.get_current, attach=context.attach, detach=context.detach,
+        format_exc=exception_attributes)
+    recorder.set_sampler(*sampling_mode(tracer_provider.sampler, impl))
+    if not issubclass(impl.Span, trace.Span):
+        trace.Span.register(impl.Span)  # isinstance(span, opentelemetry.trace.Span) holds
+
+
+def sampling_mode(sampler, impl):
+    """(mode, ratio, sampler) for Recorder.set_sampler: the SDK's built-in samplers are
+    decided natively; any other sampler is asked for every span."""
+    from opentelemetry.sdk.trace import sampling
+
+    if hasattr(sampler, "selected") and hasattr(sampler, "delegate"):  # otel_bridge.sampling.RankSampler
+        if not sampler.selected:
+            return impl.SAMPLE_ALWAYS_OFF, 1.0, None
+        sampler = sampler.delegate
+
+    def static(s):
+        if isinstance(s, sampling.StaticSampler):
+            return 1.0 if s._decision is sampling.Decision.RECORD_AND_SAMPLE else 0.0
+        return None
+
+    if static(sampler) is not None:
+        return (impl.SAMPLE_ALWAYS_ON if static(sampler) else impl.SAMPLE_ALWAYS_OFF), 1.0, None
+    if type(sampler) is sampling.TraceIdRatioBased:
+        return impl.SAMPLE_RATIO, sampler.rate, None
+    if type(sampler) is sampling.ParentBased and _default_delegates(sampler, static):
+        root = sampler._root
+        if static(root) is not None:
+            return impl.SAMPLE_PARENT_RATIO, static(root), None
+        if type(root) is sampling.TraceIdRatioBased:
+            return impl.SAMPLE_PARENT_RATIO, root.rate, None
+    return impl.SAMPLE_CUSTOM, 1.0, sampler
+
+
+def _default_delegates(sampler, static) -> bool:
+    return (static(sampler._remote_parent_sampled) == 1.0 and static(sampler._local_parent_sampled) == 1.0
+            and static(sampler._remote_parent_not_sampled) == 0.0 and static(sampler._local_parent_not_sampled) == 0.0)
+
+
+def exception_attributes(exc, escaped=False) -> dict:
+    """The ``exception`` event's attributes, as the SDK's record_exception writes them;
+    never raises, even for an exception whose ``__str__`` does."""
+    import traceback
+
+    from lens_core.spans import describe_exception
+
+    kind = type(exc)
+    module, qualname = kind.__module__, kind.__qualname__
+    try:
+        stacktrace = "".join(traceback.format_exception(kind, exc, exc.__traceback__))
+    except Exception:
+        stacktrace = f"{qualname}: {describe_exception(exc, with_type=False)}"
+    return {
+        "exception.type": f"{module}.{qualname}" if module and module != "builtins" else qualname,
+        "exception.message": describe_exception(exc, with_type=False),
+        "exception.stacktrace": stacktrace,
+        "exception.escaped": str(escaped),
+    }

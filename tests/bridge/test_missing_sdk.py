@@ -1,0 +1,87 @@
+"""Without OpenTelemetry installed: enabling telemetry says which extra to install; quiet ranks still work."""
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HINT = "pip install 'lens-telemetry[otel]'"
+
+# A fresh interpreter in which every opentelemetry module is missing, as in a core-only install.
+PRELUDE = textwrap.dedent("""
+    import json, sys
+
+    class NoOpenTelemetry:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "opentelemetry":
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    sys.meta_path.insert(0, NoOpenTelemetry())
+""")
+
+
+def run(body, *args):
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body), *args],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def test_enabling_telemetry_without_the_sdk_names_the_extra_to_install():
+    """Regression: setup_telemetry raised a bare ModuleNotFoundError when the SDK was missing."""
+    proc = run("""
+        from lens_core import LensConfig
+        from otel_bridge import setup_telemetry
+        try:
+            setup_telemetry(LensConfig(enabled=True, exporter="none"), rank=0, world_size=1)
+        except ModuleNotFoundError as exc:
+            print(json.dumps([type(exc).__name__, str(exc), exc.name]))
+    """)
+    kind, message, name = json.loads(proc.stdout)
+    assert kind == "MissingExtraError" and name.startswith("opentelemetry")
+    assert message.startswith("setup_telemetry (telemetry is enabled on this rank): OpenTelemetry is not installed")
+    assert message.endswith(HINT) and "constraints" not in message
+
+
+def test_a_quiet_rank_needs_no_sdk_and_its_tracer_names_the_extra():
+    proc = run("""
+        from lens_core import LensConfig, managed_span
+        from otel_bridge import setup_telemetry
+        handle = setup_telemetry(LensConfig(enabled=True, export_ranks="first"), rank=3, world_size=8)
+        with managed_span("g", "n") as span:
+            assert span is None
+        try:
+            handle.tracer
+        except ImportError as exc:
+            print(json.dumps([handle.is_exporting, str(exc)]))
+    """)
+    exporting, message = json.loads(proc.stdout)
+    assert exporting is False and message.endswith(HINT)
+
+
+def test_lens_emit_spans_without_the_sdk_fails_in_one_line(tmp_path):
+    spans = tmp_path / "spans.json"
+    spans.write_text(json.dumps([{"name": "a", "start": 1.0, "end": 2.0}]))
+    proc = run("""
+        from otel_bridge.cli import main
+        sys.exit(main(sys.argv[1:]))
+    """, "emit-spans", str(spans), "--exporter", "none")
+    assert proc.returncode == 1 and proc.stdout == ""
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("lens emit-spans: setup_telemetry") and line.endswith(HINT)
+
+
+def test_every_install_hint_in_the_package_works_for_wheel_users():
+    """Hints name a quoted extra of the published package (zsh globs unquoted brackets), never a
+    checkout-only command like `-c constraints.txt -e .`."""
+    hints = []
+    for path in sorted([*REPO.glob("lens_core/**/*.py"), *REPO.glob("otel_bridge/**/*.py")]):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            hints += [(f"{path.relative_to(REPO)}:{number}", m) for m in re.findall(r"pip install[^`\"]*", line)]
+    assert len(hints) >= 8  # the contrib modules, nccl, gpu, the demo and _extras all give one
+    good = re.compile(r"pip install '(lens-telemetry\[[a-z,]+\]|lens-telemetry\[\{[^}]*\}\])'")
+    bad = [(where, hint) for where, hint in hints if not good.match(hint)]
+    assert bad == []

@@ -1,0 +1,44 @@
+"""A quiet rank's setup loads no OpenTelemetry, uuid or platform; the CI budget script says so."""
+
+import subprocess
+import sys
+
+from trace_files import REPO_ROOT, run_script
+
+SCRIPT = REPO_ROOT / ".ci" / "quiet_rank_budget.py"
+
+
+def test_a_quiet_rank_setup_imports_no_sdk_uuid_or_platform():
+    """Regression: a quiet rank imported uuid (and with it platform) to make a run id,
+    1.6 ms of its setup, before knowing that it exports nothing."""
+    result = run_script(
+        "import sys\n"
+        "import otel_bridge\n"
+        "from lens_core import LensConfig\n"
+        "handle = otel_bridge.setup_telemetry(LensConfig(enabled=True, export_ranks='first'), rank=1, world_size=8)\n"
+        "assert not handle.is_exporting and len(handle.run_id) == 16, handle\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'opentelemetry', 'uuid', 'platform', 'google'}))\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def _budget(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), "--runs", "1", *args], capture_output=True, text=True,
+                          timeout=120, cwd=REPO_ROOT)
+
+
+def test_the_ci_budget_script_passes_a_quiet_setup_within_budget():
+    result = _budget("--max-ms", "100000", "--forbid", "uuid", "--forbid", "opentelemetry")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "quiet rank (import otel_bridge + setup_telemetry):" in result.stdout
+
+
+def test_the_ci_budget_script_fails_when_a_forbidden_module_is_loaded():
+    result = _budget("--max-ms", "100000", "--forbid", "threading")  # the setup does load threading
+    assert result.returncode == 1
+    assert "FORBIDDEN modules loaded: threading" in result.stdout
+
+
+def test_the_ci_budget_script_fails_over_budget():
+    result = _budget("--max-ms", "0")
+    assert result.returncode == 1

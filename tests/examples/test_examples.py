@@ -1,0 +1,88 @@
+"""The README's examples run as real processes (torchrun with gloo on CPU; a plain
+trainer) and write the traces the README promises; ``lens report`` reads them."""
+
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+
+from lens_core import semconv
+from trace_files import REPO_ROOT, read_spans
+from child_env import without_settings  # noqa: E402
+
+pytest.importorskip("torch")
+pytest.importorskip("opentelemetry.sdk")
+
+ITERATION = semconv.RL_ITERATION
+
+
+def _run(args, file_dir, run_id, timeout=180, **env):
+    environ = without_settings()
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID"):
+        environ.pop(name, None)
+    environ.update(PYTHONPATH=os.pathsep.join([str(REPO_ROOT), environ.get("PYTHONPATH", "")]),
+                   LENS_ENABLED="1", LENS_SPAN_GROUPS="per_step", LENS_EXPORTER="file",
+                   LENS_FILE_DIR=str(file_dir), LENS_RUN_ID=run_id, OMP_NUM_THREADS="1", **env)
+    result = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, env=environ, capture_output=True,
+                            text=True, timeout=timeout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def _report_exits_0(directory):
+    result = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", str(directory)], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_the_torchrun_example_is_one_trace_rooted_on_rank_0_that_the_other_ranks_join(tmp_path):
+    _run(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "examples/torchrun_trace.py"],
+         tmp_path, "first-job", EXAMPLE_STEPS="3", LENS_METRICS_ENABLED="0")
+    spans = read_spans(tmp_path / "first-job")
+    assert {s["trace_id"] for s in spans} == {spans[0]["trace_id"]}, "the ranks' spans are not one trace"
+    (job,) = [s for s in spans if not s["parent_span_id"]]
+    assert job["name"] == "example.job" and job["resource"]["nv.dl.rank"] == 0
+    assert job["attributes"]["world_size"] == 2
+
+    steps = defaultdict(dict)  # rank -> iteration -> step span
+    for span in spans:
+        if span["name"] == "example.step":
+            steps[span["resource"]["nv.dl.rank"]][span["attributes"][ITERATION]] = span
+    assert {rank: sorted(by_iteration) for rank, by_iteration in steps.items()} == {0: [1, 2, 3], 1: [1, 2, 3]}
+    assert all(step["parent_span_id"] == job["span_id"] for by_iteration in steps.values()
+               for step in by_iteration.values())
+
+    leaves = [s for s in spans if s["name"] not in ("example.job", "example.step")]
+    assert len(leaves) == 2 * 3 * 3  # ranks x steps x (forward_backward, all_reduce, optimizer_step)
+    for leaf in leaves:
+        step = steps[leaf["resource"]["nv.dl.rank"]][leaf["attributes"][ITERATION]]
+        assert leaf["parent_span_id"] == step["span_id"], leaf
+        assert step["start"] <= leaf["start"] <= leaf["end"] <= step["end"]
+    buckets = {s["name"]: s["attributes"][semconv.RL_BUCKET] for s in leaves}
+    assert buckets == {"example.forward_backward": "productive", "example.all_reduce": "overhead",
+                       "example.optimizer_step": "productive"}
+    _report_exits_0(tmp_path / "first-job")
+
+
+def test_the_generic_trainer_has_steps_carrying_their_iteration_and_bucketed_leaves(tmp_path):
+    _run(["examples/generic_trainer.py"], tmp_path, "trainer", EXAMPLE_STEPS="4")
+    spans = read_spans(tmp_path / "trainer")
+    steps = {s["attributes"][ITERATION]: s for s in spans if s["name"] == "train.step"}
+    assert sorted(steps) == [1, 2, 3, 4]
+    assert all(not step["parent_span_id"] and semconv.RL_BUCKET not in step["attributes"] for step in steps.values())
+    names = defaultdict(list)
+    for span in spans:
+        if span["name"] != "train.step":
+            step = steps[span["attributes"][ITERATION]]
+            assert (span["trace_id"], span["parent_span_id"]) == (step["trace_id"], step["span_id"]), span
+            names[span["attributes"][ITERATION]].append((span["name"], span["attributes"][semconv.RL_BUCKET]))
+    every_step = [("train.load_batch", "overhead"), ("train.forward", "productive"),
+                  ("train.backward", "productive"), ("train.optimizer_step", "productive")]
+    checkpoint = [("train.checkpoint", "overhead")]
+    assert {i: sorted(n) for i, n in names.items()} == {
+        1: sorted(every_step), 2: sorted(every_step + checkpoint), 3: sorted(every_step), 4: sorted(every_step + checkpoint)}
+    assert list((tmp_path / "trainer").glob("metrics-rank0-*.jsonl")), "the trainer's metrics were not exported"
+    _report_exits_0(tmp_path / "trainer")
