@@ -34,6 +34,7 @@ ENGINE_HINT = "pip install 'lens-telemetry[report]'"
 TRACE_FILE_SUFFIXES = tuple(base + compression for compression in ("", ".gz", ".zst") for base in (".jsonl", ".json"))
 """File names a directory argument is searched for (recursively)."""
 
+_OTHER_SIGNALS = ("metrics-", "logs-")
 _MAX_LINE_BYTES = 16 * 1024 * 1024  # one ExportTraceServiceRequest per line; a batch of 512 spans is ~250 KB
 _BATCH_BYTES = 256 * 1024 * 1024  # files per ingest statement: enough for both threads, small steps of progress
 _INT64_MAX = 2**63 - 1
@@ -74,14 +75,17 @@ def require_duckdb() -> Any:
 def find_trace_files(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[str], list[Problem]]:
     """Expand the given paths: files are kept as given, directories searched recursively for trace files.
 
-    Returns the files in order (each once) and a problem for every path that is missing or
-    a directory holding no trace file.
+    In a directory, the file exporter's ``metrics-*`` and ``logs-*`` files are skipped. Returns
+    the files in order (each once) and a problem for every path that is missing or a directory
+    holding no trace file.
     """
     files: list[str] = []
     problems: list[Problem] = []
     for path in map(Path, paths):
         if path.is_dir():
-            found = sorted(str(p) for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_FILE_SUFFIXES))
+            # the file exporter's metrics and logs files sit beside its traces: not trace files
+            found = sorted(str(p) for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_FILE_SUFFIXES)
+                           and not p.name.startswith(_OTHER_SIGNALS))
             if not found:
                 problems.append(Problem(str(path), 0, f"no {', '.join(TRACE_FILE_SUFFIXES)} files found"))
             files.extend(found)

@@ -190,3 +190,15 @@ def test_a_truncated_gzip_keeps_the_spans_before_the_damage(tmp_path, otlp):
     assert 0 < len(read.spans) < 199
     assert [s.name for s in sorted(read.spans, key=lambda s: s.line)][:3] == ["s1", "s2", "s3"]
     assert any(p.message.startswith("cannot read the rest of the file") for p in read.problems)
+
+
+def test_a_run_folder_with_metrics_and_logs_files_reads_only_the_traces(tmp_path, otlp):
+    """Regression: every line of the file exporter's metrics-*.jsonl beside the traces was a problem."""
+    run = tmp_path / "run"
+    run.mkdir()
+    otlp.write(run / "traces-rank0-pid1.jsonl", otlp.request([otlp.span(1, "a", 0, 1)]))
+    (run / "metrics-rank0-pid1.jsonl").write_text(json.dumps({"resourceMetrics": []}) + "\n")
+    (run / "logs-rank0-pid1.jsonl").write_text(json.dumps({"resourceLogs": []}) + "\n")
+    read = read_spans([tmp_path])
+    assert [s.name for s in read.spans] == ["a"] and read.problems == ()
+    assert [Path(f).name for f in read.files] == ["traces-rank0-pid1.jsonl"]
