@@ -619,15 +619,22 @@ def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] 
             JOIN cands k ON k.id = a.cand JOIN wf_ranks r ON r.rank_label = s.rank_label GROUP BY s.iteration
         """)
         window = "EXISTS (SELECT 1 FROM wf_windows w WHERE k.start_ns < w.hi AND k.end_ns > w.lo)"
-    where = f"k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks) AND {window}"
-    total = con.execute(f"SELECT count(*) FROM k WHERE {where}").fetchall()[0][0]
+    # the chosen ids first, in a small table: joined to the spans by rowid, the details come
+    # from the few rows drawn, not from a scan of every span
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE wf_ids AS
+        SELECT id, start_ns FROM k WHERE k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks) AND {window}
+    """)
+    total = con.execute("SELECT count(*) FROM wf_ids").fetchall()[0][0]
     cursor = con.execute(f"""
+        WITH chosen AS (SELECT id FROM wf_ids ORDER BY start_ns, id LIMIT {int(limit)})
         SELECT k.id, p.pid, s.name, k.start_ns, k.end_ns, k.bucket, k.iteration, k.rank_label, s.process,
                coalesce(s.thread || coalesce(' ' || s.thread_name, ''), s.thread_name, '') AS thread_label,
                coalesce(s.thread_name, s.thread, '') AS thread_short,
                printf('%032x', s.trace) AS trace, printf('%016x', s.span) AS span, s.kind, k.error
-        FROM k JOIN spans s ON s.rowid = k.id LEFT JOIN parents p ON p.id = k.id WHERE {where}
-        ORDER BY k.start_ns, k.id LIMIT {int(limit)}
+        FROM chosen c JOIN k ON k.id = c.id JOIN spans s ON s.rowid = c.id
+        LEFT JOIN (SELECT * FROM parents WHERE id IN (SELECT id FROM chosen)) p ON p.id = c.id
+        ORDER BY k.start_ns, k.id
     """)
     columns = [d[0] for d in cursor.description]
     spans = [dict(zip(columns, row)) for row in cursor.fetchall()]
