@@ -7,8 +7,9 @@ Each size is a synthetic run in the file exporter's format (bench/trace_synth.py
 ``python -m otel_bridge.report`` in a child process whose wall time and peak RSS (``wait4``)
 are measured; the largest size also writes ``--html`` and its size is printed. The pass/fail
 checks are ratios measured in the same run, never absolute times: 10x the spans costs at most
-12x the time; a 10k-deep parent chain and 20k spans overlapping in one lane cost at most 3x a
-normal trace of as many spans (no quadratic walk). Absolute figures are printed for the README.
+12x the CPU time (CPU, because on a shared machine wall time also measures the neighbours);
+a 10k-deep parent chain and 20k spans overlapping in one lane cost at most 3x a normal trace
+of as many spans (no quadratic walk). Absolute figures are printed for the README.
 """
 
 from __future__ import annotations
@@ -84,8 +85,9 @@ def check(results: dict[str, object]) -> list[tuple[str, float, float, bool]]:
     sizes = results["sizes"]
     small, large = sizes[0], sizes[-1]
     span_ratio = large["spans"] / small["spans"]
-    time_ratio = large["report_s"] / small["report_s"]
-    rows = [(f"time for {span_ratio:.0f}x the spans / its span ratio x 1.2 (<= 1: linear)",
+    # CPU seconds, not wall: on a shared machine the wall clock also measures the neighbours
+    time_ratio = large["report_cpu_s"] / small["report_cpu_s"]
+    rows = [(f"CPU time for {span_ratio:.0f}x the spans / its span ratio x 1.2 (<= 1: linear)",
              time_ratio / (1.2 * span_ratio), 1.0)]
     normal = results["normal"]["report_html_s"]
     rows.append(("10k-deep chain / normal trace of 2x the spans (report + html)",

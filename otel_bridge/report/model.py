@@ -317,7 +317,8 @@ class StepRow:
 class RankRow:
     """One rank of the run: its wall clock (first span start to last span end) and buckets, and what it cost others.
 
-    ``slowest_steps`` counts the steps where this rank was the slowest; ``straggler_cost_ns``
+    ``slowest_steps`` counts the steps (run by more than one rank) where this rank was the
+    slowest; ``straggler_cost_ns``
     sums the rank-seconds the other ranks waited for it in those steps, and
     ``idle_explained_ns`` the part of their idle bucket that waiting explains.
     """

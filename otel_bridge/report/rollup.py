@@ -157,7 +157,7 @@ def build_report(
     violations, counts = _violations(con, max_violations)
     rank_labels, rank_steps = _rank_steps(con)
     steps = _step_rows(con, rank_labels, rank_steps)
-    ranks, run_totals = _ranks(con, rank_labels, rank_steps, steps)
+    ranks, run_totals = _ranks(con, rank_labels, rank_steps)
     summary = con.execute("""
         SELECT count(*), count(DISTINCT trace), count(*) FILTER (WHERE error),
                count(*) FILTER (WHERE parent IS NOT NULL) - (SELECT count(*) FROM parents)
@@ -504,8 +504,7 @@ def _step_rows(con: Any, labels: list[str], rank_steps: RankSteps) -> tuple[Step
     return tuple(steps)
 
 
-def _ranks(con: Any, labels: list[str], rank_steps: RankSteps,
-           steps: tuple[StepRow, ...]) -> tuple[tuple[RankRow, ...], BucketTotals]:
+def _ranks(con: Any, labels: list[str], rank_steps: RankSteps) -> tuple[tuple[RankRow, ...], BucketTotals]:
     """Per rank: wall (first start to last end of its spans), buckets of its own spans, straggler cost."""
     rows = con.execute(f"""
         SELECT r.idx, t.processes, t.wall_ns, {", ".join(f"t.{x}" for x in BUCKETS)}
@@ -520,8 +519,6 @@ def _ranks(con: Any, labels: list[str], rank_steps: RankSteps,
         GROUP BY p.slowest
     """).fetchall()
     costs = {slowest: (n, int(c), int(idle)) for slowest, n, c, idle in cost}
-    # a rank that is the slowest of a step nobody else ran has no cost but still counts
-    alone = Counter(labels.index(step.slowest_rank) for step in steps if step.ranks == 1)
     step_counts = Counter(rank_steps.ranks)
     ranks = []
     run_wall = 0
@@ -534,7 +531,7 @@ def _ranks(con: Any, labels: list[str], rank_steps: RankSteps,
             run_buckets[name] += bucket_ns[name]
         n, c, idle = costs.get(idx, (0, 0, 0))
         ranks.append(RankRow(labels[idx], int(processes), BucketTotals(wall, bucket_ns), step_counts[idx],
-                             n + (alone[idx] if idx not in costs else 0), c, idle))
+                             n, c, idle))
     return tuple(ranks), BucketTotals(run_wall, run_buckets)
 
 
