@@ -6,6 +6,7 @@ import gzip
 import os
 import shutil
 import tempfile
+import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -264,6 +265,8 @@ class TraceStore:
         self.duplicate_count = 0
         self._index: dict[str, int] = {}
         self._dir = tempfile.mkdtemp(prefix="lens-report-", dir=temp_dir)
+        # a store nobody closed still leaves no database behind (at collection or at exit)
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
         self.con = duckdb.connect(os.path.join(self._dir, "spans.duckdb"))
         threads = threads or min(4, os.cpu_count() or 1)
         self.con.execute(f"SET threads = {int(threads)}")
@@ -285,7 +288,7 @@ class TraceStore:
         try:
             self.con.close()
         finally:
-            shutil.rmtree(self._dir, ignore_errors=True)
+            self._cleanup()
 
     # ---- loading ---------------------------------------------------------------------------
 

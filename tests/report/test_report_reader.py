@@ -202,3 +202,18 @@ def test_a_run_folder_with_metrics_and_logs_files_reads_only_the_traces(tmp_path
     read = read_spans([tmp_path])
     assert [s.name for s in read.spans] == ["a"] and read.problems == ()
     assert [Path(f).name for f in read.files] == ["traces-rank0-pid1.jsonl"]
+
+
+def test_a_store_nobody_closed_leaves_no_database_behind():
+    """Regression: a TraceStore that was not closed left its temporary database (hundreds of MB) in /tmp."""
+    import gc
+    import os
+
+    from otel_bridge.report import TraceStore
+
+    store = TraceStore()
+    directory = store._dir
+    assert os.path.isdir(directory)
+    del store
+    gc.collect()
+    assert not os.path.exists(directory)
