@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # typing and OpenTelemetry are imported by checkers only
 
     from .providers import Providers
 
+from .runid import resolve_run_id
+
 __all__ = ["TelemetryHandle", "active_handle", "resolve_rank", "setup_telemetry"]
 
 # Re-entrant: a reinit shuts the previous handle down (which takes this lock) while
@@ -342,12 +344,6 @@ def _run_bounded(fn, deadline, name) -> bool:
     return bool(done)
 
 
-def _fresh_run_id() -> str:
-    # 64 random bits from the OS: as unique as the 16 uuid4 hex digits this replaces, without
-    # importing uuid (and with it platform), 1.6 ms that a quiet rank's setup must not pay.
-    return os.urandom(8).hex()
-
-
 def _atexit_shutdown(handle_ref):
     handle = handle_ref()
     if handle is not None:
@@ -384,7 +380,7 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
         raise TypeError(f"setup_telemetry expects a LensConfig, got {type(config).__name__}")
     rank, world_size, local_rank = resolve_rank(rank, world_size, local_rank)
     set_redact_allow(config.redact_allow)  # stdlib only: quiet ranks pay nothing for it
-    run_id = config.run_id or os.environ.get("SLURM_JOB_ID", "").strip() or _fresh_run_id()
+    run_id = resolve_run_id(config.run_id)
     handle_args = dict(rank=rank, world_size=world_size, local_rank=local_rank, run_id=run_id)
     if not config.enabled:
         return TelemetryHandle(config, **handle_args)

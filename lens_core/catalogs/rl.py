@@ -1,25 +1,52 @@
-"""The RL post-training span catalog (namespace ``nemo_rl``): groups, buckets, presets.
+"""The RL post-training span catalog (namespace ``nemo_rl``): groups, buckets, presets, span names.
 
 Importing this module registers it. It mirrors how an RL framework declares its spans:
 umbrella groups time phases that contain other work and carry no bucket; leaf groups
 carry the goodput bucket of what they measure. ``per_step`` deliberately omits
 ``per_prompt`` (its span count scales with prompts, not steps) and includes ``job`` (the
 run-long root that joins the collector's rollouts to the driver's steps).
+
+The span names of each algorithm are constants here (``GRPO.POLICY_TRAINING`` is
+``"rl.grpo.policy_training"``), with the group that controls each one:
+``check_span_name(group, name)`` raises when a name does not belong to a group, for
+library authors' tests; ``lens report`` resolves a span's group, umbrella status and
+"never bucketed" rule from these tables when the span carries no ``lens.group``.
 """
 
 from ..efficiency import register_efficiency_categories
 from ..registry import Bucket, SpanRegistry
 
 __all__ = [
+    "ALGORITHMS",
     "BUCKETS",
+    "CHECKPOINT_FINALIZE",
     "COLLECTOR_LOOP_CATEGORIES",
+    "DPO",
+    "DataPlane",
+    "Distillation",
     "EFFICIENCY_CATEGORY_BUCKET",
+    "GRPO",
+    "Gym",
+    "INIT_TOTAL",
+    "Idle",
     "NAMESPACE",
+    "NEVER_BUCKETED",
+    "PPO",
     "PRESETS",
     "RLSpanGroup",
+    "RM",
+    "SFT",
+    "SPAN_GROUPS",
+    "Startup",
+    "TIMER_ONLY_CATEGORIES",
     "UMBRELLAS",
     "UNBUCKETED_SPAN_CATEGORIES",
+    "Vllm",
+    "Workers",
+    "check_span_name",
+    "groups_of_span",
     "register",
+    "span_name_belongs",
 ]
 
 NAMESPACE = "nemo_rl"
@@ -78,6 +105,185 @@ EFFICIENCY_CATEGORY_BUCKET = {
     "idle/refit_bubble": Bucket.IDLE,
     **{category: None for category in UNBUCKETED_SPAN_CATEGORIES},
 }
+
+
+# Timer-only categories: measured as efficiency/* metrics, never emitted as spans. Their
+# windows are already counted (validation is overhead generation) or are thread-seconds
+# that can exceed wall time (batch-worker backoff, failed trajectories).
+TIMER_ONLY_CATEGORIES = ("idle/validation", "idle/buffer_full_backoff", "wasted/failed_trajectory")
+
+
+# ---- span names -----------------------------------------------------------------------------
+
+
+class _Algorithm:
+    """The span names of one algorithm: ``rl.<algorithm>.<phase>``, phase = its Timer key."""
+
+    # phase -> controlling group; every algorithm emits a subset of these
+    PHASE_GROUPS = {
+        "job": G.JOB,
+        "step": G.STEP,
+        "data_processing": G.DATA_PROCESSING,
+        "generation": G.ROLLOUT,
+        "reward_calculation": G.REWARD,
+        "policy_and_reference_logprobs": G.LOGPROB,
+        "teacher_logprob_inference": G.LOGPROB,
+        "advantage_calculation": G.ADVANTAGE,
+        "policy_training": G.POLICY_UPDATE,
+        "value_training": G.POLICY_UPDATE,
+        "checkpointing": G.CHECKPOINT,
+        "evaluate": G.EVALUATE,
+    }
+
+    def __init__(self, algorithm, phases):
+        self.ALGORITHM = algorithm
+        self.SPANS = {}
+        for phase in phases:
+            name = f"rl.{algorithm}.{phase}"
+            setattr(self, phase.upper(), name)
+            self.SPANS[name] = self.PHASE_GROUPS[phase]
+
+    def __repr__(self):
+        return f"<RL span names of {self.ALGORITHM}: {', '.join(self.SPANS)}>"
+
+
+_COMMON = ("job", "step", "checkpointing", "evaluate")
+GRPO = _Algorithm("grpo", _COMMON + ("data_processing", "generation", "reward_calculation",
+                                     "policy_and_reference_logprobs", "advantage_calculation", "policy_training"))
+PPO = _Algorithm("ppo", _COMMON + ("data_processing", "generation", "reward_calculation",
+                                   "policy_and_reference_logprobs", "advantage_calculation", "policy_training",
+                                   "value_training"))
+SFT = _Algorithm("sft", _COMMON + ("data_processing", "policy_training"))
+DPO = _Algorithm("dpo", _COMMON + ("policy_training",))
+RM = _Algorithm("rm", _COMMON)
+Distillation = _Algorithm("distillation", _COMMON + ("data_processing", "generation", "teacher_logprob_inference",
+                                                     "policy_training"))
+ALGORITHMS = (GRPO, PPO, SFT, DPO, RM, Distillation)
+"""Every algorithm's span names (``GRPO.STEP``, ``PPO.VALUE_TRAINING``, ...)."""
+
+
+class Startup:
+    """Startup (every algorithm), ``setup`` group: ``rl.startup`` and the phases under it."""
+
+    STARTUP = "rl.startup"
+    RAY_INIT = "rl.setup.ray_init"
+    TOKENIZER = "rl.setup.tokenizer"
+    DATA = "rl.setup.data"
+    NEMO_GYM_CONFIG = "rl.setup.nemo_gym_config"
+    WORKERS = "rl.setup.workers"
+    ALL = (STARTUP, RAY_INIT, TOKENIZER, DATA, NEMO_GYM_CONFIG, WORKERS)
+
+
+class DataPlane:
+    """Transfer-queue operations: ``rl.data_plane.<op>``, ``data_plane`` group (``per_prompt`` in a rollout)."""
+
+    REGISTER = "rl.data_plane.register"
+    CLAIM_META = "rl.data_plane.claim_meta"
+    GET_DATA = "rl.data_plane.get_data"
+    CHECK_CONSUMPTION_STATUS = "rl.data_plane.check_consumption_status"
+    PUT = "rl.data_plane.put"
+    GET = "rl.data_plane.get"
+    LIST_SAMPLE_IDS = "rl.data_plane.list_sample_ids"
+    CLEAR = "rl.data_plane.clear"
+    SAVE_CHECKPOINT = "rl.data_plane.save_checkpoint"
+    LOAD_CHECKPOINT = "rl.data_plane.load_checkpoint"
+    CLOSE = "rl.data_plane.close"
+    ALL = (REGISTER, CLAIM_META, GET_DATA, CHECK_CONSUMPTION_STATUS, PUT, GET, LIST_SAMPLE_IDS, CLEAR,
+           SAVE_CHECKPOINT, LOAD_CHECKPOINT, CLOSE)
+
+
+class Idle:
+    """Efficiency spans (``efficiency`` group), named ``rl.`` + category with ``/`` -> ``.``."""
+
+    BUFFER_STARVATION = "rl.idle.buffer_starvation"  # driver, idle
+    REFIT_BUBBLE = "rl.idle.refit_bubble"  # driver, idle
+    REFIT_EVENT_WAIT = "rl.idle.refit_event_wait"  # collector loop: never bucketed
+    GENERATION_LIMIT_PAUSE = "rl.idle.generation_limit_pause"  # collector loop: never bucketed
+    ALL = (BUFFER_STARVATION, REFIT_BUBBLE, REFIT_EVENT_WAIT, GENERATION_LIMIT_PAUSE)
+
+
+class Vllm:
+    """Generation spans: driver-side ``generation`` group, worker-side ``model_init``."""
+
+    GENERATE = "rl.vllm.generate"
+    GENERATE_TEXT = "rl.vllm.generate_text"
+    LOAD_MODEL = "rl.vllm.load_model"
+
+
+class Workers:
+    """Training workers' model loads, ``model_init`` group."""
+
+    POLICY_LOAD_MODEL = "rl.policy.load_model"
+    VALUE_LOAD_MODEL = "rl.value.load_model"
+
+
+class Gym:
+    """NeMo-Gym and single-controller rollout dispatch (umbrellas: these overlap)."""
+
+    RUN_ROLLOUTS = "rl.gym.run_rollouts"  # rollout group, or per_prompt from the single controller
+    GENERATE_AND_PUSH = "rl.sc.generate_and_push"  # per_prompt group
+
+
+CHECKPOINT_FINALIZE = "rl.checkpoint.finalize"
+"""The asynchronous checkpoint tail (``checkpoint`` group), never bucketed: it overlaps the next step."""
+
+INIT_TOTAL = "rl.init.total"
+"""The initial replay-buffer fill of async GRPO (category ``init/total``), never bucketed."""
+
+
+def _span_groups():
+    table = {}
+    for algorithm in ALGORITHMS:
+        for name, group in algorithm.SPANS.items():
+            table[name] = (group,)
+    table.update({name: (G.SETUP,) for name in Startup.ALL})
+    table.update({name: (G.DATA_PLANE, G.PER_PROMPT) for name in DataPlane.ALL})
+    table.update({name: (G.EFFICIENCY,) for name in Idle.ALL + (INIT_TOTAL,)})
+    table.update({
+        Vllm.GENERATE: (G.GENERATION,), Vllm.GENERATE_TEXT: (G.GENERATION,), Vllm.LOAD_MODEL: (G.MODEL_INIT,),
+        Workers.POLICY_LOAD_MODEL: (G.MODEL_INIT,), Workers.VALUE_LOAD_MODEL: (G.MODEL_INIT,),
+        Gym.RUN_ROLLOUTS: (G.ROLLOUT, G.PER_PROMPT), Gym.GENERATE_AND_PUSH: (G.PER_PROMPT,),
+        CHECKPOINT_FINALIZE: (G.CHECKPOINT,),
+    })
+    return table
+
+
+SPAN_GROUPS = _span_groups()
+"""Every catalogued span name -> the groups that may emit it (most have one)."""
+
+NEVER_BUCKETED = {
+    CHECKPOINT_FINALIZE: "a checkpoint finalize overlaps the next step's work",
+    Idle.REFIT_EVENT_WAIT: "a collector-loop wait runs on the collector's clock, concurrent with the driver's",
+    Idle.GENERATION_LIMIT_PAUSE: "a collector-loop wait runs on the collector's clock, concurrent with the driver's",
+    INIT_TOTAL: "the initial buffer fill overlaps the generation fleet's work",
+    **{name: "startup phases nest and run concurrently" for name in Startup.ALL},
+}
+"""Leaf-group span names that must carry no bucket, with the reason (their time overlaps other work)."""
+
+
+def groups_of_span(name: str) -> tuple:
+    """The groups that may emit span ``name`` (``()`` when the catalog does not know it)."""
+    return SPAN_GROUPS.get(name, ())
+
+
+def span_name_belongs(group: str, name: str) -> bool:
+    """True when the catalog lists span ``name`` under ``group``."""
+    return group in SPAN_GROUPS.get(name, ())
+
+
+def check_span_name(group: str, name: str) -> None:
+    """Raise ``ValueError`` unless span ``name`` belongs to ``group`` in this catalog.
+
+    For library authors' tests: ``check_span_name(RLSpanGroup.POLICY_UPDATE, GRPO.POLICY_TRAINING)``.
+    The message names the groups the span does belong to, or says the name is not catalogued.
+    """
+    if group not in G.ALL:
+        raise ValueError(f"{group!r} is not a group of the {NAMESPACE} catalog; groups: {', '.join(G.ALL)}")
+    groups = SPAN_GROUPS.get(name)
+    if groups is None:
+        raise ValueError(f"span name {name!r} is not in the {NAMESPACE} catalog")
+    if group not in groups:
+        raise ValueError(f"span {name!r} belongs to group {' or '.join(map(repr, groups))}, not {group!r}")
 
 
 def register() -> None:

@@ -13,6 +13,7 @@ __all__ = [
     "dispatch_with_trace_context",
     "flush_actor_telemetry",
     "init_actor_telemetry",
+    "publish_run_id",
 ]
 
 TRACE_CARRIER_KWARG = "trace_carrier"
@@ -21,6 +22,7 @@ TRACE_CARRIER_KWARG = "trace_carrier"
 _EXTRA_HINT = "pip install 'lens-telemetry[ray]'"
 _lock = threading.Lock()
 _no_carrier = set()  # methods seen to reject the keyword: dispatched without it from then on
+_published = set()  # (job id, run id) this driver has published for its workers
 
 
 def _require_ray(what: str) -> None:
@@ -165,6 +167,7 @@ def dispatch_with_trace_context(remote_method, *args, **kwargs):
     (``pip install 'lens-telemetry[ray]'``).
     """
     _require_ray("dispatch_with_trace_context")
+    publish_run_id()
     if TRACE_CARRIER_KWARG in kwargs:
         return remote_method.remote(*args, **kwargs)
     key = _method_key(remote_method)
@@ -184,6 +187,35 @@ def dispatch_with_trace_context(remote_method, *args, **kwargs):
     return remote_method.remote(*args, **kwargs)
 
 
+# ---- the run id ---------------------------------------------------------------------------
+
+
+def publish_run_id(run_id: str = None) -> bool:
+    """Publish this driver's run id (``run_id``, else the active setup's) for the workers of its
+    Ray job, so actors that set up telemetry afterwards report under the same run; True when
+    published. A driver that calls ``setup_telemetry`` after ``ray.init()`` needs none of this
+    (setup publishes it); one that set up first publishes it here, or with its first
+    ``dispatch_with_trace_context``, which calls this. A no-op without Ray, in a worker, or
+    when already published for this job.
+    """
+    from otel_bridge.handle import active_handle
+    from otel_bridge.runid import publish_ray_run_id, ray_job
+
+    if run_id is None:
+        handle = active_handle()
+        if handle is None:
+            return False
+        run_id = handle.run_id
+    job = ray_job()
+    if job is None or job[2] or (job[0], run_id) in _published:
+        return False
+    if not publish_ray_run_id(run_id):
+        return False
+    with _lock:
+        _published.add((job[0], run_id))
+    return True
+
+
 # ---- telemetry inside an actor ------------------------------------------------------------
 
 
@@ -192,7 +224,8 @@ def init_actor_telemetry(config, rank: int = 0, world_size: int = 1, **setup_kwa
 
     The rank is explicit because an actor's ``runtime_env`` copies the driver's
     environment, so ``RANK`` there is the driver's; a singleton actor is rank 0 of 1,
-    an actor in a ranked group passes its own. ``setup_kwargs`` go to
+    an actor in a ranked group passes its own. Without a run id in ``config`` (or
+    ``LENS_RUN_ID``) the actor takes its driver's (see :func:`publish_run_id`). ``setup_kwargs`` go to
     ``otel_bridge.setup_telemetry``. When this process already has an exporting setup,
     that handle is returned unchanged. Pair with flush_actor_telemetry, which the driver
     should have the actor run before ``ray.kill`` (a kill runs no atexit handler).

@@ -144,7 +144,7 @@ def run_demo(*, steps: int = 6, async_mode: bool = False, span_groups: str = "pe
 
 
 def _report(result: DemoResult, config, opts, say) -> DemoResult:
-    from ..report import build_report, read_spans, render_html, render_text
+    from ..report import TraceStore, build_report, render_html, render_text
 
     run_dir = result.out_dir / result.run_id
     result.trace_files = tuple(sorted(run_dir.glob("traces-*.jsonl")))
@@ -152,11 +152,12 @@ def _report(result: DemoResult, config, opts, say) -> DemoResult:
         say(f"lens demo: no trace file was written under {run_dir} (span groups {config.span_groups!r})")
         result.exit_code = EXIT_NO_DATA
         return result
-    read = read_spans(result.trace_files)
-    report = build_report(read)
-    result.report, result.spans = report, read.spans
-    result.html_path = result.out_dir / "report.html"
-    result.html_path.write_text(render_html(report, read.spans), encoding="utf-8")
+    with TraceStore(detail=True) as store:  # a small trace: keep every attribute for result.spans
+        store.load_files([str(path) for path in result.trace_files])
+        report = build_report(store)
+        result.html_path = result.out_dir / "report.html"
+        result.html_path.write_text(render_html(report, store), encoding="utf-8")
+        result.report, result.spans = report, tuple(store.spans())
     say("")
     say(render_text(report).rstrip("\n"))
     say("")

@@ -1,4 +1,4 @@
-"""The ``lens report`` command: goodput tables, invariant checks and an HTML waterfall from trace files."""
+"""The ``lens report`` command: per-rank goodput tables, stragglers, invariant checks, HTML and Perfetto views."""
 
 from __future__ import annotations
 
@@ -6,31 +6,22 @@ import argparse
 import json
 import re
 import sys
+import time
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
+from ..exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 from .model import DEFAULT_STEP_PATTERN
-from .reader import read_spans
-from .render_html import render_html
-from .render_text import render_text
-from .rollup import DEFAULT_TOP_N, build_report
 
-__all__ = ["EXIT_NO_SPANS", "EXIT_OK", "EXIT_VIOLATIONS", "add_arguments", "build_parser", "main",
-           "non_negative_int", "run"]
-
-EXIT_OK = 0
-"""Exit status of a report that was produced (violations included, unless ``--strict``)."""
-
-EXIT_VIOLATIONS = 1
-"""Exit status with ``--strict`` when any invariant is violated."""
-
-EXIT_NO_SPANS = 2
-"""Exit status when no span could be read at all (or the HTML file cannot be written)."""
+__all__ = ["add_arguments", "build_parser", "int_set", "main", "non_negative_int", "run"]
 
 _DESCRIPTION = (
-    "Read OTLP-JSON trace files (one ExportTraceServiceRequest per line, .gz allowed; directories "
-    "are searched for *.jsonl, *.json and their .gz) and report goodput buckets per step and for "
-    "the run, the top spans, unreadable input and broken goodput invariants."
+    "Read OTLP-JSON trace files (one ExportTraceServiceRequest per line, as lens's file exporter and "
+    "the Collector's file exporter write them; .gz and .zst allowed; directories are searched for "
+    "*.jsonl and *.json) and report goodput per rank and step, the stragglers and what they cost, "
+    "unreadable input, lost telemetry and broken goodput invariants, for one run. Needs DuckDB: "
+    "pip install 'lens-telemetry[report]'."
 )
 
 
@@ -52,14 +43,42 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def int_set(text: str) -> frozenset[int]:
+    """argparse type: a comma list of non-negative integers and ranges, e.g. ``0-7,12``."""
+    values: set[int] = set()
+    for part in text.split(","):
+        low, dash, high = part.strip().partition("-")
+        try:
+            first = int(low)
+            last = int(high) if dash else first
+        except ValueError:
+            first, last = -1, -2
+        if first < 0 or last < first:
+            raise argparse.ArgumentTypeError(
+                f"expected non-negative integers and ranges like '0-7,12', got {text!r}")
+        values.update(range(first, last + 1))
+    return frozenset(values)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``report`` arguments (``PATH...``, ``--json``, ``--html``, ``--top``, ...) to ``parser``."""
+    """Add the ``report`` arguments (``PATH...``, ``--run``, ``--json``, ``--html``, ...) to ``parser``."""
+    from .rollup import DEFAULT_MAX_VIOLATIONS, DEFAULT_TOP_N
+
     parser.add_argument("paths", nargs="+", metavar="PATH", help="trace file or directory")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
-    parser.add_argument("--html", metavar="OUT", help="also write a self-contained HTML waterfall to OUT")
-    parser.add_argument(
-        "--top", type=non_negative_int, default=DEFAULT_TOP_N, metavar="N", help="span names to list by total time"
-    )
+    parser.add_argument("--run", metavar="ID", help="the run to report when the input holds several")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON instead of tables")
+    parser.add_argument("--html", metavar="OUT", help="also write a self-contained HTML page to OUT")
+    parser.add_argument("--perfetto", metavar="OUT",
+                        help="also write a trace-event JSON file to OUT (opens in ui.perfetto.dev and chrome://tracing)")
+    parser.add_argument("--step", type=int_set, action="append", metavar="N",
+                        help="steps the HTML waterfall draws, e.g. 7 or 3-5 (repeatable; default: the slowest step, "
+                             "or the whole run when it is small)")
+    parser.add_argument("--ranks", type=int_set, metavar="LIST",
+                        help="ranks the HTML waterfall draws, e.g. 0-7,12 (default: up to 16, the stragglers first)")
+    parser.add_argument("--top", type=non_negative_int, default=DEFAULT_TOP_N, metavar="N",
+                        help="span names (and stragglers) to list")
+    parser.add_argument("--max-violations", type=non_negative_int, default=DEFAULT_MAX_VIOLATIONS, metavar="N",
+                        help="violations to list (all are counted)")
     parser.add_argument(
         "--step-pattern",
         type=_regex,
@@ -85,28 +104,109 @@ def build_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _Progress:
+    """Progress lines on stderr, only when stderr is a terminal (never in a pipe or a log)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.on = stream.isatty()
+        self.started = time.monotonic()
+
+    def files(self, done: int, total: int) -> None:
+        if self.on:
+            self.stream.write(f"\rlens report: read {done}/{total} files ({time.monotonic() - self.started:.0f} s)")
+            self.stream.flush()
+
+    def say(self, text: str) -> None:
+        if self.on:
+            self.stream.write(f"\rlens report: {text} ({time.monotonic() - self.started:.0f} s)\x1b[K\n")
+            self.stream.flush()
+
+
+def _error(text: str) -> None:
+    print(f"lens report: {text}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run ``lens report`` for parsed arguments; prints to stdout and stderr and returns the exit status."""
-    read = read_spans(args.paths)
-    if not read.spans:
-        print(f"lens report: no spans read from {' '.join(map(str, args.paths))}", file=sys.stderr)
-        for problem in read.problems:
+    """Run ``lens report`` for parsed arguments; data on stdout, one-line errors on stderr; the exit status."""
+    from .engine import MissingEngine, TraceStore, find_trace_files, require_duckdb
+
+    try:
+        duckdb = require_duckdb()
+    except MissingEngine as exc:
+        _error(str(exc))
+        return EXIT_FAILED
+    files, missing = find_trace_files(args.paths)
+    if missing:  # a mistyped path among good ones is an error, not a smaller report
+        for problem in missing:
+            _error(f"{problem.file}: {problem.message}")
+        return EXIT_USAGE
+    progress = _Progress(sys.stderr)
+    try:
+        with TraceStore(detail=bool(args.perfetto), progress=progress.files) as store:
+            store.load_files(files)
+            progress.say(f"read {store.span_count()} spans")
+            return _report(store, args, progress)
+    except duckdb.Error as exc:  # e.g. out of disk for the database: one line, no traceback
+        _error(f"the report engine failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        return EXIT_FAILED
+
+
+def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
+    from .render_text import render_runs, render_text
+    from .rollup import RunChoiceError, build_report
+
+    if store.span_count() == 0:
+        _error(f"no spans read from {' '.join(map(str, args.paths))}")
+        for problem in store.problems:
             print(f"  {problem}", file=sys.stderr)
-        return EXIT_NO_SPANS
-    report = build_report(read, step_pattern=args.step_pattern, top_n=args.top)
-    if args.html:
-        try:
-            with open(args.html, "w", encoding="utf-8") as out:
-                out.write(render_html(report, read.spans))
-        except OSError as exc:
-            print(f"lens report: cannot write {args.html}: {exc}", file=sys.stderr)
-            return EXIT_NO_SPANS
-        print(f"lens report: wrote {args.html}", file=sys.stderr)
+        return EXIT_NO_DATA
+    try:
+        report = build_report(store, run=args.run, step_pattern=args.step_pattern, top_n=args.top,
+                              max_violations=args.max_violations)
+    except RunChoiceError as exc:
+        if args.json:
+            print(json.dumps({"runs": [info.to_json() for info in exc.runs]}, indent=2))
+        else:
+            sys.stdout.write(render_runs(exc.runs))
+        _error(str(exc))
+        return EXIT_USAGE
+    progress.say("rolled up")
+    if args.html and not _write(args.html, lambda out: _html(store, report, args, out)):
+        return EXIT_USAGE
+    if args.perfetto and not _write(args.perfetto, lambda out: _perfetto(store, report, out)):
+        return EXIT_USAGE
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        # a big run's rank × step rows print compactly; a small report stays readable
+        json.dump(report.to_json(), sys.stdout, **({"separators": (",", ":")} if report.multi_rank else {"indent": 2}))
+        sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_text(report))
-    return EXIT_VIOLATIONS if args.strict and report.violations else EXIT_OK
+        sys.stdout.write(render_text(report, top=args.top))
+    return EXIT_FAILED if args.strict and report.violation_count else EXIT_OK
+
+
+def _html(store: Any, report: Any, args: argparse.Namespace, out: TextIO) -> None:
+    from .render_html import render_html
+
+    steps = frozenset().union(*args.step) if args.step else None
+    out.write(render_html(report, store, steps=steps, ranks=args.ranks))
+
+
+def _perfetto(store: Any, report: Any, out: TextIO) -> None:
+    from .perfetto import write_trace_events
+
+    write_trace_events(store, report, out)
+
+
+def _write(path: str, write: Any) -> bool:
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            write(out)
+    except OSError as exc:
+        _error(f"cannot write {path}: {exc.strerror or exc}")
+        return False
+    _error(f"wrote {path} ({Path(path).stat().st_size / 1e6:.1f} MB)")
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

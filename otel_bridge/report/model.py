@@ -1,8 +1,10 @@
-"""Data types of the report: spans as read, input problems, invariant violations, rollups."""
+"""Data types of the report: spans read back, input problems, invariant violations, per-rank and per-step rollups."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from array import array
+from dataclasses import dataclass, field
 from typing import Any
 
 from lens_core import semconv
@@ -14,14 +16,19 @@ __all__ = [
     "BucketTotals",
     "DEFAULT_STEP_PATTERN",
     "ITERATION_ATTR",
+    "LossRow",
     "NS_PER_S",
     "Problem",
     "RESOURCE_KEYS",
+    "RankRow",
+    "RankSteps",
     "Report",
+    "RunInfo",
     "Span",
     "StepRow",
     "TopSpan",
     "Violation",
+    "span_from_row",
 ]
 
 BUCKET_ATTR = semconv.RL_BUCKET
@@ -37,16 +44,20 @@ DEFAULT_STEP_PATTERN = r"(^|\.)step$"
 """Regex (searched) that names a step umbrella span, e.g. ``rl.grpo.step``."""
 
 RESOURCE_KEYS = (semconv.SERVICE_NAME, semconv.SERVICE_INSTANCE_ID, semconv.PROCESS_PID,
-                 semconv.HOST_NAME, semconv.NV_DL_RANK)
-"""Resource attributes the reader keeps on every span."""
+                 semconv.HOST_NAME, semconv.NV_DL_RANK, semconv.NEMO_RUN_ID)
+"""Resource attributes the reader keeps for every span."""
 
 NS_PER_S = 1_000_000_000
 """Nanoseconds per second."""
 
 
+def _seconds(ns: float | None) -> float | None:
+    return None if ns is None else ns / NS_PER_S
+
+
 @dataclass(frozen=True, slots=True)
 class Span:
-    """One span as read from an OTLP-JSON file; times in Unix nanoseconds, ids in lower-case hex."""
+    """One span read back from the store; times in Unix nanoseconds, ids in lower-case hex."""
 
     trace_id: str
     span_id: str
@@ -67,11 +78,6 @@ class Span:
     def key(self) -> tuple[str, str]:
         """The identity of the span: ``(trace_id, span_id)``."""
         return (self.trace_id, self.span_id)
-
-    @property
-    def parent_key(self) -> tuple[str, str] | None:
-        """The identity of the parent span, or ``None`` for a root."""
-        return None if self.parent_span_id is None else (self.trace_id, self.parent_span_id)
 
     @property
     def bucket(self) -> Any:
@@ -112,6 +118,85 @@ class Span:
         return str(thread_id) if thread_name is None else f"{thread_id} {thread_name}"
 
 
+def _any_value(value: Any) -> Any:
+    """Decode an OTLP ``AnyValue`` as the store keeps it (every field present, all but one null)."""
+    if not isinstance(value, dict):
+        return None
+    value = {key: v for key, v in value.items() if v is not None}
+    if "stringValue" in value:
+        return value["stringValue"]
+    if "boolValue" in value:
+        return value["boolValue"] in (True, "true")
+    if "intValue" in value:
+        try:
+            return int(value["intValue"])
+        except (TypeError, ValueError):
+            return value["intValue"]
+    if "doubleValue" in value:
+        try:
+            return float(value["doubleValue"])
+        except (TypeError, ValueError):
+            return None
+    if "arrayValue" in value:
+        array = json.loads(value["arrayValue"]) if isinstance(value["arrayValue"], str) else value["arrayValue"]
+        return [_any_value(v) for v in (array or {}).get("values", [])]
+    if "kvlistValue" in value:
+        kvlist = json.loads(value["kvlistValue"]) if isinstance(value["kvlistValue"], str) else value["kvlistValue"]
+        return _attributes((kvlist or {}).get("values", []))
+    if "bytesValue" in value:
+        return value["bytesValue"]
+    return None
+
+
+def _attributes(items: Any) -> dict[str, Any]:
+    if not isinstance(items, list):
+        return {}
+    return {item["key"]: _any_value(item.get("value")) for item in items
+            if isinstance(item, dict) and isinstance(item.get("key"), str)}
+
+
+def span_from_row(row: dict[str, Any]) -> Span:
+    """A :class:`Span` from a row of the store's ``spans`` table (joined with its file's path)."""
+    if row.get("attrs") is not None:
+        attributes = _attributes(json.loads(row["attrs"]))
+    else:  # a store without detail keeps only what the report reads
+        attributes = {key: value for key, value in (
+            (BUCKET_ATTR, row["bucket"]), (ITERATION_ATTR, row["iteration"]), (semconv.LENS_GROUP, row["grp"]),
+            (semconv.LENS_UMBRELLA, row["umbrella"]), (semconv.RL_EFFICIENCY_CATEGORY, row["category"]),
+            (semconv.THREAD_NAME, row["thread_name"])) if value is not None}
+        if row["thread"] is not None:
+            attributes[semconv.THREAD_ID] = int(row["thread"]) if row["thread"].isdigit() else row["thread"]
+    resource = {key: value for key, value in (
+        (semconv.SERVICE_NAME, row["service"]), (semconv.SERVICE_INSTANCE_ID, row["instance"]),
+        (semconv.PROCESS_PID, row["process_pid"]), (semconv.HOST_NAME, row["host"]),
+        (semconv.NV_DL_RANK, row["rank"]), (semconv.NEMO_RUN_ID, row["run"] or None)) if value is not None}
+    events = json.loads(row["events"]) if row.get("events") else []
+    links = json.loads(row["links"]) if row.get("links") else []
+    return Span(
+        trace_id=row["trace"], span_id=row["span"], parent_span_id=row["parent"], name=row["name"],
+        kind=row["kind"], start_ns=row["start_ns"], end_ns=row["end_ns"], attributes=attributes,
+        resource=resource, error=row["error"],
+        events=tuple(e.get("name", "") for e in events if isinstance(e, dict)),
+        links=tuple((_hex(link.get("traceId"), 16), _hex(link.get("spanId"), 8)) for link in links
+                    if isinstance(link, dict)),
+        file=row["path"], line=row["line"])
+
+
+def _hex(value: Any, size: int) -> str:
+    """An id as hex: as given when it is hex, decoded when it is base64."""
+    import base64
+    import binascii
+
+    if not isinstance(value, str):
+        return ""
+    if len(value) == 2 * size:
+        return value.lower()
+    try:
+        return base64.b64decode(value.replace("-", "+").replace("_", "/")).hex()
+    except (binascii.Error, ValueError):
+        return value
+
+
 @dataclass(frozen=True)
 class Problem:
     """Input that could not be read: which file, which line (0 when the whole file), and why."""
@@ -123,10 +208,14 @@ class Problem:
     def __str__(self) -> str:
         return f"{self.file}:{self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
 
+    def to_json(self) -> dict[str, Any]:
+        """The problem as a JSON-ready dict."""
+        return {"file": self.file, "line": self.line, "message": self.message}
+
 
 @dataclass(frozen=True)
 class Violation:
-    """A broken goodput invariant, pinned to the span that breaks it (and the file line it came from)."""
+    """A broken goodput invariant, pinned to the span that breaks it, its rank and the file line it came from."""
 
     rule: str
     trace_id: str
@@ -135,15 +224,22 @@ class Violation:
     file: str
     line: int
     reason: str
+    rank: str = ""
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"[{self.rule}] {self.span_name} trace={self.trace_id} span={self.span_id} ({where}): {self.reason}"
+        rank = f" {self.rank}" if self.rank else ""
+        return f"[{self.rule}] {self.span_name}{rank} trace={self.trace_id} span={self.span_id} ({where}): {self.reason}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The violation as a JSON-ready dict."""
+        return {"rule": self.rule, "trace_id": self.trace_id, "span_id": self.span_id, "span_name": self.span_name,
+                "rank": self.rank, "file": self.file, "line": self.line, "reason": self.reason}
 
 
 @dataclass(frozen=True)
 class BucketTotals:
-    """Wall clock of a step or the run, split into buckets; all in nanoseconds."""
+    """Wall clock of a step or the run, split into buckets; all in nanoseconds (rank-nanoseconds when summed over ranks)."""
 
     wall_ns: int
     bucket_ns: dict[str, int]
@@ -175,10 +271,16 @@ class BucketTotals:
 
 @dataclass(frozen=True)
 class StepRow:
-    """One training step: the span (or iteration group) that defines it and its bucket totals.
+    """One training step of the run, over every rank that ran it.
 
-    ``method`` is ``"pattern"`` when a step umbrella span matched the step pattern, or
-    ``"iteration"`` when the step was rebuilt from unbucketed spans sharing ``rl.iteration``.
+    ``totals`` sums the ranks: wall is rank-seconds (the sum of each rank's step time), so
+    goodput is productive rank-seconds over step rank-seconds. The spread gives the step time
+    of the fastest, median and slowest rank; ``slowest_rank`` is the rank with the most busy
+    (non-idle) time, and ``wait_ns`` the rank-seconds every other rank spent waiting for it
+    (the sum over ranks of its busy time minus theirs). ``trace_id``/``span_id``/``name``/
+    ``method`` identify the slowest rank's step span: ``"pattern"`` when a step umbrella span
+    matched the step pattern, ``"iteration"`` when the step was rebuilt from unbucketed spans
+    sharing ``rl.iteration``.
     """
 
     iteration: int
@@ -187,6 +289,12 @@ class StepRow:
     name: str
     method: str
     totals: BucketTotals
+    ranks: int = 1
+    wall_min_ns: int = 0
+    wall_median_ns: float = 0
+    wall_max_ns: int = 0
+    slowest_rank: str = ""
+    wait_ns: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The step as a JSON-ready dict."""
@@ -196,8 +304,116 @@ class StepRow:
             "span_id": self.span_id,
             "name": self.name,
             "method": self.method,
+            "ranks": self.ranks,
             **self.totals.to_json(),
+            "step_s": {"min": _seconds(self.wall_min_ns), "median": _seconds(self.wall_median_ns),
+                       "max": _seconds(self.wall_max_ns)},
+            "slowest_rank": self.slowest_rank,
+            "wait_s": self.wait_ns / NS_PER_S,
         }
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank of the run: its wall clock (first span start to last span end) and buckets, and what it cost others.
+
+    ``slowest_steps`` counts the steps (run by more than one rank) where this rank was the
+    slowest; ``straggler_cost_ns``
+    sums the rank-seconds the other ranks waited for it in those steps, and
+    ``idle_explained_ns`` the part of their idle bucket that waiting explains.
+    """
+
+    rank: str
+    processes: int
+    totals: BucketTotals
+    steps: int
+    slowest_steps: int
+    straggler_cost_ns: int
+    idle_explained_ns: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The rank as a JSON-ready dict."""
+        return {"rank": self.rank, "processes": self.processes, **self.totals.to_json(), "steps": self.steps,
+                "slowest_steps": self.slowest_steps, "straggler_cost_s": self.straggler_cost_ns / NS_PER_S,
+                "idle_explained_s": self.idle_explained_ns / NS_PER_S}
+
+
+@dataclass(frozen=True)
+class RankSteps:
+    """Per (rank, step) figures, column-wise (a 1,000-rank × 500-step run is 500,000 of them).
+
+    Entry ``i`` of every column belongs together; ``ranks`` holds indexes into ``rank_labels``.
+    """
+
+    rank_labels: tuple[str, ...]
+    iterations: array = field(default_factory=lambda: array("q"))
+    ranks: array = field(default_factory=lambda: array("l"))
+    wall_ns: array = field(default_factory=lambda: array("q"))
+    productive_ns: array = field(default_factory=lambda: array("q"))
+    overhead_ns: array = field(default_factory=lambda: array("q"))
+    idle_ns: array = field(default_factory=lambda: array("q"))
+    wasted_ns: array = field(default_factory=lambda: array("q"))
+
+    COLUMNS = ("iteration", "rank", "wall_s", "productive_s", "overhead_s", "idle_s", "wasted_s")
+
+    def __len__(self) -> int:
+        return len(self.iterations)
+
+    def to_json(self) -> dict[str, Any]:
+        """Column names and one row per (rank, step), seconds as numbers."""
+        rows = [
+            [it, self.rank_labels[r], w / NS_PER_S, p / NS_PER_S, o / NS_PER_S, i / NS_PER_S, x / NS_PER_S]
+            for it, r, w, p, o, i, x in zip(self.iterations, self.ranks, self.wall_ns, self.productive_ns,
+                                            self.overhead_ns, self.idle_ns, self.wasted_ns)
+        ]
+        return {"columns": list(self.COLUMNS), "rows": rows}
+
+
+@dataclass(frozen=True)
+class LossRow:
+    """What one process could not deliver, from its newest ``lens.telemetry.loss`` record (cumulative counts)."""
+
+    rank: str
+    process: str
+    created: int
+    dropped: int
+    failed: int
+    unended: int
+    truncated: int
+
+    @property
+    def lost(self) -> int:
+        """Spans lost for good: dropped + failed + unended."""
+        return self.dropped + self.failed + self.unended
+
+    def __str__(self) -> str:
+        return (f"{self.rank} lost {self.lost:,} spans: dropped {self.dropped:,}, failed {self.failed:,}, "
+                f"unended {self.unended:,}; {self.truncated:,} truncated")
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as a JSON-ready dict."""
+        return {"rank": self.rank, "process": self.process, "created": self.created, "lost": self.lost,
+                "dropped": self.dropped, "failed": self.failed, "unended": self.unended,
+                "truncated": self.truncated}
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run found in the input: its id, how many ranks, processes and spans, and when it ran."""
+
+    run_id: str
+    ranks: int
+    processes: int
+    spans: int
+    start_ns: int | None
+    end_ns: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The run as a JSON-ready dict."""
+        return {"run_id": self.run_id, "ranks": self.ranks, "processes": self.processes, "spans": self.spans,
+                "start_ns": self.start_ns, "end_ns": self.end_ns,
+                "wall_s": None if self.start_ns is None or self.end_ns is None
+                else (self.end_ns - self.start_ns) / NS_PER_S}
 
 
 @dataclass(frozen=True)
@@ -215,18 +431,20 @@ class TopSpan:
 
     def to_json(self) -> dict[str, Any]:
         """The entry as a JSON-ready dict."""
-        return {
-            "name": self.name,
-            "count": self.count,
-            "total_s": self.total_ns / NS_PER_S,
-            "mean_s": self.mean_ns / NS_PER_S,
-        }
+        return {"name": self.name, "count": self.count, "total_s": self.total_ns / NS_PER_S,
+                "mean_s": self.mean_ns / NS_PER_S}
 
 
 @dataclass(frozen=True)
 class Report:
-    """Everything ``lens report`` says about a set of trace files."""
+    """Everything ``lens report`` says about one run of a set of trace files.
 
+    ``run`` sums the ranks: wall is rank-seconds (each rank's first-to-last span time), so
+    run goodput is productive rank-seconds over wall rank-seconds. A 1-rank run reads as it
+    always did.
+    """
+
+    run_id: str
     files: tuple[str, ...]
     span_count: int
     trace_count: int
@@ -236,13 +454,34 @@ class Report:
     step_pattern: str
     steps: tuple[StepRow, ...]
     run: BucketTotals
+    ranks: tuple[RankRow, ...]
+    rank_steps: RankSteps
     top_spans: tuple[TopSpan, ...]
     violations: tuple[Violation, ...]
     problems: tuple[Problem, ...]
+    loss: tuple[LossRow, ...] = ()
+    rule_counts: dict[str, int] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    @property
+    def violation_count(self) -> int:
+        """How many violations were found (``violations`` lists at most the report's limit)."""
+        return sum(self.rule_counts.values()) if self.rule_counts else len(self.violations)
+
+    @property
+    def multi_rank(self) -> bool:
+        """True when more than one rank (or process) ran the job."""
+        return len(self.ranks) > 1
+
+    @property
+    def stragglers(self) -> tuple[RankRow, ...]:
+        """Ranks that were the slowest of some step, costliest first."""
+        costly = [r for r in self.ranks if r.slowest_steps]
+        return tuple(sorted(costly, key=lambda r: (-r.straggler_cost_ns, r.rank)))
+
+    def to_json(self, *, rank_steps: bool = True) -> dict[str, Any]:
         """The whole report as a JSON-ready dict (what ``lens report --json`` prints)."""
-        return {
+        data = {
+            "run_id": self.run_id,
             "files": list(self.files),
             "spans": self.span_count,
             "traces": self.trace_count,
@@ -252,18 +491,15 @@ class Report:
             "step_pattern": self.step_pattern,
             "steps": [step.to_json() for step in self.steps],
             "run": self.run.to_json(),
+            "ranks": [rank.to_json() for rank in self.ranks],
+            "stragglers": [rank.rank for rank in self.stragglers],
             "top_spans": [top.to_json() for top in self.top_spans],
-            "violations": [
-                {
-                    "rule": v.rule,
-                    "trace_id": v.trace_id,
-                    "span_id": v.span_id,
-                    "span_name": v.span_name,
-                    "file": v.file,
-                    "line": v.line,
-                    "reason": v.reason,
-                }
-                for v in self.violations
-            ],
-            "problems": [{"file": p.file, "line": p.line, "message": p.message} for p in self.problems],
+            "violation_count": self.violation_count,
+            "violations_by_rule": dict(sorted(self.rule_counts.items())),
+            "violations": [v.to_json() for v in self.violations],
+            "problems": [p.to_json() for p in self.problems],
+            "telemetry_loss": {"lost": sum(row.lost for row in self.loss), "processes": [r.to_json() for r in self.loss]},
         }
+        if rank_steps:
+            data["rank_steps"] = self.rank_steps.to_json()
+        return data

@@ -1,213 +1,638 @@
-"""Goodput rollup: bucket seconds per step and for the run, top spans, and the invariant checks."""
+"""Goodput rollup in SQL over the store: per (run, rank, step) first, then steps, ranks, stragglers and the invariants."""
 
 from __future__ import annotations
 
+import math
 import re
-from collections import defaultdict
-from collections.abc import Iterable
+from collections import Counter
+from typing import Any
 
+from .classify import load_catalog
+from .engine import TraceStore, insert_rows
 from .model import (
     BUCKETS,
     DEFAULT_STEP_PATTERN,
     NS_PER_S,
     BucketTotals,
+    LossRow,
+    RankRow,
+    RankSteps,
     Report,
-    Span,
+    RunInfo,
     StepRow,
     TopSpan,
     Violation,
 )
-from .reader import ReadResult
-from .tree import SpanTree
 
 __all__ = [
+    "DEFAULT_MAX_VIOLATIONS",
     "DEFAULT_TOP_N",
+    "RULES",
     "RULE_BAD_TIMING",
+    "RULE_BUCKETED_OVERLAP",
+    "RULE_BUCKETED_UMBRELLA",
     "RULE_NESTED_BUCKET",
-    "RULE_RUN_OVERFLOW",
+    "RULE_PARENT_CYCLE",
+    "RULE_RANK_OVERFLOW",
     "RULE_STEP_OVERFLOW",
+    "RULE_TIMER_ONLY",
     "RULE_UNKNOWN_BUCKET",
+    "RunChoiceError",
     "TOLERANCE_NS",
+    "WaterfallSelection",
     "build_report",
+    "list_runs",
+    "waterfall_spans",
 ]
 
 DEFAULT_TOP_N = 10
 """How many span names the report lists by total time unless told otherwise."""
 
+DEFAULT_MAX_VIOLATIONS = 1000
+"""How many violations a report lists (all are counted, by rule)."""
+
 TOLERANCE_NS = 1_000
 """Slack (1 µs) allowed before bucket seconds exceeding a wall time count as a violation."""
 
 RULE_NESTED_BUCKET = "nested-bucket"
-"""Invariant (a): a bucketed span has a bucketed descendant, so one second would count twice."""
+"""A bucketed span has a bucketed descendant, so one second would count twice."""
 
 RULE_STEP_OVERFLOW = "step-overflow"
-"""Invariant (b): the bucketed spans under a step sum to more than the step's wall time."""
+"""The bucketed spans under a step sum to more than the step's wall time."""
+
+RULE_RANK_OVERFLOW = "rank-overflow"
+"""The bucketed spans of one rank sum past its wall time (bucketed spans overlap, e.g. on two threads)."""
 
 RULE_BAD_TIMING = "bad-timing"
-"""Invariant (c): a span has a missing timestamp or ends before it starts."""
+"""A span has a missing or out-of-range timestamp or ends before it starts; it is left out of every sum."""
 
 RULE_UNKNOWN_BUCKET = "unknown-bucket"
-"""Invariant (d): ``rl.bucket`` holds a value that is not one of the four buckets."""
+"""``rl.bucket`` holds a value that is not one of the four buckets."""
 
-RULE_RUN_OVERFLOW = "run-overflow"
-"""The bucketed spans of the whole input sum past its wall time (overlapping bucketed work)."""
+RULE_BUCKETED_UMBRELLA = "bucketed-umbrella"
+"""An umbrella span (it contains other work, or overlaps its siblings) carries a bucket."""
+
+RULE_BUCKETED_OVERLAP = "bucketed-overlap"
+"""A span that overlaps other bucketed work by rule (checkpoint finalize, a collector-loop wait,
+the initial buffer fill, a startup phase) carries a bucket."""
+
+RULE_TIMER_ONLY = "timer-only"
+"""A timer-only efficiency category (``idle/validation``, ...) was emitted as a bucketed span."""
+
+RULE_PARENT_CYCLE = "parent-cycle"
+"""Parent ids form a cycle; the spans on it have no root."""
+
+RULES = (RULE_BAD_TIMING, RULE_BUCKETED_OVERLAP, RULE_BUCKETED_UMBRELLA, RULE_NESTED_BUCKET, RULE_PARENT_CYCLE,
+         RULE_RANK_OVERFLOW, RULE_STEP_OVERFLOW, RULE_TIMER_ONLY, RULE_UNKNOWN_BUCKET)
+"""Every invariant the report checks."""
+
+_BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
+
+
+class RunChoiceError(ValueError):
+    """The input holds several runs (or not the one asked for); ``runs`` lists those it holds."""
+
+    def __init__(self, message: str, runs: tuple[RunInfo, ...]) -> None:
+        super().__init__(message)
+        self.runs = runs
+
+
+def _sql(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def list_runs(store: TraceStore) -> tuple[RunInfo, ...]:
+    """The runs in the store (by ``nemo.run.id``, else the ``service.instance.id`` prefix), oldest first."""
+    rows = store.con.execute("""
+        SELECT run, count(DISTINCT rank_label), count(DISTINCT process), count(*), min(start_ns), max(end_ns)
+        FROM spans GROUP BY run ORDER BY min(start_ns) NULLS LAST, run
+    """).fetchall()
+    return tuple(RunInfo(*row) for row in rows)
+
+
+def _choose_run(store: TraceStore, run: str | None) -> tuple[str, bool]:
+    """(the run to report, whether other runs must be filtered out)."""
+    runs = list_runs(store)
+    ids = [info.run_id for info in runs]
+    if run is not None:
+        if run not in ids:
+            raise RunChoiceError(f"no run {run!r} in the input; runs: {', '.join(map(repr, ids)) or 'none'}", runs)
+        return run, len(ids) > 1
+    if len(ids) > 1:
+        raise RunChoiceError(f"the input holds {len(ids)} runs; choose one with --run ID: "
+                             f"{', '.join(map(repr, ids))}", runs)
+    return (ids[0] if ids else ""), False
 
 
 def build_report(
-    read: ReadResult,
+    store: TraceStore,
     *,
+    run: str | None = None,
     step_pattern: str | re.Pattern[str] = DEFAULT_STEP_PATTERN,
     top_n: int = DEFAULT_TOP_N,
+    max_violations: int = DEFAULT_MAX_VIOLATIONS,
 ) -> Report:
-    """Roll the spans of ``read`` up into steps, run totals and top spans, and check the invariants.
+    """Roll the spans of one run up per (rank, step), per step, per rank and for the run, and check the invariants.
 
     A step is an unbucketed span carrying ``rl.iteration`` whose name matches ``step_pattern``
     (searched). In a trace with no such span, unbucketed spans sharing an ``rl.iteration``
-    form the step instead (except those below a bucketed span, such as a deferred finalize). A step's buckets sum the bucketed spans below it, in any process.
+    form the step instead (except those below a bucketed span, such as a deferred finalize).
+    A step's buckets sum the bucketed spans below it, in any process. Raises
+    :class:`RunChoiceError` when ``run`` is ``None`` and the store holds several runs, or
+    when ``run`` is not among them.
     """
     pattern = re.compile(step_pattern)
-    tree = SpanTree(read.spans)
-    violations = _span_violations(read.spans) + _nested_bucket_violations(tree)
-    steps = _steps(tree, pattern, violations)
-    run = _run_totals(read.spans, violations)
-    violations.sort(key=lambda v: (v.file, v.line, v.rule, v.span_id))
+    run_id, filtered = _choose_run(store, run)
+    con = store.con
+    load_catalog(con)
+    where = f"WHERE run = {_sql(run_id)}" if filtered else ""
+    step_names = [name for (name,) in con.execute(f"SELECT DISTINCT name FROM spans {where}").fetchall()
+                  if pattern.search(name)]
+    con.execute("CREATE OR REPLACE TEMP TABLE step_names (name VARCHAR)")
+    insert_rows(con, "INSERT INTO step_names VALUES (?)", [[n] for n in step_names])
+    _classify(con, where)
+    _jump(con)
+    _steps(con)
+    _rank_totals(con, where)
+    violations, counts = _violations(con, max_violations)
+    rank_labels, rank_steps = _rank_steps(con)
+    steps = _step_rows(con, rank_labels, rank_steps)
+    ranks, run_totals = _ranks(con, rank_labels, rank_steps)
+    summary = con.execute("""
+        SELECT count(*), count(DISTINCT trace), count(*) FILTER (WHERE error),
+               count(*) FILTER (WHERE parent IS NOT NULL) - (SELECT count(*) FROM parents)
+        FROM k
+    """).fetchall()[0]
     return Report(
-        files=read.files,
-        span_count=len(read.spans),
-        trace_count=len({span.trace_id for span in read.spans}),
-        duplicate_count=read.duplicate_count,
-        orphan_count=len(tree.orphans),
-        error_count=sum(span.error for span in read.spans),
+        run_id=run_id,
+        files=tuple(store.files),
+        span_count=summary[0],
+        trace_count=summary[1],
+        duplicate_count=store.duplicate_count,
+        orphan_count=summary[3],
+        error_count=summary[2],
         step_pattern=pattern.pattern,
-        steps=tuple(steps),
-        run=run,
-        top_spans=_top_spans(read.spans, top_n),
-        violations=tuple(violations),
-        problems=read.problems,
+        steps=steps,
+        run=run_totals,
+        ranks=ranks,
+        rank_steps=rank_steps,
+        top_spans=_top_spans(con, top_n, where),
+        violations=violations,
+        problems=tuple(store.problems),
+        loss=_loss(con, run_id if filtered else None),
+        rule_counts=dict(counts),
     )
 
 
-def _violation(rule: str, span: Span, reason: str) -> Violation:
-    return Violation(rule, span.trace_id, span.span_id, span.name, span.file, span.line, reason)
+def _classify(con: Any, where: str) -> None:
+    """``k``: one row per span of the run with what the checks need: its umbrella status, rules,
+    whether it counts in sums and whether it is a step candidate. Only what the heavy queries
+    use is copied (narrow rows: less to spill); names and texts are read from ``spans`` through
+    ``kd`` for the few rows a report lists."""
+    # traces that have a named step span: their steps are those spans; elsewhere unbucketed spans
+    # with rl.iteration are the step candidates (the fallback, grouped by iteration)
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE named_traces AS
+        SELECT DISTINCT trace FROM spans s {where + " AND" if where else "WHERE"}
+            s.name IN (SELECT name FROM step_names) AND s.iteration IS NOT NULL AND s.bucket IS NULL
+            AND s.start_ns IS NOT NULL AND s.end_ns >= s.start_ns
+    """)
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE k AS
+        SELECT s.rowid AS id, s.trace, s.span, s.parent, s.bucket, s.iteration, s.start_ns, s.end_ns, s.error,
+               s.rank, s.rank_label, s.file, s.line,
+               (s.start_ns IS NOT NULL AND s.end_ns IS NOT NULL AND s.end_ns >= s.start_ns) AS ok,
+               s.bucket IS NOT NULL AS bucketed,
+               -- lens stamps lens.umbrella on umbrellas only: with lens.group, absence means a leaf
+               CASE WHEN s.grp IS NOT NULL THEN coalesce(s.umbrella, false)
+                    ELSE coalesce(s.umbrella, c.umbrella) END AS umbrella,
+               coalesce(c.never_reason, CASE r.rule
+                   WHEN 'collector' THEN 'a collector-loop wait runs on the collector''s clock, concurrent with the driver''s'
+                   WHEN 'unbucketed' THEN 'its category (' || coalesce(s.category, c.category)
+                                          || ') overlaps other bucketed work' END) AS never_reason,
+               coalesce(r.rule = 'timer-only', false) AS timer_only,
+               s.name IN (SELECT name FROM step_names) AND s.iteration IS NOT NULL AND s.bucket IS NULL AS named_step,
+               s.trace IN (SELECT trace FROM named_traces) AS in_named_trace
+        FROM spans s
+        LEFT JOIN catalog c ON c.name = s.name
+        LEFT JOIN category_rules r ON r.category = coalesce(s.category, c.category)
+        {where}
+    """)
+    # a span that must not carry a bucket does not count in any sum (it is flagged instead); and
+    # UPDATEs, because DuckDB rewrites a column in place faster than it copies the table
+    con.execute("""
+        CREATE OR REPLACE TEMP VIEW kd AS
+        SELECT k.*, s.name, s.process, s.start_text, s.end_text, coalesce(s.grp, c.grp) AS grp,
+               coalesce(s.category, c.category) AS category
+        FROM k JOIN spans s ON s.rowid = k.id LEFT JOIN catalog c ON c.name = s.name
+    """)
+    con.execute(f"""
+        ALTER TABLE k ADD COLUMN counted BOOLEAN;
+        ALTER TABLE k ADD COLUMN cand BOOLEAN;
+        UPDATE k SET counted = ok AND bucketed AND bucket IN {_BUCKET_LIST} AND NOT coalesce(umbrella, false)
+                               AND never_reason IS NULL AND NOT timer_only,
+                     cand = ok AND CASE WHEN in_named_trace THEN named_step ELSE iteration IS NOT NULL AND NOT bucketed END;
+    """)
+
+
+def _jump(con: Any) -> None:
+    """For every span: its nearest step-candidate ancestor (``fs``) and nearest counted bucketed ancestor
+    (``fb``), and whether its parent chain ends in a cycle (``cyclic``), in ``anc`` (a row for every
+    span with a parent in the run); and ``parents`` (id, pid): each such span with its parent's id.
+
+    Pointer jumping: each round doubles how far up every span has looked, so a chain of
+    depth d takes log2(d) rounds of one join each, whatever the number of spans. Spans still
+    looking after more rounds than any chain could need are in (or below) a parent cycle.
+    """
+    # one join finds every span's parent: ``parents`` keeps it, ``jump`` starts the look from it
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE jump AS
+        SELECT c.id, p.id AS jump, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb
+        FROM k c JOIN k p ON p.trace = c.trace AND p.span = c.parent
+    """)
+    con.execute("CREATE OR REPLACE TEMP TABLE parents AS SELECT id, jump AS pid FROM jump")
+    # invariant after round r: fs/fb is the nearest such ancestor within distance 2^r, and jump
+    # the ancestor at distance 2^r (NULL once the chain has ended: the look is complete)
+    total = con.execute("SELECT count(*) FROM jump").fetchall()[0][0]
+    con.execute("CREATE OR REPLACE TEMP TABLE found (id BIGINT, fs BIGINT, fb BIGINT)")
+    rounds = 0
+    limit = max(1, math.ceil(math.log2(total + 1))) + 1
+    while rounds <= limit and con.execute("SELECT count(*) FROM jump").fetchall()[0][0]:
+        rounds += 1
+        # t: the span 2^r up; its own look covers the next 2^r ancestors (final when it is done)
+        con.execute("""
+            CREATE OR REPLACE TEMP TABLE jump2 AS
+            SELECT a.id, t.jump, coalesce(a.fs, t.fs, f.fs) AS fs, coalesce(a.fb, t.fb, f.fb) AS fb
+            FROM jump a LEFT JOIN jump t ON t.id = a.jump LEFT JOIN found f ON f.id = a.jump
+        """)
+        con.execute("INSERT INTO found SELECT id, fs, fb FROM jump2 WHERE jump IS NULL")
+        con.execute("DROP TABLE jump")  # one copy at a time: these tables are as long as the run
+        con.execute("CREATE TEMP TABLE jump AS SELECT * FROM jump2 WHERE jump IS NOT NULL")
+        con.execute("DROP TABLE jump2")
+    # the answers stay in a narrow table of their own: adding them to k would rewrite it
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE anc AS
+        SELECT id, fs, fb, false AS cyclic FROM found UNION ALL SELECT id, fs, fb, true FROM jump;
+        DROP TABLE found;
+        DROP TABLE jump;
+    """)
+
+
+def _steps(con: Any) -> None:
+    """``steps``: one row per step anchor (a step span, or the first span of an iteration group)
+    with its rank, iteration, wall time and the buckets of the bucketed spans below it."""
+    # fallback groups: candidates of a trace without step spans, not below a bucketed span
+    # (a deferred checkpoint finalize may outlive its step; its time is its ancestor's)
+    # the candidates once, so the step queries below scan them and not every span
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE cands AS
+        SELECT kd.id, trace, iteration, start_ns, end_ns, named_step, anc.fb, rank, rank_label, name
+        FROM kd LEFT JOIN anc ON anc.id = kd.id WHERE cand
+    """)
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE anchors AS
+        SELECT id AS cand, id AS anchor FROM cands WHERE named_step
+        UNION ALL
+        SELECT id AS cand, first_value(id) OVER (PARTITION BY trace, iteration ORDER BY start_ns, end_ns DESC, id)
+        FROM cands WHERE NOT named_step AND fb IS NULL
+    """)
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE step_walls AS
+        SELECT a.anchor, max(m.end_ns) - min(m.start_ns) AS wall_ns
+        FROM anchors a JOIN cands m ON m.id = a.cand GROUP BY a.anchor
+    """)
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE step_buckets AS
+        SELECT a.anchor, {", ".join(f"coalesce(sum(b.end_ns - b.start_ns) FILTER (WHERE b.bucket = '{x}'), 0) AS {x}"
+                                     for x in BUCKETS)}
+        FROM k b JOIN anc ON anc.id = b.id JOIN anchors a ON a.cand = anc.fs WHERE b.counted GROUP BY a.anchor
+    """)
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE steps AS
+        SELECT s.id AS anchor, s.rank, s.rank_label, s.iteration, s.trace, s.name, w.wall_ns,
+               CASE WHEN s.named_step THEN 'pattern' ELSE 'iteration' END AS method, s.start_ns,
+               {", ".join(f"coalesce(b.{x}, 0) AS {x}" for x in BUCKETS)}
+        FROM step_walls w JOIN cands s ON s.id = w.anchor LEFT JOIN step_buckets b ON b.anchor = w.anchor
+    """)
+
+
+def _span_ref(con: Any, ids: list[int]) -> dict[int, tuple[str, str, str, str, int, str]]:
+    """id -> (trace hex, span hex, name, file, line, rank) for the spans a report names."""
+    if not ids:
+        return {}
+    con.execute("CREATE OR REPLACE TEMP TABLE wanted (id BIGINT)")
+    insert_rows(con, "INSERT INTO wanted VALUES (?)", [[i] for i in ids])
+    rows = con.execute("""
+        SELECT s.rowid, printf('%032x', s.trace), printf('%016x', s.span), s.name, f.path, s.line - f.first + 1,
+               s.rank_label
+        FROM spans s JOIN wanted w ON w.id = s.rowid JOIN files f ON f.idx = s.file
+    """).fetchall()
+    return {row[0]: row[1:] for row in rows}
 
 
 def _seconds(ns: int) -> str:
     return f"{ns / NS_PER_S:.6f} s"
 
 
-def _span_violations(spans: Iterable[Span]) -> list[Violation]:
+def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[str]]:
+    """Every broken invariant: counted by rule, the first ``limit`` (by file and line) listed."""
+    # rule -> (condition on k that finds the spans, the reason, read from kd for the listed ones)
+    queries = {
+        RULE_BAD_TIMING: ("NOT ok", """CASE
+                WHEN start_ns IS NULL AND start_text IS NOT NULL AND end_ns IS NULL AND end_text IS NOT NULL
+                    THEN 'start ' || start_text || ' and end ' || end_text || ' ns are out of range; skipped'
+                WHEN start_ns IS NULL AND start_text IS NOT NULL THEN 'start ' || start_text || ' ns is out of range; skipped'
+                WHEN end_ns IS NULL AND end_text IS NOT NULL THEN 'end ' || end_text || ' ns is out of range; skipped'
+                WHEN start_ns IS NULL AND end_ns IS NULL THEN 'missing start and end timestamp; skipped'
+                WHEN start_ns IS NULL THEN 'missing start timestamp; skipped'
+                WHEN end_ns IS NULL THEN 'missing end timestamp; skipped'
+                ELSE 'ends ' || printf('%.6f', (start_ns - end_ns) / 1e9) || ' s before it starts; skipped' END"""),
+        RULE_UNKNOWN_BUCKET: (f"bucketed AND bucket NOT IN {_BUCKET_LIST}",
+                              f"'rl.bucket ' || chr(39) || bucket || chr(39) || ' is not one of {', '.join(BUCKETS)}'"),
+        RULE_BUCKETED_UMBRELLA: ("bucketed AND umbrella", """
+            'umbrella span' || coalesce(' of group ' || grp, '') || ' carries rl.bucket=' || bucket
+            || '; umbrellas contain or overlap other work and are never bucketed; not counted'"""),
+        RULE_BUCKETED_OVERLAP: ("bucketed AND never_reason IS NOT NULL AND NOT coalesce(umbrella, false)", """
+            'carries rl.bucket=' || bucket || ', but ' || never_reason || ', so it must carry no bucket; not counted'"""),
+        RULE_TIMER_ONLY: ("bucketed AND timer_only", """
+            'efficiency category ' || category || ' is timer-only (a metric, never a span) '
+            || 'but was emitted as a span with rl.bucket=' || bucket || '; not counted'"""),
+    }
+    found: list[tuple[str, int, str]] = []
+    counts: Counter[str] = Counter()
+    for rule, (condition, reason) in queries.items():
+        counts[rule] = con.execute(f"SELECT count(*) FROM k WHERE {condition}").fetchall()[0][0]
+        if counts[rule]:
+            rows = con.execute(f"SELECT id, {reason} FROM kd WHERE {condition} "
+                               f"ORDER BY file, line, id LIMIT {int(limit)}").fetchall()
+            found += [(rule, span_id, text) for span_id, text in rows]
+    nested = ("SELECT anc.fb, count(*) AS inner, min(anc.id) AS example FROM anc JOIN k ON k.id = anc.id "
+              "WHERE anc.fb IS NOT NULL AND NOT anc.cyclic AND k.counted GROUP BY anc.fb")
+    counts[RULE_NESTED_BUCKET] = con.execute(f"SELECT count(*) FROM ({nested})").fetchall()[0][0]
+    if counts[RULE_NESTED_BUCKET]:
+        rows = con.execute(f"""
+            SELECT o.id, 'bucketed (' || o.bucket || ') span has ' || n.inner || ' bucketed descendant(s), e.g. '
+                         || chr(39) || e.name || chr(39) || ' span=' || printf('%016x', e.span) || ' (' || e.bucket || ')'
+            FROM ({nested}) n JOIN k o ON o.id = n.fb JOIN kd e ON e.id = n.example
+            ORDER BY o.file, o.line, o.id LIMIT {int(limit)}
+        """).fetchall()
+        found += [(RULE_NESTED_BUCKET, span_id, text) for span_id, text in rows]
+    overflow = f"{'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}"
+    counts[RULE_STEP_OVERFLOW] = con.execute(f"SELECT count(*) FROM steps WHERE {overflow}").fetchall()[0][0]
+    if counts[RULE_STEP_OVERFLOW]:
+        rows = con.execute(f"""
+            SELECT anchor, 'buckets under step ' || iteration || ' sum to ' || printf('%.6f', ({'+'.join(BUCKETS)}) / 1e9)
+                           || ' s, more than its wall time ' || printf('%.6f', wall_ns / 1e9) || ' s'
+            FROM steps WHERE {overflow} ORDER BY anchor LIMIT {int(limit)}
+        """).fetchall()
+        found += [(RULE_STEP_OVERFLOW, span_id, text) for span_id, text in rows]
+    overflowing = con.execute(f"""
+        SELECT rank_label, rank, {'+'.join(BUCKETS)} AS buckets, wall_ns FROM rank_totals
+        WHERE {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS} ORDER BY rank NULLS LAST, rank_label
+    """).fetchall()
+    counts[RULE_RANK_OVERFLOW] = len(overflowing)
+    rank_violations = [
+        Violation(RULE_RANK_OVERFLOW, "-", "-", f"({label})", "", 0,
+                  f"buckets of {label} sum to {_seconds(int(buckets))}, more than its wall time {_seconds(int(wall))}",
+                  label)
+        for label, _, buckets, wall in overflowing]
+    cycles = _cycles(con)
+    counts[RULE_PARENT_CYCLE] = len(cycles)
+    found += [(RULE_PARENT_CYCLE, span_id, reason) for span_id, reason in cycles[:limit]]
+    counts += Counter()  # drop zero counts
+    refs = _span_ref(con, sorted({span_id for _, span_id, _ in found}))
     violations = []
-    for span in spans:
-        if span.start_ns is None or span.end_ns is None:
-            missing = " and ".join(
-                what for what, value in (("start", span.start_ns), ("end", span.end_ns)) if value is None
-            )
-            violations.append(_violation(RULE_BAD_TIMING, span, f"missing {missing} timestamp"))
-        elif span.end_ns < span.start_ns:
-            reason = f"ends {_seconds(span.start_ns - span.end_ns)} before it starts"
-            violations.append(_violation(RULE_BAD_TIMING, span, reason))
-        if span.bucket is not None and span.bucket not in BUCKETS:
-            reason = f"rl.bucket {span.bucket!r} is not one of {', '.join(BUCKETS)}"
-            violations.append(_violation(RULE_UNKNOWN_BUCKET, span, reason))
-    return violations
+    for rule, span_id, reason in found:
+        trace, span, name, file, line, rank = refs[span_id]
+        violations.append(Violation(rule, trace, span, name, file, line, reason, rank))
+    violations.sort(key=lambda v: (v.file, v.line, v.rule, v.span_id))
+    return tuple((rank_violations + violations)[:limit]), counts
 
 
-def _nested_bucket_violations(tree: SpanTree) -> list[Violation]:
-    """Flag each bucketed span that has bucketed spans below it (it should be an umbrella)."""
-    below: dict[tuple[str, str], list[Span]] = defaultdict(list)
-    for span in tree.spans.values():
-        if span.bucket is None:
-            continue
-        nearest = next((a for a in tree.ancestors(span) if a.bucket is not None), None)
-        if nearest is not None:
-            below[nearest.key].append(span)
-    violations = []
-    for key, inner in below.items():
-        outer, first = tree.spans[key], inner[0]
-        reason = (
-            f"bucketed ({outer.bucket}) span has {len(inner)} bucketed descendant(s), "
-            f"e.g. {first.name!r} span={first.span_id} ({first.bucket})"
-        )
-        violations.append(_violation(RULE_NESTED_BUCKET, outer, reason))
-    return violations
+def _cycles(con: Any) -> list[tuple[int, str]]:
+    """(id, reason) for every span on a parent cycle. Only spans whose look never reached a
+    root (few, in malformed input) are walked, in Python, each once."""
+    parent = dict(con.execute("SELECT p.id, p.pid FROM parents p JOIN anc ON anc.id = p.id WHERE anc.cyclic").fetchall())
+    on_cycle: list[tuple[int, str]] = []
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    for start in parent:
+        path = []
+        node = start
+        while node in parent and node not in state:
+            state[node] = 1
+            path.append(node)
+            node = parent[node]
+        if state.get(node) == 1:  # the walk came back to its own path: a new cycle
+            cycle = path[path.index(node):]
+            on_cycle += [(member, f"parent ids form a cycle of {len(cycle)} span(s); no root") for member in cycle]
+        for member in path:
+            state[member] = 2
+    return on_cycle
 
 
-def _totals(wall_ns: int, spans: Iterable[Span]) -> BucketTotals:
-    bucket_ns = dict.fromkeys(BUCKETS, 0)
-    for span in spans:
-        duration = span.duration_ns
-        if span.bucket in bucket_ns and duration is not None:
-            bucket_ns[span.bucket] += duration
-    return BucketTotals(wall_ns, bucket_ns)
+def _rank_totals(con: Any, where: str) -> None:
+    """``rank_totals``: per rank its processes, wall (first start to last end) and counted buckets."""
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE rank_totals AS
+        WITH processes AS (SELECT rank_label, count(DISTINCT process) AS n FROM spans {where} GROUP BY rank_label)
+        SELECT rank_label, min(rank) AS rank, any_value(p.n) AS processes,
+               coalesce(max(end_ns) FILTER (WHERE ok) - min(start_ns) FILTER (WHERE ok), 0) AS wall_ns,
+               {", ".join(f"coalesce(sum(end_ns - start_ns) FILTER (WHERE counted AND bucket = '{x}'), 0) AS {x}"
+                          for x in BUCKETS)}
+        FROM k JOIN processes p USING (rank_label) GROUP BY rank_label
+    """)
 
 
-def _steps(tree: SpanTree, pattern: re.Pattern[str], violations: list[Violation]) -> list[StepRow]:
-    by_trace: dict[str, list[Span]] = defaultdict(list)
-    for span in tree.spans.values():
-        if span.bucket is None and span.iteration is not None:
-            by_trace[span.trace_id].append(span)
-    found: list[tuple[int, StepRow]] = []
-    for candidates in by_trace.values():
-        step_spans = [span for span in candidates if pattern.search(span.name)]
-        if step_spans:
-            for span in step_spans:
-                if span.duration_ns is not None:
-                    found.append((span.start_ns, _step(span, "pattern", span.duration_ns, [span], tree)))
-            continue
-        groups: dict[int, list[Span]] = defaultdict(list)
-        for span in candidates:
-            # A span below a bucketed span (a checkpoint's deferred finalize) is not step
-            # work: it may outlive the step, and its time is already its ancestor's.
-            if span.duration_ns is not None and not any(a.bucket is not None for a in tree.ancestors(span)):
-                groups[span.iteration].append(span)
-        for members in groups.values():
-            anchor = min(members, key=lambda s: (s.start_ns, -s.end_ns))
-            wall = max(s.end_ns for s in members) - anchor.start_ns
-            found.append((anchor.start_ns, _step(anchor, "iteration", wall, members, tree)))
-    found.sort(key=lambda item: (item[1].iteration, item[0], item[1].trace_id))
-    steps = [step for _, step in found]
-    for step in steps:
-        if step.totals.attributed_ns > step.totals.wall_ns + TOLERANCE_NS:
-            anchor = tree.spans[(step.trace_id, step.span_id)]
-            reason = (
-                f"buckets under step {step.iteration} sum to {_seconds(step.totals.attributed_ns)}, "
-                f"more than its wall time {_seconds(step.totals.wall_ns)}"
-            )
-            violations.append(_violation(RULE_STEP_OVERFLOW, anchor, reason))
-    return steps
+def _rank_order(con: Any) -> list[str]:
+    """Rank labels in numeric order (``rank 2`` before ``rank 10``), then processes without a rank."""
+    return [label for (label,) in con.execute(
+        "SELECT rank_label FROM rank_totals ORDER BY rank NULLS LAST, rank_label").fetchall()]
 
 
-def _step(anchor: Span, method: str, wall_ns: int, members: list[Span], tree: SpanTree) -> StepRow:
-    below = {d.key: d for member in members for d in tree.descendants(member)}
-    return StepRow(
-        iteration=anchor.iteration,
-        trace_id=anchor.trace_id,
-        span_id=anchor.span_id,
-        name=anchor.name,
-        method=method,
-        totals=_totals(wall_ns, below.values()),
-    )
+def _rank_steps(con: Any) -> tuple[list[str], RankSteps]:
+    labels = _rank_order(con)
+    con.execute("CREATE OR REPLACE TEMP TABLE rank_index (rank_label VARCHAR, idx INTEGER)")
+    insert_rows(con, "INSERT INTO rank_index VALUES (?, ?)", [[label, i] for i, label in enumerate(labels)])
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE rank_steps AS
+        SELECT s.iteration, r.idx AS rank, sum(s.wall_ns) AS wall_ns, {", ".join(f"sum({x}) AS {x}" for x in BUCKETS)}
+        FROM steps s JOIN rank_index r ON r.rank_label = s.rank_label
+        GROUP BY s.iteration, r.idx
+    """)
+    result = RankSteps(tuple(labels))
+    columns = (result.iterations, result.ranks, result.wall_ns, result.productive_ns, result.overhead_ns,
+               result.idle_ns, result.wasted_ns)
+    cursor = con.execute(f"SELECT iteration, rank, wall_ns, {', '.join(BUCKETS)} FROM rank_steps "
+                         "ORDER BY iteration, rank")
+    while rows := cursor.fetchmany(50_000):
+        for row in rows:
+            for column, value in zip(columns, row):
+                column.append(int(value))
+    return labels, result
 
 
-def _run_totals(spans: tuple[Span, ...], violations: list[Violation]) -> BucketTotals:
-    timed = [span for span in spans if span.duration_ns is not None]
-    wall = max(s.end_ns for s in timed) - min(s.start_ns for s in timed) if timed else 0
-    totals = _totals(wall, timed)
-    if totals.attributed_ns > wall + TOLERANCE_NS:
-        reason = (
-            f"buckets over all spans sum to {_seconds(totals.attributed_ns)}, more than the wall time "
-            f"{_seconds(wall)}: bucketed spans overlap (concurrent processes or threads)"
-        )
-        violations.append(Violation(RULE_RUN_OVERFLOW, "-", "-", "(run)", "", 0, reason))
-    return totals
+def _step_rows(con: Any, labels: list[str], rank_steps: RankSteps) -> tuple[StepRow, ...]:
+    """Per iteration: sums over ranks, the spread of step times, the slowest rank and the wait for it."""
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE step_spread AS
+        WITH busy AS (SELECT *, wall_ns - idle AS busy_ns FROM rank_steps),
+        slow AS (SELECT iteration, arg_max(rank, busy_ns ORDER BY rank DESC) AS slowest FROM busy GROUP BY iteration)
+        SELECT b.iteration, count(*) AS ranks, sum(b.wall_ns) AS wall_ns,
+               {", ".join(f"sum(b.{x}) AS {x}" for x in BUCKETS)},
+               min(b.wall_ns) AS wall_min, median(b.wall_ns) AS wall_median, max(b.wall_ns) AS wall_max,
+               any_value(s.slowest) AS slowest,
+               sum(greatest(0, (SELECT x.busy_ns FROM busy x WHERE x.iteration = b.iteration AND x.rank = s.slowest)
+                               - b.busy_ns)) AS wait_ns
+        FROM busy b JOIN slow s ON s.iteration = b.iteration GROUP BY b.iteration
+    """)
+    rows = con.execute(f"""
+        SELECT p.iteration, p.ranks, p.wall_ns, {", ".join(f"p.{x}" for x in BUCKETS)}, p.wall_min, p.wall_median,
+               p.wall_max, p.slowest, p.wait_ns, printf('%032x', a.trace), printf('%016x', sp.span), a.name, a.method
+        FROM step_spread p
+        JOIN rank_index r ON r.idx = p.slowest
+        JOIN (SELECT *, row_number() OVER (PARTITION BY iteration, rank_label ORDER BY start_ns, anchor) AS n
+              FROM steps) a ON a.iteration = p.iteration AND a.rank_label = r.rank_label AND a.n = 1
+        JOIN spans sp ON sp.rowid = a.anchor
+        ORDER BY p.iteration
+    """).fetchall()
+    steps = []
+    for (iteration, ranks, wall, prod, over, idle, waste, wmin, wmed, wmax, slowest, wait, trace, span, name,
+         method) in rows:
+        totals = BucketTotals(int(wall), dict(zip(BUCKETS, (int(prod), int(over), int(idle), int(waste)))))
+        steps.append(StepRow(iteration, trace, span, name, method, totals, int(ranks), int(wmin), float(wmed),
+                             int(wmax), labels[slowest], int(wait)))
+    return tuple(steps)
 
 
-def _top_spans(spans: tuple[Span, ...], top_n: int) -> tuple[TopSpan, ...]:
-    count: dict[str, int] = defaultdict(int)
-    total: dict[str, int] = defaultdict(int)
-    for span in spans:
-        if span.duration_ns is not None:
-            count[span.name] += 1
-            total[span.name] += span.duration_ns
-    ranked = sorted(total, key=lambda name: (-total[name], name))[:top_n]
-    return tuple(TopSpan(name, count[name], total[name]) for name in ranked)
+def _ranks(con: Any, labels: list[str], rank_steps: RankSteps) -> tuple[tuple[RankRow, ...], BucketTotals]:
+    """Per rank: wall (first start to last end of its spans), buckets of its own spans, straggler cost."""
+    rows = con.execute(f"""
+        SELECT r.idx, t.processes, t.wall_ns, {", ".join(f"t.{x}" for x in BUCKETS)}
+        FROM rank_totals t JOIN rank_index r ON r.rank_label = t.rank_label ORDER BY r.idx
+    """).fetchall()
+    cost = con.execute("""
+        WITH busy AS (SELECT *, wall_ns - idle AS busy_ns FROM rank_steps)
+        SELECT p.slowest, count(DISTINCT p.iteration), sum(greatest(0, s.busy_ns - b.busy_ns)),
+               sum(least(b.idle, greatest(0, s.busy_ns - b.busy_ns)))
+        FROM step_spread p JOIN busy s ON s.iteration = p.iteration AND s.rank = p.slowest
+        JOIN busy b ON b.iteration = p.iteration AND b.rank <> p.slowest
+        GROUP BY p.slowest
+    """).fetchall()
+    costs = {slowest: (n, int(c), int(idle)) for slowest, n, c, idle in cost}
+    step_counts = Counter(rank_steps.ranks)
+    ranks = []
+    run_wall = 0
+    run_buckets = dict.fromkeys(BUCKETS, 0)
+    for idx, processes, wall, *buckets in rows:
+        wall = int(wall or 0)
+        bucket_ns = dict(zip(BUCKETS, map(int, buckets)))
+        run_wall += wall
+        for name in BUCKETS:
+            run_buckets[name] += bucket_ns[name]
+        n, c, idle = costs.get(idx, (0, 0, 0))
+        ranks.append(RankRow(labels[idx], int(processes), BucketTotals(wall, bucket_ns), step_counts[idx],
+                             n, c, idle))
+    return tuple(ranks), BucketTotals(run_wall, run_buckets)
+
+
+def _top_spans(con: Any, top_n: int, where: str) -> tuple[TopSpan, ...]:
+    timed = "start_ns IS NOT NULL AND end_ns >= start_ns"
+    rows = con.execute(f"""
+        SELECT name, count(*), sum(end_ns - start_ns) AS total FROM spans
+        {where + " AND " + timed if where else "WHERE " + timed}
+        GROUP BY name ORDER BY total DESC, name LIMIT {int(top_n)}
+    """).fetchall()
+    return tuple(TopSpan(name, count, int(total)) for name, count, total in rows)
+
+
+def _loss(con: Any, run_id: str | None) -> tuple[LossRow, ...]:
+    """Per process, its newest loss record (the counters are cumulative: the largest wins)."""
+    where = f"WHERE run = {_sql(run_id)}" if run_id is not None else ""
+    rows = con.execute(f"""
+        SELECT any_value(rank_label), process, {", ".join(f"coalesce(max(loss[{i}]), 0)" for i in range(1, 6))},
+               min(rank)
+        FROM loss {where} GROUP BY process ORDER BY min(rank) NULLS LAST, process
+    """).fetchall()
+    return tuple(LossRow(rank, process, created, dropped, failed, unended, truncated)
+                 for rank, process, created, dropped, failed, unended, truncated, _ in rows)
+
+
+
+class WaterfallSelection:
+    """The spans a waterfall draws (dicts: id, pid, name, times, bucket, rank, process, thread, ...)."""
+
+    def __init__(self, spans: list[dict[str, Any]], rank_order: dict[str, int], steps: list[int] | None,
+                 ranks: list[str], total: int) -> None:
+        self.spans = spans
+        self.rank_order = rank_order
+        self.steps = steps
+        self.ranks = ranks
+        self.total = total
+
+    def describe(self) -> str:
+        """One sentence: which steps and ranks are drawn, and what was left out."""
+        where = "the whole run" if self.steps is None else (
+            f"step{'s' if len(self.steps) != 1 else ''} {', '.join(map(str, self.steps))}" if self.steps
+            else "no step (none of the steps asked for was found)")
+        ranks = ", ".join(self.ranks[:20]) + (f" and {len(self.ranks) - 20} more" if len(self.ranks) > 20 else "")
+        text = f"{len(self.spans)} spans of {where} on {ranks or 'no rank'}"
+        if self.total > len(self.spans):
+            text += f"; {self.total - len(self.spans)} more not drawn (choose with --step and --ranks)"
+        return text + "."
+
+
+def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
+                    small_run: int, default_ranks: int, limit: int) -> WaterfallSelection:
+    """The spans of the chosen steps (by ``rl.iteration`` of their step spans) and ranks (numbers).
+
+    Defaults: the whole run when it has at most ``small_run`` spans, else the slowest step;
+    up to ``default_ranks`` ranks, the stragglers of the chosen steps first. Call right after
+    :func:`build_report` on the same store.
+    """
+    con = store.con
+    labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
+    order = {label: i for i, label in enumerate(labels)}
+    if steps is None and report.span_count > small_run and report.steps:
+        slowest = max(report.steps, key=lambda s: (s.wall_max_ns, -s.iteration))
+        steps = frozenset({slowest.iteration})
+    chosen_steps = None if steps is None else sorted(s.iteration for s in report.steps if s.iteration in steps)
+    if ranks is not None:
+        chosen = [label for label in labels if label.startswith("rank ") and int(label[5:]) in ranks]
+    else:
+        wanted = [s.slowest_rank for s in report.steps if chosen_steps is None or s.iteration in chosen_steps]
+        chosen = list(dict.fromkeys(w for w in wanted if w))[: default_ranks // 2]
+        chosen += [label for label in labels if label not in chosen][: default_ranks - len(chosen)]
+        chosen.sort(key=lambda label: order[label])
+    con.execute("CREATE OR REPLACE TEMP TABLE wf_ranks (rank_label VARCHAR)")
+    insert_rows(con, "INSERT INTO wf_ranks VALUES (?)", [[label] for label in chosen])
+    window = "true"
+    if chosen_steps is not None:
+        con.execute("CREATE OR REPLACE TEMP TABLE wf_steps (iteration BIGINT)")
+        insert_rows(con, "INSERT INTO wf_steps VALUES (?)", [[it] for it in chosen_steps])
+        con.execute("""
+            CREATE OR REPLACE TEMP TABLE wf_windows AS
+            SELECT s.iteration, min(k.start_ns) AS lo, max(k.end_ns) AS hi
+            FROM steps s JOIN wf_steps w ON w.iteration = s.iteration JOIN anchors a ON a.anchor = s.anchor
+            JOIN cands k ON k.id = a.cand JOIN wf_ranks r ON r.rank_label = s.rank_label GROUP BY s.iteration
+        """)
+        window = "EXISTS (SELECT 1 FROM wf_windows w WHERE k.start_ns < w.hi AND k.end_ns > w.lo)"
+    # the chosen ids first, in a small table: joined to the spans by rowid, the details come
+    # from the few rows drawn, not from a scan of every span
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE wf_ids AS
+        SELECT id, start_ns FROM k WHERE k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks) AND {window}
+    """)
+    total = con.execute("SELECT count(*) FROM wf_ids").fetchall()[0][0]
+    cursor = con.execute(f"""
+        WITH chosen AS (SELECT id FROM wf_ids ORDER BY start_ns, id LIMIT {int(limit)})
+        SELECT k.id, p.pid, s.name, k.start_ns, k.end_ns, k.bucket, k.iteration, k.rank_label, s.process,
+               coalesce(s.thread || coalesce(' ' || s.thread_name, ''), s.thread_name, '') AS thread_label,
+               coalesce(s.thread_name, s.thread, '') AS thread_short,
+               printf('%032x', s.trace) AS trace, printf('%016x', s.span) AS span, s.kind, k.error
+        FROM chosen c JOIN k ON k.id = c.id JOIN spans s ON s.rowid = c.id
+        LEFT JOIN (SELECT * FROM parents WHERE id IN (SELECT id FROM chosen)) p ON p.id = c.id
+        ORDER BY k.start_ns, k.id
+    """)
+    columns = [d[0] for d in cursor.description]
+    spans = [dict(zip(columns, row)) for row in cursor.fetchall()]
+    return WaterfallSelection(spans, order, chosen_steps, chosen, total)

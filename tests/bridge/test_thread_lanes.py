@@ -9,7 +9,7 @@ pytest.importorskip("opentelemetry.sdk")
 from lens_core import LensConfig, managed_span  # noqa: E402
 from lens_core.registry import SpanRegistry  # noqa: E402
 from otel_bridge import setup_telemetry  # noqa: E402
-from otel_bridge.report import build_report, read_spans, render_html  # noqa: E402
+from otel_bridge.report import TraceStore, build_report, read_spans, render_html  # noqa: E402
 
 
 def test_spans_carry_thread_id_and_name_and_get_a_lane_per_thread(tmp_path):
@@ -34,6 +34,8 @@ def test_spans_carry_thread_id_and_name_and_get_a_lane_per_thread(tmp_path):
     assert by_name["in.worker"].attributes["thread.name"] == "collector-thread"
     assert by_name["in.worker"].attributes["thread.id"] == worker.ident
     assert by_name["in.main"].attributes["thread.name"] == threading.current_thread().name
-    html = render_html(build_report(read), read.spans)
+    with TraceStore() as store:
+        store.load([str(tmp_path)])
+        html = render_html(build_report(store), store)
     assert "rank 0 · collector-thread" in html
     assert f"rank 0 · {threading.current_thread().name}" in html

@@ -18,7 +18,7 @@ from lens_core import (
     umbrella_span,
 )
 from lens_core.catalogs.rl import RLSpanGroup as G
-from otel_bridge.report import build_report, read_spans
+from otel_bridge.report import read_spans, report_files
 
 pytest.importorskip("opentelemetry.sdk")
 json_format = pytest.importorskip("google.protobuf.json_format")
@@ -134,7 +134,7 @@ def test_collector_json_and_file_exporter_output_give_the_same_spans_and_rollup(
     assert len(from_collector.spans) == len(sdk_spans)
     assert _without_location(from_collector) == _without_location(from_ours)
 
-    collector_report, our_report = build_report(from_collector), build_report(from_ours)
+    collector_report, our_report = report_files([collector_file]), report_files([ours])
     assert _rollup(collector_report) == _rollup(our_report)
     assert [step.iteration for step in our_report.steps] == [1, 2, 3]
     assert our_report.run.bucket_ns["productive"] > 0 and our_report.run.bucket_ns["idle"] > 0

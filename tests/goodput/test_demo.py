@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("opentelemetry.sdk")
 
 from otel_bridge.demo import run_demo  # noqa: E402
-from otel_bridge.report import build_report, read_spans  # noqa: E402
+from otel_bridge.report import read_spans, report_files  # noqa: E402
 from child_env import IMPLEMENTATION_SWITCHES, without_settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def test_checkpoints_are_real_torch_files_of_the_triggering_step(run):
 
 def test_a_fresh_report_over_the_files_has_no_violations_and_no_problems(run):
     read = read_spans(run.trace_files)
-    report = build_report(read)
+    report = report_files(run.trace_files)
     assert read.problems == () and report.violations == () and report.problems == ()
     assert report.orphan_count == 0
     assert [step.iteration for step in report.steps] == [1, 2, 3]

@@ -1,116 +1,12 @@
-"""Fixtures for the report tests: a small builder of OTLP-JSON trace export lines."""
+"""Fixtures of the report tests (the helpers live in report_helpers, a name no other test directory uses)."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-S = 1_000_000_000
-T0 = 1_700_000_000 * S
-TRACE = "0af7651916cd43dd8448eb211c80319c"
-
-
-def sid(n: int) -> str:
-    """The hex span id for a small number, e.g. 1 -> '0000000000000001'."""
-    return f"{n:016x}"
-
-
-class Otlp:
-    """Builds OTLP-JSON dicts as the Collector's file exporter writes them (hex ids, string int64s)."""
-
-    S = S
-    T0 = T0
-    TRACE = TRACE
-    sid = staticmethod(sid)
-
-    @staticmethod
-    def value(value: Any) -> dict[str, Any]:
-        if isinstance(value, bool):
-            return {"boolValue": value}
-        if isinstance(value, int):
-            return {"intValue": str(value)}
-        if isinstance(value, float):
-            return {"doubleValue": value}
-        if isinstance(value, list):
-            return {"arrayValue": {"values": [Otlp.value(v) for v in value]}}
-        return {"stringValue": value}
-
-    @staticmethod
-    def attrs(attributes: dict[str, Any]) -> list[dict[str, Any]]:
-        return [{"key": key, "value": Otlp.value(value)} for key, value in attributes.items()]
-
-    @staticmethod
-    def span(
-        n: int,
-        name: str,
-        start_s: float,
-        end_s: float,
-        parent: int | None = None,
-        *,
-        bucket: str | None = None,
-        iteration: int | None = None,
-        trace: str = TRACE,
-        **attributes: Any,
-    ) -> dict[str, Any]:
-        """A span with id ``sid(n)``, times in seconds after T0, and rl.* attributes when given."""
-        attrs = {key.replace("_", "."): value for key, value in attributes.items()}
-        if bucket is not None:
-            attrs["rl.bucket"] = bucket
-        if iteration is not None:
-            attrs["rl.iteration"] = iteration
-        span = {
-            "traceId": trace,
-            "spanId": sid(n),
-            "name": name,
-            "kind": 1,
-            "startTimeUnixNano": str(T0 + round(start_s * S)),
-            "endTimeUnixNano": str(T0 + round(end_s * S)),
-            "attributes": Otlp.attrs(attrs),
-        }
-        if parent is not None:
-            span["parentSpanId"] = sid(parent)
-        return span
-
-    @staticmethod
-    def request(spans: list[dict[str, Any]], **resource: Any) -> dict[str, Any]:
-        """One ExportTraceServiceRequest; resource keys use '_' for '.' (service_name=...)."""
-        res = {key.replace("_", "."): value for key, value in resource.items()}
-        return {
-            "resourceSpans": [
-                {
-                    "resource": {"attributes": Otlp.attrs(res)},
-                    "scopeSpans": [{"scope": {"name": "test"}, "spans": spans}],
-                }
-            ]
-        }
-
-    @staticmethod
-    def write(path: Path, *lines: dict[str, Any] | str) -> Path:
-        """Write requests (dicts as JSON, strings verbatim) one per line; gzip when the name ends in .gz."""
-        text = "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
-        if path.name.endswith(".gz"):
-            path.write_bytes(gzip.compress(text.encode()))
-        else:
-            path.write_text(text)
-        return path
-
-
-def two_step_spans() -> list[dict[str, Any]]:
-    """Job 0-20 s; step 1 at 1-9 s: productive 4, overhead 2; step 2 at 10-19 s: productive 6, idle 2."""
-    span = Otlp.span
-    return [
-        span(1, "rl.grpo.job", 0, 20),
-        span(2, "rl.grpo.step", 1, 9, 1, iteration=1),
-        span(3, "rl.grpo.generation", 1, 5, 2, bucket="productive", iteration=1),
-        span(4, "rl.grpo.checkpointing", 5, 7, 2, bucket="overhead", iteration=1),
-        span(5, "rl.grpo.step", 10, 19, 1, iteration=2),
-        span(6, "rl.grpo.policy_training", 10, 16, 5, bucket="productive", iteration=2),
-        span(7, "rl.idle.buffer_starvation", 16, 18, 5, bucket="idle", iteration=2),
-    ]
+from report_helpers import Otlp, two_step_spans
 
 
 @pytest.fixture
@@ -121,5 +17,5 @@ def otlp() -> type[Otlp]:
 
 @pytest.fixture
 def two_step_file(tmp_path: Path) -> Path:
-    """A trace file holding the two-step trace of :func:`two_step_spans`."""
+    """A trace file holding the two-step trace of :func:`report_helpers.two_step_spans`."""
     return Otlp.write(tmp_path / "trace.jsonl", Otlp.request(two_step_spans(), service_name="trainer", process_pid=42))

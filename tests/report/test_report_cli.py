@@ -1,50 +1,69 @@
-"""The ``lens report`` command line: output modes, exit codes and the subcommand hook."""
+"""The ``lens report`` command line: output modes, exit statuses, stdout/stderr and the subcommand hook."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from otel_bridge.report.cli import build_parser, main
+from otel_bridge.exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
+from otel_bridge.report.cli import build_parser, int_set, main
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_plain_run_prints_the_table_and_exits_zero(two_step_file, capsys):
-    assert main([str(two_step_file)]) == 0
+    assert main([str(two_step_file)]) == EXIT_OK
     out = capsys.readouterr().out
     assert out.splitlines()[7].split() == ["run", "20.000", "10.000", "2.000", "2.000", "0.000", "6.000", "50.0%"]
 
 
 def test_json_flag_prints_parseable_json(two_step_file, capsys):
-    assert main([str(two_step_file), "--json", "--top", "1"]) == 0
+    assert main([str(two_step_file), "--json", "--top", "1"]) == EXIT_OK
     data = json.loads(capsys.readouterr().out)
     assert data["run"]["goodput"] == 0.5
     assert [t["name"] for t in data["top_spans"]] == ["rl.grpo.job"]
+    assert data["rank_steps"]["rows"][0][:3] == [1, "pid 42@?", 8.0]
 
 
-def test_html_flag_writes_the_page(two_step_file, tmp_path, capsys):
+def test_html_flag_writes_the_page_and_says_so_on_stderr_only(two_step_file, tmp_path, capsys):
     out = tmp_path / "report.html"
-    assert main([str(two_step_file), "--html", str(out)]) == 0
+    assert main([str(two_step_file), "--html", str(out)]) == EXIT_OK
     assert out.read_text().count('<rect class="span') == 7
-    assert f"wrote {out}" in capsys.readouterr().err
+    streams = capsys.readouterr()
+    assert f"wrote {out}" in streams.err and "wrote" not in streams.out
 
 
 def test_strict_exits_one_only_when_an_invariant_is_violated(two_step_file, tmp_path, otlp, capsys):
     bad = otlp.write(tmp_path / "bad.jsonl", otlp.request([otlp.span(1, "x", 0, 1, bucket="sideways")]))
-    assert main([str(two_step_file), "--strict"]) == 0
-    assert main([str(bad)]) == 0
-    assert main([str(bad), "--strict"]) == 1
+    assert main([str(two_step_file), "--strict"]) == EXIT_OK
+    assert main([str(bad)]) == EXIT_OK
+    assert main([str(bad), "--strict"]) == EXIT_FAILED
 
 
-def test_no_spans_at_all_exits_two_with_a_message(tmp_path, capsys):
+def test_no_spans_at_all_exits_with_no_data_and_says_why_on_stderr(tmp_path, capsys):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("not json\n")
-    assert main([str(empty)]) == 2
-    err = capsys.readouterr().err
-    assert f"no spans read from {empty}" in err
-    assert f"{empty}:1: invalid JSON" in err
-    assert main([str(tmp_path / "nowhere")]) == 2
+    assert main([str(empty)]) == EXIT_NO_DATA
+    streams = capsys.readouterr()
+    assert f"no spans read from {empty}" in streams.err
+    assert f"{empty}:1: invalid JSON" in streams.err
+    assert streams.out == ""
+
+
+def test_a_mistyped_path_among_good_ones_is_a_usage_error(two_step_file, tmp_path, capsys):
+    """Regression: a path that does not exist was a 'problem' and the report of the other
+    paths exited 0, so a typo silently shrank the report."""
+    assert main([str(two_step_file), str(tmp_path / "nowhere")]) == EXIT_USAGE
+    streams = capsys.readouterr()
+    assert streams.out == ""
+    assert streams.err.strip() == f"lens report: {tmp_path / 'nowhere'}: no such file or directory"
 
 
 def test_step_pattern_option_changes_which_spans_are_steps(tmp_path, otlp, capsys):
@@ -52,18 +71,32 @@ def test_step_pattern_option_changes_which_spans_are_steps(tmp_path, otlp, capsy
         otlp.span(1, "train_iter", 0, 4, iteration=7),
         otlp.span(2, "fwd", 0, 3, 1, bucket="productive"),
     ]))
-    assert main([str(path), "--json", "--step-pattern", "_iter$"]) == 0
+    assert main([str(path), "--json", "--step-pattern", "_iter$"]) == EXIT_OK
     (step,) = json.loads(capsys.readouterr().out)["steps"]
     assert (step["iteration"], step["method"], step["goodput"]) == (7, "pattern", 0.75)
 
 
 def test_bad_option_values_are_usage_errors(two_step_file, capsys):
-    with pytest.raises(SystemExit) as bad_regex:
-        main([str(two_step_file), "--step-pattern", "("])
-    with pytest.raises(SystemExit) as bad_top:
-        main([str(two_step_file), "--top", "-3"])
-    assert (bad_regex.value.code, bad_top.value.code) == (2, 2)
-    assert "invalid regular expression" in capsys.readouterr().err
+    codes = []
+    for option in (["--step-pattern", "("], ["--top", "-3"], ["--ranks", "3-1"], ["--step", "x"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([str(two_step_file), *option])
+        codes.append(exit_info.value.code)
+    assert codes == [EXIT_USAGE] * 4
+    err = capsys.readouterr().err
+    assert "invalid regular expression" in err and "expected non-negative integers and ranges like '0-7,12'" in err
+
+
+def test_int_set_reads_numbers_and_ranges():
+    assert int_set("0-3,7, 9") == {0, 1, 2, 3, 7, 9}
+    with pytest.raises(argparse.ArgumentTypeError):
+        int_set("-1")
+
+
+def test_unwritable_html_path_is_a_one_line_error(two_step_file, tmp_path, capsys):
+    assert main([str(two_step_file), "--html", str(tmp_path / "no" / "dir" / "x.html")]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"lens report: cannot write {tmp_path / 'no' / 'dir' / 'x.html'}: ")
 
 
 def test_build_parser_adds_a_report_subcommand_that_runs_via_func(two_step_file, capsys):
@@ -71,5 +104,45 @@ def test_build_parser_adds_a_report_subcommand_that_runs_via_func(two_step_file,
     build_parser(lens.add_subparsers(dest="command"))
     args = lens.parse_args(["report", str(two_step_file), "--json"])
     assert args.command == "report"
-    assert args.func(args) == 0
+    assert args.func(args) == EXIT_OK
     assert json.loads(capsys.readouterr().out)["spans"] == 7
+
+
+def _lens_report(*args, stderr_tty=False, env=None):
+    """Run ``python -m otel_bridge.report`` in a child; stderr on a pseudo-terminal when asked."""
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+               **(env or {})}
+    command = [sys.executable, "-m", "otel_bridge.report", *map(str, args)]
+    if not stderr_tty:
+        proc = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=120)
+        return proc.returncode, proc.stdout, proc.stderr
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(command, env=environ, stdout=subprocess.PIPE, stderr=follower, text=True)
+    os.close(follower)
+    out, _ = proc.communicate(timeout=120)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    return proc.returncode, out, b"".join(chunks).decode()
+
+
+def test_progress_goes_to_stderr_only_when_it_is_a_terminal(two_step_file):
+    code, out, err = _lens_report(two_step_file, stderr_tty=True)
+    assert code == EXIT_OK and "read 1/1 files" in err and "read 1/1" not in out
+    code, out, err = _lens_report(two_step_file)
+    assert code == EXIT_OK and "read 1/1" not in err and out.startswith("lens report: 7 spans")
+
+
+def test_without_duckdb_the_report_says_how_to_install_it(two_step_file, tmp_path):
+    (tmp_path / "duckdb.py").write_text("raise ImportError('No module named duckdb')\n")
+    code, out, err = _lens_report(two_step_file, env={"PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])})
+    assert (code, out) == (EXIT_FAILED, "")
+    assert err.strip() == ("lens report: lens report needs DuckDB, which is not installed: "
+                           "pip install 'lens-telemetry[report]'")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from otel_bridge.report import build_report, read_spans
+from report_helpers import report_of
+
+from otel_bridge.report import read_spans
 
 json_format = pytest.importorskip("google.protobuf.json_format")
 trace_service_pb2 = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
@@ -62,6 +64,6 @@ def test_message_to_json_lines_are_read_with_ids_times_and_attributes(tmp_path):
                                                                                {"process.pid": 2}, 2)
     assert by_name["rl.grpo.step"].parent_span_id is None
 
-    (row,) = build_report(read).steps
+    (row,) = report_of(path).steps
     assert (row.iteration, row.span_id, row.totals.wall_ns, row.totals.bucket_ns["productive"]) == (
         12, STEP_ID.hex(), 4_000_000_000, 3_000_000_000)

@@ -1,10 +1,13 @@
-"""Reading OTLP-JSON trace files: fields, encodings, files and bad input."""
+"""Reading OTLP-JSON trace files into the store: fields, encodings, compression, files and bad input."""
 
 from __future__ import annotations
 
 import base64
 import gzip
 import json
+from pathlib import Path
+
+import pytest
 
 from otel_bridge.report import read_spans
 
@@ -114,27 +117,55 @@ def test_bad_lines_and_spans_become_problems_with_file_and_line_and_good_ones_ar
     messages = [p.message for p in read.problems]
     assert messages[0].startswith("invalid JSON")
     assert messages[1].startswith("invalid JSON")
-    assert messages[2] == "resourceSpans[0].scopeSpans[0].spans[0]: missing spanId"
-    assert "startTimeUnixNano" in messages[3] and "spans[1]" in messages[3]
-    assert "endTimeUnixNano" in messages[4]
+    assert messages[2] == "missing spanId"
+    assert messages[3] == "startTimeUnixNano must be a non-negative integer or a string of one, got 1.5"
+    assert messages[4] == 'endTimeUnixNano must be a non-negative integer or a string of one, got ["1"]'
     assert messages[5] == "expected a JSON object, got list"
-    assert "resourceSpans" in messages[6]
+    assert messages[6] == "no resourceSpans list (not an OTLP trace export?)"
 
 
-def test_wrong_attribute_and_id_types_are_problems_not_crashes(tmp_path, otlp):
+def test_wrong_id_types_are_problems_and_wrong_attribute_types_are_not_crashes(tmp_path, otlp):
     bad_attr = otlp.span(1, "a", 0, 1)
-    bad_attr["attributes"] = [{"key": "n", "value": {"intValue": "twelve"}}]
+    bad_attr["attributes"] = [{"key": "rl.iteration", "value": {"intValue": "twelve"}}]
     bad_id = otlp.span(2, "b", 0, 1)
     bad_id["traceId"] = 12345
     short_id = otlp.span(3, "c", 0, 1)
     short_id["spanId"] = "abc"
     read = read_spans([otlp.write(tmp_path / "a.jsonl", otlp.request([bad_attr, bad_id, short_id]))])
-    assert read.spans == ()
-    assert [p.message.split(": ", 1)[1] for p in read.problems] == [
-        "attribute 'n': expected int, got 'twelve'",
-        "traceId is not a string",
-        "spanId 'abc' is neither 16 hex digits nor base64 of 8 bytes",
+    assert [(s.name, s.iteration) for s in read.spans] == [("a", None)]
+    assert [p.message for p in read.problems] == [
+        "traceId 12345 is neither 32 hex digits nor base64 of 16 bytes",
+        "spanId abc is neither 16 hex digits nor base64 of 8 bytes",
     ]
+
+
+def test_zstd_compressed_file_is_read_like_plain_text(tmp_path, otlp):
+    """The Collector's file exporter compresses with zstd."""
+    zstandard = pytest.importorskip("zstandard")
+    text = json.dumps(otlp.request([otlp.span(1, "a", 0, 2), otlp.span(2, "b", 0, 1, 1)])) + "\n"
+    path = tmp_path / "traces.jsonl.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(text.encode()))
+    read = read_spans([tmp_path])
+    assert sorted(s.name for s in read.spans) == ["a", "b"] and read.problems == ()
+
+
+def test_line_numbers_are_per_file_across_files_read_together(tmp_path, otlp):
+    for name in ("a", "b"):
+        otlp.write(tmp_path / f"{name}.jsonl", *[otlp.request([otlp.span(10 * ord(name) + n, f"{name}{n}", 0, 1)])
+                                               for n in range(1, 4)], "broken")
+    read = read_spans([tmp_path])
+    assert sorted((Path(s.file).name, s.line, s.name) for s in read.spans) == [
+        ("a.jsonl", 1, "a1"), ("a.jsonl", 2, "a2"), ("a.jsonl", 3, "a3"),
+        ("b.jsonl", 1, "b1"), ("b.jsonl", 2, "b2"), ("b.jsonl", 3, "b3")]
+    assert [(Path(p.file).name, p.line) for p in read.problems] == [("a.jsonl", 4), ("b.jsonl", 4)]
+
+
+def test_a_metrics_export_in_the_folder_is_named_as_such(tmp_path, otlp):
+    otlp.write(tmp_path / "t.jsonl", otlp.request([otlp.span(1, "a", 0, 1)]))
+    (tmp_path / "m.jsonl").write_text(json.dumps({"resourceMetrics": []}) + "\n")
+    read = read_spans([tmp_path])
+    assert [(Path(p.file).name, p.line, p.message) for p in read.problems] == [
+        ("m.jsonl", 1, "a metrics export, not traces")]
 
 
 def test_missing_paths_and_corrupt_gzip_are_problems(tmp_path, otlp):
@@ -145,4 +176,44 @@ def test_missing_paths_and_corrupt_gzip_are_problems(tmp_path, otlp):
     assert [(p.file, p.message) for p in read.problems][0] == (str(tmp_path / "missing.jsonl"),
                                                               "no such file or directory")
     assert read.problems[1].file == str(corrupt)
-    assert read.problems[1].message.startswith("cannot read file")
+    assert read.problems[1].message.startswith("cannot read")
+
+
+def test_a_truncated_gzip_keeps_the_spans_before_the_damage(tmp_path, otlp):
+    """Regression: a .gz cut short (a killed writer) lost every span of the file."""
+    lines = "".join(json.dumps(otlp.request([otlp.span(n, f"s{n}", 0, 1, text="x" * 2000 + str(n))])) + "\n"
+                    for n in range(1, 200))
+    data = gzip.compress(lines.encode())
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(data[: len(data) // 2])
+    read = read_spans([path])
+    assert 0 < len(read.spans) < 199
+    assert [s.name for s in sorted(read.spans, key=lambda s: s.line)][:3] == ["s1", "s2", "s3"]
+    assert any(p.message.startswith("cannot read the rest of the file") for p in read.problems)
+
+
+def test_a_run_folder_with_metrics_and_logs_files_reads_only_the_traces(tmp_path, otlp):
+    """Regression: every line of the file exporter's metrics-*.jsonl beside the traces was a problem."""
+    run = tmp_path / "run"
+    run.mkdir()
+    otlp.write(run / "traces-rank0-pid1.jsonl", otlp.request([otlp.span(1, "a", 0, 1)]))
+    (run / "metrics-rank0-pid1.jsonl").write_text(json.dumps({"resourceMetrics": []}) + "\n")
+    (run / "logs-rank0-pid1.jsonl").write_text(json.dumps({"resourceLogs": []}) + "\n")
+    read = read_spans([tmp_path])
+    assert [s.name for s in read.spans] == ["a"] and read.problems == ()
+    assert [Path(f).name for f in read.files] == ["traces-rank0-pid1.jsonl"]
+
+
+def test_a_store_nobody_closed_leaves_no_database_behind():
+    """Regression: a TraceStore that was not closed left its temporary database (hundreds of MB) in /tmp."""
+    import gc
+    import os
+
+    from otel_bridge.report import TraceStore
+
+    store = TraceStore()
+    directory = store._dir
+    assert os.path.isdir(directory)
+    del store
+    gc.collect()
+    assert not os.path.exists(directory)

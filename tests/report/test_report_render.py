@@ -6,13 +6,15 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
-from otel_bridge.report import build_report, read_spans, render_html, render_text
+from report_helpers import html_of, report_of
+
+from otel_bridge.report import render_text
 
 
 def test_text_report_shows_step_rows_run_row_top_spans_and_problem_counts(two_step_file):
     with open(two_step_file, "a") as out:
         out.write("{truncated\n")
-    text = render_text(build_report(read_spans([two_step_file]), top_n=2))
+    text = render_text(report_of(two_step_file, top_n=2))
     lines = text.splitlines()
     assert lines[1] == "2 steps from step spans matching '(^|\\\\.)step$'"
     assert lines[3].split() == ["iteration", "wall", "s", "productive", "overhead", "idle", "wasted",
@@ -31,13 +33,13 @@ def test_text_report_shows_step_rows_run_row_top_spans_and_problem_counts(two_st
 def test_text_report_counts_violations_by_rule(tmp_path, otlp):
     path = otlp.write(tmp_path / "a.jsonl", otlp.request([otlp.span(1, "x", 2, 1), otlp.span(2, "y", 0, 1,
                                                                                           bucket="great")]))
-    text = render_text(build_report(read_spans([path])))
+    text = render_text(report_of(path))
     assert "violations: 2 (bad-timing 1, unknown-bucket 1)" in text
     assert "no steps" in text
 
 
 def test_json_report_is_serialisable_and_carries_the_numbers(two_step_file):
-    data = json.loads(json.dumps(build_report(read_spans([two_step_file])).to_json()))
+    data = json.loads(json.dumps(report_of(two_step_file).to_json()))
     assert [(s["iteration"], s["wall_s"], s["buckets_s"]["productive"], s["goodput"]) for s in data["steps"]] == [
         (1, 8.0, 4.0, 0.5), (2, 9.0, 6.0, 6 / 9)]
     assert data["run"] == {"wall_s": 20.0, "buckets_s": {"productive": 10.0, "overhead": 2.0, "idle": 2.0,
@@ -47,8 +49,7 @@ def test_json_report_is_serialisable_and_carries_the_numbers(two_step_file):
 
 
 def test_html_is_one_offline_file_with_one_bar_per_span_and_tooltips(two_step_file):
-    read = read_spans([two_step_file])
-    page = render_html(build_report(read), read.spans)
+    page = html_of(two_step_file)
     assert page.startswith("<!DOCTYPE html>")
     assert "http://" not in page and "https://" not in page
     assert "<link" not in page and "<script src" not in page and "@import" not in page
@@ -66,11 +67,10 @@ def test_html_waterfall_is_well_formed_svg_with_a_lane_per_process_and_thread(tm
                            otlp.span(3, "load", 1, 2, 1, bucket="overhead", thread_id=2),
                            otlp.span(4, "load", 2, 3, 1, bucket="overhead", thread_id=2)],
                           process_pid=77, host_name="node7", nv_dl_rank=5)
-    read = read_spans([otlp.write(tmp_path / "a.jsonl", driver, worker)])
-    page = render_html(build_report(read), read.spans)
+    page = html_of(otlp.write(tmp_path / "a.jsonl", driver, worker))
     svg = ET.fromstring(re.search(r"<svg.*</svg>", page, re.S).group(0))
     lanes = [el.findtext("title") for el in svg.iter("text") if el.get("class") == "lane"]
-    assert lanes == ["driver · drv", "rank 5 · pid 77@node7 / thread 1", "rank 5 · pid 77@node7 / thread 2"]
+    assert lanes == ["rank 5 · pid 77@node7 / thread 1", "rank 5 · pid 77@node7 / thread 2", "drv"]
     bars = {el.findtext("title").split("\n")[0]: float(el.get("y")) for el in svg.iter("rect")}
     assert bars.keys() == {"step <&>", "train", "load"}
     assert "step &lt;&amp;&gt;" in page
@@ -83,8 +83,7 @@ def test_html_stacks_nested_spans_by_depth_within_a_lane(tmp_path, otlp):
         otlp.span(3, "inner", 2, 3, 2, bucket="productive"),
         otlp.span(4, "after", 11, 12),
     ]))
-    read = read_spans([path])
-    svg = ET.fromstring(re.search(r"<svg.*</svg>", render_html(build_report(read), read.spans), re.S).group(0))
+    svg = ET.fromstring(re.search(r"<svg.*</svg>", html_of(path), re.S).group(0))
     y = {el.findtext("title").split("\n")[0]: float(el.get("y")) for el in svg.iter("rect")}
     assert y["outer"] < y["middle"] < y["inner"]
     assert y["after"] == y["outer"]
@@ -92,7 +91,6 @@ def test_html_stacks_nested_spans_by_depth_within_a_lane(tmp_path, otlp):
 
 def test_html_notes_spans_it_cannot_draw(tmp_path, otlp):
     path = otlp.write(tmp_path / "a.jsonl", otlp.request([otlp.span(1, "ok", 0, 1), otlp.span(2, "bad", 3, 2)]))
-    read = read_spans([path])
-    page = render_html(build_report(read), read.spans)
+    page = html_of(path)
     assert page.count('<rect class="span') == 1
-    assert "Not drawn, lacking valid timestamps: 1 spans." in page
+    assert "[bad-timing]" not in page and "ends 1.000000 s before it starts; skipped" in page

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
+from report_helpers import report_of
+
 from otel_bridge.report import (
     RULE_BAD_TIMING,
     RULE_NESTED_BUCKET,
-    RULE_RUN_OVERFLOW,
+    RULE_PARENT_CYCLE,
+    RULE_RANK_OVERFLOW,
     RULE_STEP_OVERFLOW,
     RULE_UNKNOWN_BUCKET,
-    build_report,
-    read_spans,
 )
 
 S = 1_000_000_000
-
-
-def report_of(*paths, **options):
-    return build_report(read_spans(paths), **options)
 
 
 def buckets(totals):
@@ -101,7 +98,7 @@ def test_bucketed_spans_outside_steps_and_orphans_still_count_in_the_run(tmp_pat
     path = otlp.write(tmp_path / "a.jsonl", otlp.request([
         otlp.span(1, "rl.job", 0, 10),
         otlp.span(2, "rl.step", 0, 4, 1, iteration=1),
-        otlp.span(3, "rl.setup.data", 5, 6, 1, bucket="overhead"),
+        otlp.span(3, "rl.data.prefetch", 5, 6, 1, bucket="overhead"),
         otlp.span(4, "remote.work", 7, 9, 99, bucket="productive"),
     ]))
     report = report_of(path)
@@ -136,8 +133,8 @@ def test_each_violated_invariant_is_listed_with_the_span_that_breaks_it(tmp_path
         (RULE_UNKNOWN_BUCKET, otlp.sid(10), "rl.weird", otlp.TRACE, str(path), 1),
     ]
     reasons = [v.reason for v in report.violations]
-    assert reasons[0] == "ends 1.000000 s before it starts"
-    assert reasons[1] == "missing end timestamp"
+    assert reasons[0] == "ends 1.000000 s before it starts; skipped"
+    assert reasons[1] == "missing end timestamp; skipped"
     assert "'rl.inner'" in reasons[2] and otlp.sid(4) in reasons[2]
     assert reasons[3] == "buckets under step 2 sum to 6.000000 s, more than its wall time 4.000000 s"
     assert reasons[4] == "rl.bucket 'bogus' is not one of productive, overhead, idle, wasted"
@@ -159,12 +156,24 @@ def test_step_overflow_allows_one_microsecond_of_rounding(tmp_path, otlp):
     assert [v.rule for v in beyond.violations] == [RULE_STEP_OVERFLOW]
 
 
-def test_buckets_overlapping_across_processes_push_the_run_past_wall_time(tmp_path, otlp):
-    a = otlp.request([otlp.span(1, "train", 0, 10, bucket="productive")], process_pid=1)
-    b = otlp.request([otlp.span(2, "train", 0, 10, bucket="productive")], process_pid=2)
+def test_two_busy_ranks_read_full_goodput_not_twice_the_wall_clock(tmp_path, otlp):
+    """Regression: the run row added every rank's buckets and divided by one wall clock, so a
+    healthy 2-rank job read 200 % goodput and was flagged run-overflow (--strict exited 1)."""
+    a = otlp.request([otlp.span(1, "train", 0, 10, bucket="productive")], process_pid=1, nv_dl_rank=0)
+    b = otlp.request([otlp.span(2, "train", 0, 10, bucket="productive")], process_pid=2, nv_dl_rank=1)
     report = report_of(otlp.write(tmp_path / "a.jsonl", a, b))
-    assert [(v.rule, v.span_name) for v in report.violations] == [(RULE_RUN_OVERFLOW, "(run)")]
-    assert (report.run.wall_ns, report.run.unattributed_ns, report.run.goodput) == (10 * S, 0, 2.0)
+    assert report.violations == ()
+    assert (report.run.wall_ns, report.run.bucket_ns["productive"], report.run.goodput) == (20 * S, 20 * S, 1.0)
+    assert [(r.rank, r.totals.goodput) for r in report.ranks] == [("rank 0", 1.0), ("rank 1", 1.0)]
+
+
+def test_bucketed_spans_overlapping_within_one_rank_overflow_it(tmp_path, otlp):
+    path = otlp.write(tmp_path / "a.jsonl", otlp.request([
+        otlp.span(1, "train", 0, 10, bucket="productive", thread_id=1),
+        otlp.span(2, "train", 0, 10, bucket="productive", thread_id=2)], nv_dl_rank=0))
+    report = report_of(path)
+    assert [(v.rule, v.rank) for v in report.violations] == [(RULE_RANK_OVERFLOW, "rank 0")]
+    assert report.violations[0].reason == "buckets of rank 0 sum to 20.000000 s, more than its wall time 10.000000 s"
 
 
 def test_top_spans_rank_names_by_total_time_and_honour_n(two_step_file):
@@ -177,10 +186,26 @@ def test_top_spans_rank_names_by_total_time_and_honour_n(two_step_file):
     assert report_of(two_step_file, top_n=0).top_spans == ()
 
 
-def test_parent_cycles_in_bad_input_do_not_hang_the_rollup(tmp_path, otlp):
+def test_parent_cycles_in_bad_input_are_flagged_and_do_not_hang_the_rollup(tmp_path, otlp):
     path = otlp.write(tmp_path / "a.jsonl", otlp.request([
         otlp.span(1, "rl.step", 0, 4, 2, iteration=1),
         otlp.span(2, "loop", 0, 1, 1, bucket="idle"),
+        otlp.span(3, "below.the.cycle", 0, 1, 2),
+        otlp.span(4, "fine", 0, 1),
     ]))
     report = report_of(path)
     assert report.steps[0].totals.bucket_ns["idle"] == S
+    assert sorted((v.rule, v.span_name) for v in report.violations) == [
+        (RULE_PARENT_CYCLE, "loop"), (RULE_PARENT_CYCLE, "rl.step")]
+    assert report.violations[0].reason == "parent ids form a cycle of 2 span(s); no root"
+
+
+def test_a_deep_parent_chain_attributes_the_leaf_to_its_step(tmp_path, otlp):
+    chain = [otlp.span(1, "rl.grpo.step", 0, 10, iteration=1)]
+    chain += [otlp.span(n, f"level{n}", 0, 10, n - 1) for n in range(2, 300)]
+    chain.append(otlp.span(300, "leaf", 1, 3, 299, bucket="productive"))
+    chain.append(otlp.span(301, "leaf.below", 1, 2, 300, bucket="idle"))
+    report = report_of(otlp.write(tmp_path / "a.jsonl", otlp.request(chain)))
+    (step,) = report.steps
+    assert step.totals.bucket_ns == {"productive": 2 * S, "overhead": 0, "idle": S, "wasted": 0}
+    assert [(v.rule, v.span_name) for v in report.violations] == [(RULE_NESTED_BUCKET, "leaf")]

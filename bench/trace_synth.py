@@ -1,0 +1,160 @@
+"""Fast synthetic multi-rank traces in the file exporter's format, for the report benchmark.
+
+``write_run(out, ranks, steps)`` writes ``<out>/<run>/traces-rank<R>-pid<P>.jsonl`` per rank: what
+lens's file exporter writes (one OTLP-JSON ``ExportTraceServiceRequest`` per line, hex ids,
+64-bit integers as strings, the resource lens builds, 512 spans per line as the SDK's batch
+processor exports them), with the attributes lens stamps (``lens.group``, ``lens.umbrella``,
+``rl.bucket``, ``rl.iteration``, ``thread.*``). Each step has 20 spans: the step umbrella,
+data processing, logprobs, a generation umbrella over 10 ``rl.vllm.generate``, reward,
+advantage, policy training, a buffer-starvation wait and two data-plane calls. Step ``k`` is
+slow on one rank (``k * 7919 % ranks``), so every step has a straggler. Strings are formatted
+directly (no json.dumps per span): 10 million spans take a few seconds per core.
+
+    python bench/trace_synth.py OUT --ranks 1000 --steps 500 [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+S = 1_000_000_000
+T0 = 1_760_000_000 * S
+STEP_NS = 4 * S
+BATCH = 512  # spans per line: the SDK batch processor's max_export_batch_size
+SPANS_PER_STEP = 20
+
+# (name, group, bucket or None for an umbrella, parent index in this list or -1 for the step, start, end) in
+# fractions of a step; the generation umbrella holds the ten generate calls
+_STEP_LAYOUT = (
+    ("rl.grpo.data_processing", "data_processing", "overhead", -1, 0.00, 0.05),
+    ("rl.grpo.generation", "rollout", None, -1, 0.05, 0.55),
+    *(("rl.vllm.generate", "generation", "productive", 1, 0.05 + 0.05 * i, 0.10 + 0.05 * i) for i in range(10)),
+    ("rl.grpo.reward_calculation", "reward", "productive", -1, 0.55, 0.60),
+    ("rl.grpo.policy_and_reference_logprobs", "logprob", "overhead", -1, 0.60, 0.65),
+    ("rl.grpo.advantage_calculation", "advantage", "overhead", -1, 0.65, 0.67),
+    ("rl.data_plane.put", "data_plane", "overhead", -1, 0.67, 0.68),
+    ("rl.data_plane.get", "data_plane", "overhead", -1, 0.68, 0.69),
+    ("rl.grpo.policy_training", "policy_update", "productive", -1, 0.69, 0.90),
+    ("rl.idle.buffer_starvation", "efficiency", "idle", -1, 0.90, 0.95),
+)
+assert len(_STEP_LAYOUT) + 1 == SPANS_PER_STEP
+
+
+def _attr(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return '{"key":"%s","value":{"boolValue":%s}}' % (key, "true" if value else "false")
+    if isinstance(value, int):
+        return '{"key":"%s","value":{"intValue":"%d"}}' % (key, value)
+    return '{"key":"%s","value":{"stringValue":"%s"}}' % (key, value)
+
+
+def _resource(run: str, rank: int, world: int) -> str:
+    attributes = {"telemetry.sdk.language": "python", "telemetry.sdk.name": "opentelemetry",
+                  "telemetry.sdk.version": "1.45.0", "service.instance.id": f"{run}-rank{rank}",
+                  "service.name": "lens", "host.name": f"node{rank // 8}", "process.pid": 10_000 + rank,
+                  "service.version": "0.1.0", "nemo.run.id": run, "nv.dl.rank": rank, "nv.dl.world_size": world,
+                  "nv.dl.local_rank": rank % 8}
+    return "[" + ",".join(_attr(k, v) for k, v in attributes.items()) + "]"
+
+
+def write_rank(directory: str, run: str, rank: int, ranks: int, steps: int) -> int:
+    """Write one rank's file; returns how many spans it holds."""
+    thread = ',{"key":"thread.id","value":{"intValue":"140000000000001"}},' \
+             '{"key":"thread.name","value":{"stringValue":"MainThread"}}'
+    head = ('{"resourceSpans":[{"resource":{"attributes":' + _resource(run, rank, ranks)
+            + '},"scopeSpans":[{"scope":{"name":"lens","version":"0.1.0"},"spans":[')
+    tail = "]}]}]}\n"
+    trace = "%016x%016x" % (0x1E45 + rank, 0xC0FFEE)
+    template = ('{"traceId":"' + trace + '","spanId":"%016x"%s,"name":"%s","kind":1,'
+                '"startTimeUnixNano":"%d","endTimeUnixNano":"%d","attributes":[%s' + thread + '],"status":{},'
+                '"flags":256}')
+    spans: list[str] = []
+    base = (rank + 1) << 40
+    job_id = base
+    spans.append(template % (job_id, "", "rl.grpo.job", T0, T0 + steps * STEP_NS,
+                             _attr("lens.group", "job") + "," + _attr("lens.umbrella", True)))
+    umbrella = "," + _attr("lens.umbrella", True)
+    layout = [(name, ',' + _attr("lens.group", group) + ("," + _attr("rl.bucket", bucket) if bucket else umbrella),
+               parent, lo, hi) for name, group, bucket, parent, lo, hi in _STEP_LAYOUT]
+    n = 1
+    for step in range(1, steps + 1):
+        slow = 1.5 if step * 7919 % ranks == rank else 1.0
+        start = T0 + (step - 1) * STEP_NS
+        length = int(STEP_NS * 0.95 * slow / 1.5)
+        step_id = base + n
+        iteration = _attr("rl.iteration", step)
+        spans.append(template % (step_id, ',"parentSpanId":"%016x"' % job_id, "rl.grpo.step", start, start + length,
+                                 iteration + "," + _attr("lens.group", "step") + umbrella))
+        ids = []
+        for i, (name, attrs, parent, lo, hi) in enumerate(layout):
+            span_id = base + n + 1 + i
+            ids.append(span_id)
+            parent_id = step_id if parent < 0 else ids[parent]
+            spans.append(template % (span_id, ',"parentSpanId":"%016x"' % parent_id, name,
+                                     start + int(lo * length), start + int(hi * length), iteration + attrs))
+        n += SPANS_PER_STEP
+    path = Path(directory) / run / f"traces-rank{rank}-pid{10_000 + rank}.jsonl"
+    with open(path, "w", encoding="utf-8") as out:
+        for i in range(0, len(spans), BATCH):
+            out.write(head + ",".join(spans[i:i + BATCH]) + tail)
+    return len(spans)
+
+
+def write_run(out: str | os.PathLike[str], ranks: int, steps: int, run: str = "synth", jobs: int = 1) -> int:
+    """Write every rank's file of one run under ``out``; returns the number of spans."""
+    (Path(out) / run).mkdir(parents=True, exist_ok=True)
+    if jobs <= 1:
+        return sum(write_rank(str(out), run, rank, ranks, steps) for rank in range(ranks))
+    with ProcessPoolExecutor(jobs) as pool:
+        return sum(pool.map(write_rank, [str(out)] * ranks, [run] * ranks, range(ranks), [ranks] * ranks,
+                            [steps] * ranks, chunksize=max(1, ranks // (4 * jobs))))
+
+
+def write_chain(path: str | os.PathLike[str], depth: int) -> None:
+    """One line of ``depth`` spans, each the parent of the next (a pathological trace)."""
+    spans = []
+    for level in range(depth):
+        parent = {"parentSpanId": "%016x" % level} if level else {}
+        spans.append({"traceId": "c" * 32, "spanId": "%016x" % (level + 1), **parent, "name": f"level{level}",
+                      "kind": 1, "startTimeUnixNano": str(T0 + level), "endTimeUnixNano": str(T0 + 2 * depth - level)})
+    spans[-1]["attributes"] = [{"key": "rl.bucket", "value": {"stringValue": "productive"}}]
+    _write_one(path, spans)
+
+
+def write_overlap(path: str | os.PathLike[str], count: int) -> None:
+    """``count`` spans in one lane (one process, one thread), every one overlapping every other."""
+    spans = [{"traceId": "d" * 32, "spanId": "%016x" % (i + 1), "name": "overlapping", "kind": 1,
+              "startTimeUnixNano": str(T0 + i * 1000), "endTimeUnixNano": str(T0 + count * 1000 + i * 1000),
+              "attributes": [{"key": "thread.id", "value": {"intValue": "1"}}]} for i in range(count)]
+    _write_one(path, spans)
+
+
+def _write_one(path: str | os.PathLike[str], spans: list[dict[str, object]]) -> None:
+    resource = {"attributes": [{"key": "service.instance.id", "value": {"stringValue": "edge-rank0"}},
+                               {"key": "nv.dl.rank", "value": {"intValue": "0"}}]}
+    with open(path, "w", encoding="utf-8") as out:
+        for i in range(0, len(spans), BATCH):
+            request = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": spans[i:i + BATCH]}]}]}
+            out.write(json.dumps(request, separators=(",", ":")) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: write a synthetic run."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out")
+    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--run", default="synth")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args(argv)
+    count = write_run(args.out, args.ranks, args.steps, args.run, args.jobs)
+    print(f"wrote {count} spans under {Path(args.out) / args.run}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

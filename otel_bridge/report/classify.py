@@ -1,0 +1,49 @@
+"""What a span is, for the invariant checks: its group, whether it is an umbrella, its efficiency category.
+
+A span stamped by lens carries ``lens.group`` and (on umbrellas) ``lens.umbrella``; efficiency
+spans carry ``rl.efficiency.category``. A span without them (an older or a foreign trace) is
+resolved by name from the RL catalog (``lens_core.catalogs.rl``). The tables below are loaded
+into the report's database once, so every check is a join, not a Python loop over spans.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .engine import insert_rows
+
+__all__ = ["CATALOG_COLUMNS", "load_catalog"]
+
+CATALOG_COLUMNS = "name VARCHAR, grp VARCHAR, umbrella BOOLEAN, category VARCHAR, never_reason VARCHAR"
+"""Columns of the ``catalog`` table: one row per catalogued span name."""
+
+
+def _catalog_rows() -> tuple[list[tuple[Any, ...]], list[tuple[str, str]]]:
+    from lens_core.catalogs import rl
+
+    umbrellas = set(rl.UMBRELLAS)
+    names: list[tuple[Any, ...]] = []
+    for name, groups in rl.SPAN_GROUPS.items():
+        kinds = {group in umbrellas for group in groups}
+        group = groups[0] if len(groups) == 1 else None  # ambiguous names need lens.group
+        umbrella = kinds.pop() if len(kinds) == 1 else None
+        category = None
+        if rl.RLSpanGroup.EFFICIENCY in groups:  # rl.idle.refit_bubble -> idle/refit_bubble
+            category = name.removeprefix("rl.").replace(".", "/", 1)
+        names.append((name, group, umbrella, category, rl.NEVER_BUCKETED.get(name)))
+    for category in rl.TIMER_ONLY_CATEGORIES:
+        names.append(("rl." + category.replace("/", "."), rl.RLSpanGroup.EFFICIENCY, False, category, None))
+    categories = [(category, "collector" if category in rl.COLLECTOR_LOOP_CATEGORIES else "unbucketed")
+                  for category in rl.UNBUCKETED_SPAN_CATEGORIES]
+    categories += [(category, "timer-only") for category in rl.TIMER_ONLY_CATEGORIES]
+    return names, categories
+
+
+def load_catalog(con: Any) -> None:
+    """Create ``catalog`` (span names) and ``category_rules`` (category, rule: ``collector``,
+    ``unbucketed`` or ``timer-only``) in the DuckDB connection ``con`` from the RL catalog."""
+    names, categories = _catalog_rows()
+    con.execute(f"CREATE OR REPLACE TEMP TABLE catalog ({CATALOG_COLUMNS})")
+    insert_rows(con, "INSERT INTO catalog VALUES (?, ?, ?, ?, ?)", [list(row) for row in names])
+    con.execute("CREATE OR REPLACE TEMP TABLE category_rules (category VARCHAR, rule VARCHAR)")
+    insert_rows(con, "INSERT INTO category_rules VALUES (?, ?)", [list(row) for row in categories])

@@ -1,0 +1,536 @@
+"""The report's store: trace files read into an embedded DuckDB database, one row per span, memory bounded."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import tempfile
+import weakref
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lens_core import semconv
+
+from .model import BUCKET_ATTR, ITERATION_ATTR, Problem, Span
+
+__all__ = [
+    "ENGINE_HINT",
+    "MissingEngine",
+    "ReadResult",
+    "TRACE_FILE_SUFFIXES",
+    "TraceStore",
+    "find_trace_files",
+    "insert_rows",
+    "read_spans",
+    "require_duckdb",
+]
+
+ENGINE_HINT = "pip install 'lens-telemetry[report]'"
+"""How to install what ``lens report`` needs (DuckDB, and zstandard for damaged ``.zst`` files)."""
+
+TRACE_FILE_SUFFIXES = tuple(base + compression for compression in ("", ".gz", ".zst") for base in (".jsonl", ".json"))
+"""File names a directory argument is searched for (recursively)."""
+
+_OTHER_SIGNALS = ("metrics-", "logs-")
+_MAX_LINE_BYTES = 16 * 1024 * 1024  # one ExportTraceServiceRequest per line; a batch of 512 spans is ~250 KB
+_BATCH_BYTES = 256 * 1024 * 1024  # files per ingest statement: enough for both threads, small steps of progress
+_INT64_MAX = 2**63 - 1
+
+# What the reader keeps of each OTLP attribute value: scalars as text (ints arrive as strings
+# or numbers, and DuckDB renders either as text), anything nested as JSON text.
+_VALUE_T = '{"stringValue":"VARCHAR","intValue":"VARCHAR","boolValue":"VARCHAR"}'  # what the report reads
+_DETAIL_VALUE_T = _VALUE_T[:-1] + ',"doubleValue":"VARCHAR","arrayValue":"JSON","kvlistValue":"JSON","bytesValue":"VARCHAR"}'
+
+
+def _line_type(detail: bool) -> str:
+    """The JSON structure a line is transformed into: one pass over the text, no span re-serialised."""
+    value = _DETAIL_VALUE_T if detail else _VALUE_T
+    attrs = '[{"key":"VARCHAR","value":' + value + "}]"
+    extra = ',"events":"JSON","links":"JSON"' if detail else ""
+    span = ('{"traceId":"VARCHAR","spanId":"VARCHAR","parentSpanId":"VARCHAR","name":"VARCHAR","kind":"VARCHAR",'
+            '"startTimeUnixNano":"VARCHAR","endTimeUnixNano":"VARCHAR","attributes":' + attrs + ","
+            '"status":{"code":"VARCHAR"}' + extra + "}")
+    return '{"resourceSpans":[{"resource":{"attributes":' + attrs + '},"scopeSpans":[{"spans":[' + span + "]}]}]}"
+
+
+_KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+
+
+class MissingEngine(ImportError):
+    """DuckDB (the report's engine) is not installed; the message says how to install it."""
+
+
+def require_duckdb() -> Any:
+    """The ``duckdb`` module, or :class:`MissingEngine` naming the extra to install."""
+    try:
+        import duckdb
+    except ImportError as exc:
+        raise MissingEngine(f"lens report needs DuckDB, which is not installed: {ENGINE_HINT}") from exc
+    return duckdb
+
+
+def find_trace_files(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[str], list[Problem]]:
+    """Expand the given paths: files are kept as given, directories searched recursively for trace files.
+
+    In a directory, the file exporter's ``metrics-*`` and ``logs-*`` files are skipped. Returns
+    the files in order (each once) and a problem for every path that is missing or a directory
+    holding no trace file.
+    """
+    files: list[str] = []
+    problems: list[Problem] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            # the file exporter's metrics and logs files sit beside its traces: not trace files
+            found = sorted(str(p) for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_FILE_SUFFIXES)
+                           and not p.name.startswith(_OTHER_SIGNALS))
+            if not found:
+                problems.append(Problem(str(path), 0, f"no {', '.join(TRACE_FILE_SUFFIXES)} files found"))
+            files.extend(found)
+        elif path.is_file():
+            files.append(str(path))
+        else:
+            problems.append(Problem(str(path), 0, "no such file or directory"))
+    return list(dict.fromkeys(files)), problems
+
+
+def insert_rows(con: Any, sql: str, rows: list[list[Any]]) -> None:
+    """``con.executemany(sql, rows)``, which DuckDB refuses for no rows."""
+    if rows:
+        con.executemany(sql, rows)
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _attr(key: str, field: str) -> str:
+    """SQL: the ``field`` of the first span attribute named ``key`` (NULL when absent)."""
+    return f"t.attributes[list_position(keys, {_sql_text(key)})].value.{field}"
+
+
+def _rattr(key: str, field: str = "stringValue") -> str:
+    """SQL: the ``field`` of the first resource attribute named ``key``."""
+    return f"list_filter(rs.resource.attributes, lambda a: a.key = {_sql_text(key)})[1].value.{field}"
+
+
+def _int_id(column: str, size: int) -> str:
+    """SQL: an id as an integer (UHUGEINT / UBIGINT), from hex (OTLP/JSON) or base64 (protobuf's JSON); else NULL."""
+    kind = "UHUGEINT" if size == 16 else "UBIGINT"
+    b64 = -(-size // 3) * 4  # padded base64 length
+    unpadded = (size * 4 + 2) // 3
+    norm = f"replace(replace({column}, '-', '+'), '_', '/')"
+    return (
+        f"coalesce(CASE WHEN length({column}) = {2 * size} THEN TRY_CAST('0x' || {column} AS {kind}) END, "
+        f"CASE WHEN length({column}) <= {b64} AND regexp_full_match({norm}, '[A-Za-z0-9+/]{{{unpadded}}}=*') "
+        f"THEN TRY_CAST('0x' || hex(from_base64(rpad({norm}, {b64}, '='))) AS {kind}) END)"
+    )
+
+
+def _time(column: str) -> str:
+    """SQL: Unix nanoseconds when the text is a non-negative integer that fits int64 (else NULL)."""
+    return f"CASE WHEN regexp_full_match({column}, '[0-9]{{1,19}}') THEN TRY_CAST({column} AS BIGINT) END"
+
+
+_LOSS_COUNTERS = (semconv.LENS_SPANS_CREATED, semconv.LENS_SPANS_DROPPED, semconv.LENS_SPANS_FAILED,
+                  semconv.LENS_SPANS_UNENDED, semconv.LENS_SPANS_TRUNCATED)
+
+_COLUMNS = """
+    file INTEGER, line BIGINT, problem VARCHAR,
+    trace UHUGEINT, span UBIGINT, parent UBIGINT, name VARCHAR, kind VARCHAR,
+    start_ns BIGINT, end_ns BIGINT, start_text VARCHAR, end_text VARCHAR, error BOOLEAN,
+    bucket VARCHAR, iteration BIGINT, grp VARCHAR, umbrella BOOLEAN, category VARCHAR,
+    thread VARCHAR, thread_name VARCHAR, truncated BOOLEAN,
+    run VARCHAR, instance VARCHAR, rank BIGINT, process_pid BIGINT, host VARCHAR, service VARCHAR,
+    process VARCHAR, rank_label VARCHAR,
+    loss BIGINT[], attrs VARCHAR, events VARCHAR, links VARCHAR
+"""
+
+_NO_SPANS = "no spans"  # the problem of a line that holds no span: invalid JSON, not OTLP, or empty
+
+
+def _ingest_sql(files_sql: str, detail: bool, file_index: dict[str, int]) -> str:
+    """One INSERT reading a list of files: a row per span, a row per unreadable span (``problem``
+    set), and a row per line with no span (problem ``_NO_SPANS``).
+
+    ``line`` is the statement's ordinality (lines counted across its files);
+    :meth:`TraceStore._ingest_files` turns it into a line number per file. Nothing filters whole
+    lines: filtering a chunk of 2,048 lines of ~250 KB each copies it (500 MB per thread).
+    """
+    cases = " ".join(f"WHEN {_sql_text(name)} THEN {index}" for name, index in file_index.items())
+    detail_cols = ("to_json(t.attributes)::VARCHAR, t.events::VARCHAR, t.links::VARCHAR" if detail
+                   else "NULL, NULL, NULL")
+    loss = "[" + ", ".join(f"TRY_CAST({_attr(key, 'intValue')} AS BIGINT)" for key in _LOSS_COUNTERS) + "]"
+    iteration = _attr(ITERATION_ATTR, "intValue")
+    return f"""
+INSERT INTO spans
+WITH lines AS NOT MATERIALIZED (
+    SELECT filename, ordinality AS o, json_transform(json, '{_line_type(detail)}') AS j
+    FROM read_ndjson_objects({files_sql}, ignore_errors=true, filename=true,
+                             maximum_object_size={_MAX_LINE_BYTES}) WITH ORDINALITY
+), rs AS NOT MATERIALIZED (
+    -- a line without a span keeps one NULL row, so the line can be reported
+    SELECT filename, o, unnest(coalesce(nullif(j.resourceSpans, []), [NULL])) AS rs FROM lines
+), rsr AS NOT MATERIALIZED (
+    -- resource fields as scalars before the spans are unnested: a list copied to every span
+    -- row would hold the whole resource once per span
+    SELECT filename, o, rs.scopeSpans AS scopes, {_rattr(semconv.NEMO_RUN_ID)} AS run,
+           {_rattr(semconv.SERVICE_INSTANCE_ID)} AS instance, {_rattr(semconv.NV_DL_RANK, "intValue")} AS rank_text,
+           {_rattr(semconv.PROCESS_PID, "intValue")} AS pid_text, {_rattr(semconv.HOST_NAME)} AS host,
+           {_rattr(semconv.SERVICE_NAME)} AS service
+    FROM rs
+), rsl AS NOT MATERIALIZED (
+    SELECT *,
+           coalesce(instance, CASE WHEN pid_text IS NOT NULL OR host IS NOT NULL
+                                   THEN 'pid ' || coalesce(pid_text, '?') || '@' || coalesce(host, '?') END,
+                    service, 'unknown process') AS process,
+           coalesce(run, nullif(regexp_extract(instance, '^(.*)-rank[0-9]+$', 1), ''), '') AS run_id,
+           CASE WHEN regexp_full_match(rank_text, '[0-9]{{1,18}}') THEN rank_text::BIGINT END AS rank
+    FROM rsr
+), rsk AS NOT MATERIALIZED (
+    SELECT *, CASE WHEN rank IS NOT NULL THEN 'rank ' || rank ELSE process END AS rank_label FROM rsl
+), sc AS NOT MATERIALIZED (
+    SELECT * EXCLUDE (scopes), unnest(coalesce(nullif(scopes, []), [NULL])) AS sc FROM rsk
+), x AS NOT MATERIALIZED (
+    SELECT * EXCLUDE (sc), unnest(coalesce(nullif(sc.spans, []), [NULL])) AS t FROM sc
+), y AS NOT MATERIALIZED (
+    SELECT *, list_transform(t.attributes, lambda a: a.key) AS keys,
+           {_int_id("t.traceId", 16)} AS trace_id, {_int_id("t.spanId", 8)} AS span_id,
+           CASE WHEN coalesce(t.parentSpanId, '') <> '' THEN {_int_id("t.parentSpanId", 8)} END AS parent_id,
+           {_time("t.startTimeUnixNano")} AS st, {_time("t.endTimeUnixNano")} AS en
+    FROM x
+)
+SELECT
+    CASE filename {cases} END, o,
+    CASE
+        WHEN t IS NULL THEN '{_NO_SPANS}'
+        WHEN t.traceId IS NULL AND t.spanId IS NULL THEN 'missing traceId and spanId'
+        WHEN t.traceId IS NULL THEN 'missing traceId'
+        WHEN t.spanId IS NULL THEN 'missing spanId'
+        WHEN trace_id IS NULL THEN 'traceId ' || t.traceId || ' is neither 32 hex digits nor base64 of 16 bytes'
+        WHEN span_id IS NULL THEN 'spanId ' || t.spanId || ' is neither 16 hex digits nor base64 of 8 bytes'
+        WHEN coalesce(t.parentSpanId, '') <> '' AND parent_id IS NULL
+            THEN 'parentSpanId ' || t.parentSpanId || ' is neither 16 hex digits nor base64 of 8 bytes'
+        WHEN st IS NULL AND NOT regexp_full_match(t.startTimeUnixNano, '[0-9]+')
+            THEN 'startTimeUnixNano must be a non-negative integer or a string of one, got ' || t.startTimeUnixNano
+        WHEN en IS NULL AND NOT regexp_full_match(t.endTimeUnixNano, '[0-9]+')
+            THEN 'endTimeUnixNano must be a non-negative integer or a string of one, got ' || t.endTimeUnixNano
+    END,
+    trace_id, span_id, nullif(parent_id, 0), coalesce(t.name, ''),
+    CASE WHEN t.kind IS NULL THEN 'UNSPECIFIED'
+         WHEN length(t.kind) = 1 THEN ['{"', '".join(_KINDS)}'][TRY_CAST(t.kind AS INTEGER) + 1]
+         ELSE regexp_replace(t.kind, '^SPAN_KIND_', '') END,
+    nullif(st, 0), nullif(en, 0),
+    CASE WHEN st IS NULL THEN t.startTimeUnixNano END, CASE WHEN en IS NULL THEN t.endTimeUnixNano END,
+    coalesce(t.status.code IN ('2', 'STATUS_CODE_ERROR'), false),
+    {_attr(BUCKET_ATTR, "stringValue")},
+    CASE WHEN regexp_full_match({iteration}, '-?[0-9]{{1,18}}') THEN {iteration}::BIGINT END,
+    {_attr(semconv.LENS_GROUP, "stringValue")},
+    TRY_CAST({_attr(semconv.LENS_UMBRELLA, "boolValue")} AS BOOLEAN),
+    {_attr(semconv.RL_EFFICIENCY_CATEGORY, "stringValue")},
+    coalesce({_attr(semconv.THREAD_ID, "intValue")}, {_attr(semconv.THREAD_ID, "stringValue")}),
+    {_attr(semconv.THREAD_NAME, "stringValue")},
+    coalesce(TRY_CAST({_attr(semconv.LENS_SPAN_TRUNCATED, "boolValue")} AS BOOLEAN), false),
+    run_id, instance, rank,
+    CASE WHEN regexp_full_match(pid_text, '[0-9]{{1,18}}') THEN pid_text::BIGINT END,
+    host, service, process, rank_label,
+    CASE WHEN t.name = {_sql_text(semconv.LENS_LOSS_SPAN_NAME)} THEN {loss} END,
+    {detail_cols}
+FROM y
+"""
+
+
+class TraceStore:
+    """Spans of OTLP-JSON trace files in an embedded DuckDB database (a temporary file), one row each.
+
+    Reading streams the files through DuckDB's JSON reader in batches, so memory stays within
+    ``memory_limit`` however many spans there are (DuckDB spills to the database file). Every
+    span keeps its file and line (the n-th non-blank line; the file exporter writes none).
+    With ``detail`` each span also keeps its attributes, events and links as JSON text (for
+    the Perfetto export and :meth:`spans`). Input that cannot be read becomes a
+    :class:`Problem`; loading never raises for bad content. Use as a context manager, or
+    call :meth:`close` to delete the database.
+    """
+
+    def __init__(self, *, detail: bool = False, memory_limit: str = "1GB", threads: int | None = None,
+                 progress: Callable[[int, int], None] | None = None, temp_dir: str | None = None) -> None:
+        duckdb = require_duckdb()
+        self.detail = detail
+        self.progress = progress
+        self.files: list[str] = []
+        self.problems: list[Problem] = []
+        self.duplicate_count = 0
+        self._index: dict[str, int] = {}
+        self._dir = tempfile.mkdtemp(prefix="lens-report-", dir=temp_dir)
+        # a store nobody closed still leaves no database behind (at collection or at exit)
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
+        self.con = duckdb.connect(os.path.join(self._dir, "spans.duckdb"))
+        threads = threads or min(4, os.cpu_count() or 1)
+        self.con.execute(f"SET threads = {int(threads)}")
+        self.con.execute(f"SET memory_limit = {_sql_text(memory_limit)}")
+        self.con.execute(f"SET temp_directory = {_sql_text(os.path.join(self._dir, 'spill'))}")
+        self.con.execute("SET preserve_insertion_order = false")
+        self.con.execute("SET enable_progress_bar = false")
+        self.con.execute("CREATE TABLE files (idx INTEGER, path VARCHAR, first BIGINT)")
+        self.con.execute(f"CREATE TABLE spans ({_COLUMNS})")
+
+    def __enter__(self) -> TraceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the database and delete its files."""
+        try:
+            self.con.close()
+        finally:
+            self._cleanup()
+
+    # ---- loading ---------------------------------------------------------------------------
+
+    def load(self, paths: Iterable[str | os.PathLike[str]]) -> None:
+        """Read every span of the given files and directories (see :func:`find_trace_files`)."""
+        files, problems = find_trace_files(paths)
+        self.problems.extend(problems)
+        self.load_files(files)
+
+    def load_files(self, files: list[str]) -> None:
+        """Read every span of ``files`` (paths of trace files) into the store, then index it. Call once."""
+        for file in files:
+            if file not in self._index:
+                self._index[file] = len(self.files)
+                self.files.append(file)
+        insert_rows(self.con, "INSERT INTO files VALUES (?, ?, NULL)", [[i, f] for i, f in enumerate(self.files)])
+        done = 0
+        for batch in _batches(self.files):
+            self._ingest(batch)
+            done += len(batch)
+            if self.progress is not None:
+                self.progress(done, len(self.files))
+        self._finish()
+
+    def _ingest(self, batch: list[str]) -> None:
+        try:
+            self._ingest_files(batch)
+        except _input_errors():
+            if len(batch) > 1:  # find the file DuckDB cannot read
+                for file in batch:
+                    self._ingest([file])
+                return
+            self._salvage(batch[0])
+
+    def _ingest_files(self, batch: list[str], *, as_file: str | None = None) -> None:
+        files_sql = "[" + ", ".join(_sql_text(f) for f in batch) + "]"
+        # a salvaged copy stands in for its damaged original
+        index = {path: self._index[as_file or path] for path in batch}
+        self.con.execute(_ingest_sql(files_sql, self.detail, index))
+
+    def _salvage(self, file: str) -> None:
+        """A file DuckDB cannot read (a damaged compressed stream): read the good part in Python."""
+        copy = os.path.join(self._dir, "salvage.jsonl")
+        error = None
+        try:
+            with _open_text(file) as source, open(copy, "wb") as out:
+                try:
+                    for line in source:
+                        out.write(line)
+                except (OSError, EOFError, zlib.error, ValueError) as exc:
+                    error = exc
+        except (OSError, ValueError) as exc:
+            self.problems.append(Problem(file, 0, f"cannot read file: {exc}"))
+            return
+        if error is not None:
+            self.problems.append(Problem(file, 0, f"cannot read the rest of the file: {error}"))
+        try:
+            self._ingest_files([copy], as_file=file)
+        except _input_errors() as exc:
+            self.problems.append(Problem(file, 0, f"cannot read file: {exc}"))
+        finally:
+            os.unlink(copy)
+
+    def _finish(self) -> None:
+        """Number lines per file, turn bad rows into problems, drop duplicates, link parents and
+        set the loss records apart. A span's ``rowid`` is its id from here on."""
+        con = self.con
+        # a statement's ordinality counts the lines of all its files: the first line of each
+        # file (every line leaves a row) makes it a line number
+        con.execute("UPDATE files SET first = m.first FROM "
+                    "(SELECT file, min(line) AS first FROM spans GROUP BY file) m WHERE m.file = files.idx")
+        con.execute("UPDATE spans SET line = line - (SELECT first FROM files WHERE idx = spans.file) + 1 "
+                    "WHERE problem IS NOT NULL")
+        no_spans: dict[int, list[int]] = {}
+        self._span_problems: list[Problem] = []
+        for file, line, problem in con.execute(
+                "SELECT file, line, problem FROM spans WHERE problem IS NOT NULL ORDER BY file, line").fetchall():
+            if problem == _NO_SPANS:
+                no_spans.setdefault(file, []).append(line)
+            else:
+                self._span_problems.append(Problem(self.files[file], line, problem))
+        found: list[Problem] = []
+        for file, lines in no_spans.items():
+            found.extend(_line_problems(self.files[file], lines))
+        rank = {path: i for i, path in enumerate(self.files)}
+        self.problems.extend(sorted(found + self._span_problems, key=lambda p: (rank.get(p.file, -1), p.line)))
+        con.execute("DELETE FROM spans WHERE problem IS NOT NULL")
+        self.duplicate_count = con.execute(
+            "SELECT count(*) - count(DISTINCT (trace, span)) FROM spans").fetchall()[0][0]
+        if self.duplicate_count:  # the same span written twice (e.g. exported again): keep the first
+            con.execute("""
+                DELETE FROM spans WHERE rowid IN (
+                    SELECT rowid FROM spans
+                    QUALIFY row_number() OVER (PARTITION BY trace, span ORDER BY file, line) > 1)
+            """)
+        loss = _sql_text(semconv.LENS_LOSS_SPAN_NAME)
+        con.execute(f"CREATE TABLE loss AS SELECT * FROM spans WHERE name = {loss}")
+        con.execute(f"DELETE FROM spans WHERE name = {loss}")
+
+    # ---- reading back ----------------------------------------------------------------------
+
+    def span_count(self) -> int:
+        """How many spans the store holds (loss records and bad input excluded)."""
+        return self.con.execute("SELECT count(*) FROM spans").fetchall()[0][0]
+
+    def spans(self, where: str = "true", params: list[Any] | None = None,
+              order: str = "s.file, s.line, s.rowid") -> Iterator[Any]:
+        """The stored spans as :class:`~otel_bridge.report.model.Span` records, in file and line order.
+
+        ``where`` is an SQL condition on the ``spans`` table (alias ``s``), ``order`` an ORDER BY
+        list. Attributes, events and links are complete only in a store made with ``detail=True``.
+        """
+        from .model import span_from_row
+
+        cursor = self.con.cursor()
+        cursor.execute(
+            "SELECT s.* EXCLUDE (trace, span, parent, line), printf('%032x', s.trace) AS trace, "
+            "printf('%016x', s.span) AS span, "
+            "CASE WHEN s.parent IS NOT NULL THEN printf('%016x', s.parent) END AS parent, "
+            "s.line - f.first + 1 AS line, f.path "
+            f"FROM spans s JOIN files f ON f.idx = s.file WHERE {where} ORDER BY {order}",
+            params or [])
+        columns = [d[0] for d in cursor.description]
+        try:
+            while rows := cursor.fetchmany(10_000):
+                for row in rows:
+                    yield span_from_row(dict(zip(columns, row)))
+        finally:
+            cursor.close()
+
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    """DuckDB's errors about the data it reads (not about the SQL, which are bugs and propagate)."""
+    duckdb = require_duckdb()
+    return (duckdb.IOException, duckdb.InvalidInputException, duckdb.ConversionException,
+            duckdb.OutOfRangeException)
+
+
+def _batches(files: list[str]) -> Iterator[list[str]]:
+    batch: list[str] = []
+    size = 0
+    for file in files:
+        try:
+            file_size = os.path.getsize(file)
+        except OSError:
+            file_size = 0
+        if batch and size + file_size > _BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append(file)
+        size += file_size
+    if batch:
+        yield batch
+
+
+def _open_text(file: str) -> Any:
+    """A binary line iterator over ``file``, decompressing ``.gz`` and ``.zst``."""
+    if file.endswith(".gz"):
+        return gzip.open(file, "rb")
+    if file.endswith(".zst"):
+        try:
+            import zstandard
+        except ImportError as exc:
+            raise ValueError(f"reading a damaged .zst file needs zstandard: {ENGINE_HINT}") from exc
+        import io
+
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(file, "rb"), closefd=True))
+    return open(file, "rb")
+
+
+def _line_problems(path: str, wanted: list[int]) -> list[Problem]:
+    """Why each of the n-th non-blank lines of ``path`` in ``wanted`` held no span: invalid JSON,
+    not an OTLP trace export, or (no problem) an export with no spans. Reads the file again;
+    only files with such lines come here. Problems carry the physical line number."""
+    import json
+
+    todo = set(wanted)
+    problems: list[Problem] = []
+    number = physical = 0
+    try:
+        with _open_text(path) as lines:
+            for text in lines:
+                physical += 1
+                if not text.strip():
+                    continue
+                number += 1
+                if number not in todo:
+                    continue
+                todo.discard(number)
+                message = _why_no_spans(json, text)
+                if message:
+                    problems.append(Problem(path, physical, message))
+                if not todo:
+                    break
+    except (OSError, EOFError, zlib.error, ValueError) as exc:
+        problems.append(Problem(path, physical + 1, f"cannot read file: {exc}"))
+    return problems
+
+
+def _why_no_spans(json: Any, text: bytes) -> str:
+    try:
+        request = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"invalid JSON: {exc.msg} at column {exc.colno}"
+    except (ValueError, RecursionError) as exc:
+        return f"invalid JSON: {exc}"
+    if not isinstance(request, dict):
+        return f"expected a JSON object, got {type(request).__name__}"
+    spans = request.get("resourceSpans")
+    if not isinstance(spans, list):
+        other = next((key for key in ("resourceMetrics", "resourceLogs") if key in request), None)
+        if other:
+            return f"a {other[8:].lower()} export, not traces"
+        return "no resourceSpans list (not an OTLP trace export?)"
+    for i, entry in enumerate(spans):
+        if not isinstance(entry, dict):
+            return f"resourceSpans[{i}] is not an object"
+        scopes = entry.get("scopeSpans", [])
+        if not isinstance(scopes, list):
+            return f"resourceSpans[{i}]: scopeSpans is not a list"
+        for j, scope in enumerate(scopes):
+            if not isinstance(scope, dict) or not isinstance(scope.get("spans", []), list):
+                return f"resourceSpans[{i}].scopeSpans[{j}]: spans is not a list"
+    return ""  # a valid export that carries no span
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """Spans read from trace files as records (deduplicated by trace and span id), and what could not be read."""
+
+    spans: tuple[Span, ...]
+    problems: tuple[Problem, ...]
+    files: tuple[str, ...]
+    duplicate_count: int
+
+
+def read_spans(paths: Iterable[str | os.PathLike[str]]) -> ReadResult:
+    """Every span of the given files and directories as :class:`Span` records, with all attributes.
+
+    For tests and small inputs: the spans are read through a :class:`TraceStore` and then
+    held in memory. Reports over large inputs use the store directly.
+    """
+    with TraceStore(detail=True) as store:
+        store.load(paths)
+        return ReadResult(tuple(store.spans()), tuple(store.problems), tuple(store.files), store.duplicate_count)

@@ -1,0 +1,132 @@
+"""Per-rank truth on known-answer multi-rank traces: rank-seconds, the step spread, stragglers and their cost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from report_helpers import report_of
+from multirank import PRODUCTIVE, write_ddp_run
+
+from otel_bridge.exitcodes import EXIT_OK
+from otel_bridge.report.cli import main
+
+pytest.importorskip("opentelemetry.sdk")
+
+S = 1_000_000_000
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def ddp(tmp_path):
+    answers = write_ddp_run(tmp_path)
+    return tmp_path / "ddp", answers
+
+
+def test_run_goodput_is_productive_rank_seconds_over_wall_rank_seconds(ddp):
+    """Regression: the run row added every rank's buckets and divided by one wall clock
+    (64 ranks read 5102.9 % goodput)."""
+    folder, answers = ddp
+    report = report_of(folder)
+    assert report.run_id == "ddp" and [r.rank for r in report.ranks] == ["rank 0", "rank 1", "rank 2", "rank 3"]
+    assert report.run.wall_ns == answers["wall_rank_s"] * S
+    assert report.run.bucket_ns["productive"] == answers["productive_s"] * S
+    assert report.run.goodput == pytest.approx(answers["productive_s"] / answers["wall_rank_s"])
+    assert report.violations == () and report.problems == ()
+
+
+def test_each_step_shows_the_spread_the_slowest_rank_and_the_wait_for_it(ddp):
+    folder, answers = ddp
+    report = report_of(folder)
+    assert [s.iteration for s in report.steps] == [1, 2, 3]
+    for step, slowest, wait, row in zip(report.steps, answers["slowest"], answers["waits_s"], PRODUCTIVE):
+        assert (step.ranks, step.wall_min_ns, step.wall_median_ns, step.wall_max_ns) == (4, 10 * S, 10 * S, 10 * S)
+        assert step.slowest_rank == f"rank {slowest}"
+        assert step.wait_ns == round(wait * S)
+        assert step.totals.wall_ns == 40 * S
+        assert step.totals.goodput == pytest.approx(sum(row) / 40)
+    assert [s.slowest_rank for s in report.steps] == ["rank 2", "rank 3", "rank 1"]
+    assert [s.wait_ns / S for s in report.steps] == [6.0, 6.0, 7.5]
+
+
+def test_the_stragglers_are_ranked_by_the_rank_seconds_others_waited_and_the_idle_it_explains(ddp):
+    folder, _ = ddp
+    report = report_of(folder)
+    assert [(r.rank, r.slowest_steps, r.straggler_cost_ns / S, r.idle_explained_ns / S) for r in report.stragglers] == [
+        ("rank 1", 1, 7.5, 7.5), ("rank 2", 1, 6.0, 6.0), ("rank 3", 1, 6.0, 6.0)]
+    rank0 = report.ranks[0]
+    assert (rank0.slowest_steps, rank0.straggler_cost_ns, rank0.steps) == (0, 0, 3)
+
+
+def test_every_rank_step_figure_is_kept_column_wise(ddp):
+    folder, _ = ddp
+    report = report_of(folder)
+    rows = report.rank_steps.to_json()["rows"]
+    assert len(rows) == 12
+    assert rows[2] == [1, "rank 2", 10.0, 7.0, 1.0, 2.0, 0.0]
+    assert rows[-1] == [3, "rank 3", 10.0, 5.0, 1.0, 4.0, 0.0]
+
+
+def test_text_and_json_carry_the_rank_and_strict_passes_a_healthy_job(ddp, capsys):
+    """Regression: a healthy multi-rank job was flagged run-overflow, so --strict exited 1."""
+    folder, _ = ddp
+    assert main([str(folder), "--strict"]) == EXIT_OK
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].startswith("lens report: run ddp: 4 ranks, 52 spans")
+    step1 = next(line for line in text.splitlines() if line.startswith("1 "))
+    assert step1.split() == ["1", "4", "10.000", "10.000", "10.000", "22.000", "4.000", "14.000", "0.000", "55.0%",
+                             "rank", "2", "6.000"]
+    assert "stragglers: 3 ranks were the slowest of a step" in text
+    assert main([str(folder), "--json"]) == EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    assert [s["slowest_rank"] for s in data["steps"]] == ["rank 2", "rank 3", "rank 1"]
+    assert data["stragglers"] == ["rank 1", "rank 2", "rank 3"]
+    assert [r["rank"] for r in data["ranks"]] == ["rank 0", "rank 1", "rank 2", "rank 3"]
+
+
+def test_ranks_sort_numerically(tmp_path):
+    """Regression: lanes came in the order rank 0, 1, 10, 11, ..., 2."""
+    write_ddp_run(tmp_path, ranks=12)
+    report = report_of(tmp_path / "ddp")
+    assert [r.rank for r in report.ranks] == [f"rank {n}" for n in range(12)]
+
+
+_RANK_SCRIPT = """
+import sys
+from lens_core import LensConfig, efficiency_span, iteration_scope, managed_span, umbrella_span
+import lens_core.catalogs.rl
+from otel_bridge import setup_telemetry
+
+handle = setup_telemetry(LensConfig(enabled=True, exporter="file", file_dir=sys.argv[1], span_groups="per_step",
+                                    metrics_enabled=False))
+with umbrella_span("job", "rl.grpo.job"):
+    for step in (1, 2):
+        with iteration_scope(step), umbrella_span("step", "rl.grpo.step"):
+            with managed_span("policy_update", "rl.grpo.policy_training"):
+                pass
+print(handle.run_id)
+assert handle.shutdown()
+"""
+
+
+def test_ranks_of_one_torchrun_job_land_in_one_run_and_one_report(tmp_path):
+    """Regression: under torchrun without LENS_RUN_ID each rank made up its own run id, so one
+    job landed in as many run folders as it had ranks (TORCHELASTIC_RUN_ID was not read)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LENS_", "OTEL_", "SLURM_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    procs = [subprocess.run([sys.executable, "-c", _RANK_SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                            timeout=120, env={**env, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
+                                              "TORCHELASTIC_RUN_ID": "f00dfeed"})
+             for rank in (0, 1)]
+    assert [p.returncode for p in procs] == [0, 0], [p.stderr for p in procs]
+    assert [p.stdout.strip() for p in procs] == ["f00dfeed", "f00dfeed"]
+    assert [p.name for p in tmp_path.iterdir()] == ["f00dfeed"]
+    report = report_of(tmp_path)
+    assert (report.run_id, [r.rank for r in report.ranks]) == ("f00dfeed", ["rank 0", "rank 1"])
+    assert [(s.iteration, s.ranks) for s in report.steps] == [(1, 2), (2, 2)]
+    assert report.violations == ()
