@@ -660,6 +660,10 @@ cdef class Recorder:
             oldest = self._head
             self._unlink(oldest)
             oldest._evicted = True
+            # A span entered and never exited holds the token of the context it replaced,
+            # which holds the span before it, and so on: forgetting the token keeps that
+            # chain to the spans still in the ledger (if it does exit, nothing is reset).
+            oldest._token = None
             self.evicted += 1
 
     cdef void _unlink(self, Span span):

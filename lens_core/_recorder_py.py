@@ -479,6 +479,10 @@ class Recorder:
         oldest = self._head
         self._unlink(oldest)
         oldest._evicted = True
+        # A span entered and never exited holds the token of the context it replaced, which
+        # holds the span before it, and so on: forgetting the token keeps that chain to the
+        # spans still in the ledger (if it does exit, nothing is reset).
+        oldest._token = None
         self.evicted += 1
 
     def open_spans(self):
@@ -525,6 +529,8 @@ class Recorder:
         return otel.attach(otel.set_span(otel.get_current(), span))
 
     def _detach(self, token) -> None:
+        if token is None:
+            return
         try:
             self._otel.detach(token)
         except Exception:  # a token from another context (a generator resumed elsewhere)

@@ -35,7 +35,8 @@ __all__ = [
 ]
 
 _MISSING = object()
-_POLL_S = 0.02  # how often the export thread looks at the queue (and at flush requests)
+_POLL_S = 0.02
+FORK_WAIT_S = 2.0  # the longest a fork waits for an export under way  # how often the export thread looks at the queue (and at flush requests)
 
 
 class LossCounts:
@@ -402,7 +403,9 @@ class SpanPipeline:
         self._parent_sinks = []
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
-            os.register_at_fork(after_in_child=lambda: (p := ref()) is not None and p._after_fork())
+            os.register_at_fork(before=lambda: (p := ref()) is not None and p._before_fork(),
+                                after_in_parent=lambda: (p := ref()) is not None and p._after_fork_in_parent(),
+                                after_in_child=lambda: (p := ref()) is not None and p._after_fork())
 
     def set_resource(self, resource) -> None:
         """Use ``resource`` for every export (encoded once here)."""
@@ -478,27 +481,37 @@ class SpanPipeline:
             if not (flush or queued >= self.batch_records or (queued and time.monotonic() - last >= self.schedule_delay_s)):
                 continue
             target = self._flush_requested
-            with self._export_lock:
-                if self._stopping:
-                    break
-                self._drain(None)
+            self._drain(None)
             last = time.monotonic()
             self._flush_done = target
 
     def _drain(self, deadline) -> bool:
-        """Export everything queued (caller holds the export lock); False if out of time."""
+        """Export everything queued, one batch per hold of the export lock (a fork waits
+        for one batch at most); False if out of time. The export thread (``deadline`` None)
+        stops once shutdown has begun: close() drains the rest."""
         ok = True
         while True:
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is None:
+                acquired = self._export_lock.acquire()
+            else:
+                acquired = self._export_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+            if not acquired:
                 return False
-            batch = self.recorder.take(self.batch_records)
-            record_type = self.encoders.Span
-            batch = [r if type(r) is record_type else self.record_of(r) for r in batch]
-            counts = self.counts()
-            losses = counts if counts.lost and counts.key() != self._reported else None
-            if not batch and losses is None:
-                return ok
-            sent = self._send(batch, losses)
+            try:
+                if deadline is None and self._stopping:
+                    return ok
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                batch = self.recorder.take(self.batch_records)
+                record_type = self.encoders.Span
+                batch = [r if type(r) is record_type else self.record_of(r) for r in batch]
+                counts = self.counts()
+                losses = counts if counts.lost and counts.key() != self._reported else None
+                if not batch and losses is None:
+                    return ok
+                sent = self._send(batch, losses)
+            finally:
+                self._export_lock.release()
             ok = sent and ok
             if not sent and not batch:  # only the loss record, and it failed: next time
                 return ok
@@ -556,11 +569,10 @@ class SpanPipeline:
         self.recorder.end_open_spans()
         if self.sdk is not None:
             self.sdk.end_open_spans()
-        remaining = deadline - time.monotonic()
-        if not self._export_lock.acquire(timeout=max(0.0, remaining)):
+        ok = self._drain(deadline)
+        if not self._export_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             return False
         try:
-            ok = self._drain(deadline)
             counts = self.final_counts()
             if ok and counts.created:  # the final loss record: zeros say "nothing lost"
                 ok = self._send([], counts)
@@ -582,9 +594,22 @@ class SpanPipeline:
         self.recorder.close()
         self.stop_sink(0.0)
 
+    def _before_fork(self):
+        # No export in flight while the process forks: gRPC's own fork handlers (with
+        # GRPC_ENABLE_FORK_SUPPORT) cancel the inherited channel's calls in the child and
+        # deadlock on a call state a parent thread held mid-export. Waits for the export
+        # under way, at most FORK_WAIT_S (a dead collector must not stall a fork for long).
+        self._held_for_fork = self._export_lock.acquire(timeout=FORK_WAIT_S)
+
+    def _after_fork_in_parent(self):
+        if getattr(self, "_held_for_fork", False):
+            self._held_for_fork = False
+            self._export_lock.release()
+
     def _after_fork(self):
         # The parent's sink (sockets, channels) must not be touched: keep a reference so
         # nothing is closed by the garbage collector, and build the child's own.
+        self._held_for_fork = False
         if self._pid == os.getpid():
             return
         self._parent_sinks.append(self.sink)
