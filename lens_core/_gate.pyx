@@ -405,6 +405,8 @@ cdef dict _redact_cache = {}
 cdef object _sanitize_one = None
 cdef object _slow_attributes = None
 cdef object _str_check = None
+cdef set _clean_texts = set()
+cdef Py_ssize_t _shape_min = 0
 
 
 def set_native(recorder):
@@ -414,11 +416,16 @@ def set_native(recorder):
     _native = recorder if type(recorder) is Recorder else None
 
 
-def set_attribute_hooks(attrs_var, bucket_var, redact_cache, sanitize_one, slow_attributes, str_check=None):
-    """What the native fast path needs from lens_core.spans and lens_core.scopes."""
+def set_attribute_hooks(attrs_var, bucket_var, redact_cache, sanitize_one, slow_attributes, str_check=None,
+                        clean_texts=None, shape_min=0):
+    """What the native fast path needs from lens_core.spans and lens_core.scopes; texts
+    shorter than ``shape_min`` or in ``clean_texts`` skip ``str_check`` (its own first test)."""
     global _attrs_var, _bucket_var, _redact_cache, _sanitize_one, _slow_attributes, _str_check
+    global _clean_texts, _shape_min
     _attrs_var, _bucket_var, _redact_cache = attrs_var, bucket_var, redact_cache
     _sanitize_one, _slow_attributes, _str_check = sanitize_one, slow_attributes, str_check
+    _clean_texts = clean_texts if clean_texts is not None else set()
+    _shape_min = shape_min
 
 
 cdef object _var_get(object var):
@@ -475,7 +482,9 @@ cdef dict _gated_attributes(object info, object group, object name, PyObject** k
             continue
         if kind is str:
             hit = PyDict_GetItem(_redact_cache, key)
-            if hit is not NULL and (<object>hit) is False and (_str_check is None or _str_check(value) is value):
+            if hit is not NULL and (<object>hit) is False and (
+                    _str_check is None or len(<str>value) < _shape_min or value in _clean_texts
+                    or _str_check(value) is value):
                 merged[key] = value
                 continue
         _sanitize_one(merged, key, value, None)

@@ -224,7 +224,8 @@ def _call_factory(traced, args, kwargs):
 _impl.set_factories(_span_factory, _call_factory)
 # The compiled recorder's fast path keeps a str under a key known not to be secret only
 # when redact_text returns it unchanged (credential shapes are checked in every text).
-_impl.set_attribute_hooks(scopes._ATTRS, scopes._BUCKET, _secret_keys, _sanitize_one, _span_attributes, redact_text)
+_impl.set_attribute_hooks(scopes._ATTRS, scopes._BUCKET, _secret_keys, _sanitize_one, _span_attributes, redact_text,
+                          redaction._clean_texts, redaction._SHAPE_MIN)
 
 
 class _SpanSteps:
