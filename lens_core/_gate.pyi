@@ -148,7 +148,7 @@ class Recorder:
     closed: bool
     _sampler: Any
     _otel: Any
-    def __init__(self, *, max_open: int = 10000, buffer_bytes: int = 33554432) -> None: ...
+    def __init__(self, *, max_open: int = 10000, buffer_bytes: int = 16777216) -> None: ...
     def bind_otel(self, *, contextvar: Any, context_type: Any, span_key: str, span_context_type: Any,
                   trace_flags_type: Any, trace_state_type: Any, non_recording_span_type: Any,
                   get_current: Callable[[], Any], attach: Callable[[Any], Any], detach: Callable[[Any], None],

@@ -357,7 +357,7 @@ cdef class Recorder:
 
     name = "lens-native"
 
-    def __init__(self, *, max_open=10_000, buffer_bytes=32 << 20):
+    def __init__(self, *, max_open=10_000, buffer_bytes=16 << 20):
         import threading
 
         if max_open < 1 or buffer_bytes < RECORD_BYTES:

@@ -223,7 +223,7 @@ class Recorder:
 
     name = "lens-native"
 
-    def __init__(self, *, max_open: int = 10_000, buffer_bytes: int = 32 << 20):
+    def __init__(self, *, max_open: int = 10_000, buffer_bytes: int = 16 << 20):
         import _thread
         import random
         import threading

@@ -92,7 +92,7 @@ class LensConfig(Record):
     metric_export_interval_ms=10000 (1 ms to 1 day), shutdown_timeout_ms=5000 (1 ms to
     1 hour), trace_ranks=all (which exporting ranks record traces; the others still export
     metrics and logs), recorder="native" (or LENS_RECORDER), max_open_spans=10000 (1 to
-    10,000,000), buffer_mb=32 (1 to 65536), redact_allow=() (attribute keys never redacted
+    10,000,000), buffer_mb=16 (1 to 65536), redact_allow=() (attribute keys never redacted
     by key; see lens_core.redaction).
     """
 
@@ -116,7 +116,7 @@ class LensConfig(Record):
         # job (or CI) switches recorders without code changes.
         "recorder": os.environ.get("LENS_RECORDER", "").strip().lower() or "native",
         "max_open_spans": 10_000,
-        "buffer_mb": 32,
+        "buffer_mb": 16,
         "redact_allow": (),
     }
     _fields = __slots__ = tuple(_defaults)
@@ -148,7 +148,7 @@ class LensConfig(Record):
                      user: Optional[str] = None, metric_export_interval_ms: int = 10_000,
                      shutdown_timeout_ms: int = 5_000, trace_ranks: Union[str, ExportRanks] = ExportRanks(),
                      recorder: str = _defaults["recorder"],
-                     max_open_spans: int = 10_000, buffer_mb: int = 32,
+                     max_open_spans: int = 10_000, buffer_mb: int = 16,
                      redact_allow: Union[str, Iterable[str]] = ()) -> None: ...
 
     def _validate(self) -> None:

@@ -187,7 +187,7 @@ WITH lines AS NOT MATERIALIZED (
            coalesce(instance, CASE WHEN pid_text IS NOT NULL OR host IS NOT NULL
                                    THEN 'pid ' || coalesce(pid_text, '?') || '@' || coalesce(host, '?') END,
                     service, 'unknown process') AS process,
-           coalesce(run, nullif(regexp_extract(instance, '^(.*)-rank[0-9]+$', 1), ''), '') AS run_id,
+           coalesce(run, nullif(regexp_extract(instance, '^(.*?)-rank[0-9]+(-.*)?$', 1), ''), '') AS run_id,
            CASE WHEN regexp_full_match(rank_text, '[0-9]{{1,18}}') THEN rank_text::BIGINT END AS rank
     FROM rsr
 ), rsk AS NOT MATERIALIZED (
