@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (import budget)
     from types import TracebackType
@@ -132,10 +134,14 @@ managed_span.__module__ = umbrella_span.__module__ = "lens_core"
 
 def wrap_function(fn, group, name, tracer, umbrella):
     """Wrap a plain function (not a coroutine or generator) so each call checks the gate."""
+    # The gate is read through this module object, not as a global: a wrapper pickled by
+    # value (cloudpickle, which Ray uses for classes defined in __main__) would carry a
+    # frozen copy of the globals it reads, and the module is pickled by reference.
+    gate = sys.modules[__name__]
 
     def traced(*args, **kwargs):
-        if _on[group]:
-            return _call_factory(traced, args, kwargs)
+        if gate._on[group]:
+            return gate._call_factory(traced, args, kwargs)
         return fn(*args, **kwargs)
 
     # A function object binds as a method by itself; spans.trace_fn copies the metadata.

@@ -160,6 +160,29 @@ class OtlpSink:
     def for_child(self):
         return OtlpSink(self._factory, self._encode)
 
+    def before_fork(self):
+        # With GRPC_ENABLE_FORK_SUPPORT, gRPC's fork handlers reach into every channel it
+        # knows of, in the child, and can deadlock there on a lock one of gRPC's own threads
+        # held at the fork. The child never uses the parent's channel: take it off gRPC's
+        # list for the fork, so the child never touches it; the parent puts it back after.
+        self._hidden = None
+        channel = getattr(self._exporter, "_channel", None) if hasattr(self._exporter, "_lens_grpc") else None
+        if channel is not None:
+            try:
+                from grpc._cython import cygrpc
+
+                cygrpc.fork_unregister_channel(channel)
+                self._hidden = channel
+            except Exception:  # another gRPC: its fork handling stays as it is
+                pass
+
+    def after_fork_in_parent(self):
+        channel, self._hidden = getattr(self, "_hidden", None), None
+        if channel is not None:
+            from grpc._cython import cygrpc
+
+            cygrpc.fork_register_channel(channel)
+
 
 def _adapt_otlp(exporter):
     """Let the SDK exporter send Lens's bytes: gRPC through its retry loop (the request is
@@ -600,8 +623,14 @@ class SpanPipeline:
         # deadlock on a call state a parent thread held mid-export. Waits for the export
         # under way, at most FORK_WAIT_S (a dead collector must not stall a fork for long).
         self._held_for_fork = self._export_lock.acquire(timeout=FORK_WAIT_S)
+        hook = getattr(self.sink, "before_fork", None)
+        if hook is not None:
+            hook()
 
     def _after_fork_in_parent(self):
+        hook = getattr(self.sink, "after_fork_in_parent", None)
+        if hook is not None:
+            hook()
         if getattr(self, "_held_for_fork", False):
             self._held_for_fork = False
             self._export_lock.release()
