@@ -380,10 +380,11 @@ cdef class Recorder:
     # ---- configuration ----------------------------------------------------------------
 
     def bind_otel(self, *, contextvar, context_type, span_key, span_context_type, trace_flags_type,
-                  trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc):
+                  trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc, fail_span):
         """Bind OpenTelemetry's context machinery (see the Python twin)."""
         self._otel = _twin._OTel(contextvar, context_type, span_key, span_context_type, trace_flags_type,
-                                 trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc)
+                                 trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc,
+                                 fail_span)
         self._cv = contextvar
         self._context_type = context_type
         self._span_key = span_key
@@ -414,7 +415,9 @@ cdef class Recorder:
     def live(self, name, attributes, tracer=None, context=None, record=True):
         """SpanBackend.live: the span itself is the with-block's context manager."""
         if tracer is not None:
-            return _twin._TracerSpan(self, tracer, name, attributes, context, record)
+            from .backend import LiveSpan
+
+            return LiveSpan(self, name, attributes, tracer, context, record)
         return Span(self, name, attributes, context, KIND_INTERNAL, None, record)
 
     def start(self, name, attributes, tracer=None, context=None, links=None):

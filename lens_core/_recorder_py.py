@@ -256,14 +256,15 @@ class Recorder:
     # ---- configuration (otel_bridge) --------------------------------------------------
 
     def bind_otel(self, *, contextvar, context_type, span_key, span_context_type, trace_flags_type,
-                  trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc):
+                  trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc, fail_span):
         """Bind OpenTelemetry's context machinery (lens_core imports none of it).
 
         ``contextvar`` is the ContextVar behind ``opentelemetry.context`` (None when the
         runtime context is not ContextVar-based: ``get_current``/``attach``/``detach`` are
         used instead)."""
         self._otel = _OTel(contextvar, context_type, span_key, span_context_type, trace_flags_type,
-                           trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc)
+                           trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc,
+                           fail_span)
 
     def set_sampler(self, mode: int, ratio: float = 1.0, sampler=None) -> None:
         """Sample with a built-in rule (SAMPLE_*), or ask ``sampler`` (SAMPLE_CUSTOM)."""
@@ -288,7 +289,9 @@ class Recorder:
     def live(self, name, attributes, tracer=None, context=None, record=True):
         """SpanBackend.live: the span itself is the with-block's context manager."""
         if tracer is not None:
-            return _TracerSpan(self, tracer, name, attributes, context, record)
+            from .backend import LiveSpan  # not at import: backend -> state -> _impl loads this module
+
+            return LiveSpan(self, name, attributes, tracer, context, record)
         return Span(self, name, attributes, context, record_exception=record)
 
     def start(self, name, attributes, tracer=None, context=None, links=None):
@@ -684,10 +687,11 @@ class _OTel:
     """OpenTelemetry's context names, bound at run time."""
 
     __slots__ = ("contextvar", "context_type", "span_key", "span_context_type", "trace_flags_type",
-                 "trace_state_type", "non_recording_span_type", "get_current", "attach", "detach", "format_exc")
+                 "trace_state_type", "non_recording_span_type", "get_current", "attach", "detach", "format_exc",
+                 "fail_span")
 
     def __init__(self, contextvar, context_type, span_key, span_context_type, trace_flags_type, trace_state_type,
-                 non_recording_span_type, get_current, attach, detach, format_exc):
+                 non_recording_span_type, get_current, attach, detach, format_exc, fail_span):
         self.contextvar = contextvar
         self.context_type = context_type
         self.span_key = span_key
@@ -696,6 +700,7 @@ class _OTel:
         self.trace_state_type = trace_state_type
         self.non_recording_span_type = non_recording_span_type
         self.format_exc = format_exc
+        self.fail_span = fail_span  # (OTel span, exception): record it with ERROR status
         if contextvar is not None:  # set and reset the ContextVar directly: fewer calls per span
             self.get_current = contextvar.get
             self.attach = contextvar.set
@@ -709,45 +714,12 @@ class _OTel:
         return self.context_type(values)
 
 
-class _TracerSpan:
-    """live() with a user-given tracer: that tracer's SDK span, made current for the block."""
-
-    __slots__ = ("_rec", "_tracer", "_name", "_attrs", "_context", "_record", "_span", "_token")
-
-    def __init__(self, rec, tracer, name, attrs, context, record):
-        self._rec, self._tracer, self._name, self._attrs = rec, tracer, name, attrs
-        self._context, self._record = context, record
-
-    def __enter__(self):
-        rec = self._rec
-        span = self._span = rec.start(self._name, self._attrs, self._tracer, self._context)
-        self._token = rec.use(span)
-        return span
-
-    def __exit__(self, exc_type, exc, tb):
-        rec = self._rec
-        rec._detach(self._token)
-        if exc is not None and (not self._record or isinstance(exc, GeneratorExit)):
-            exc = None
-        rec.end(self._span, exc)
-        return False
-
-
 def _otel_fail(otel, span, exc) -> None:
-    from .spans import describe_exception
-
+    """Record ``exc`` on an OpenTelemetry span (one a user-given tracer made)."""
     try:
-        span.record_exception(exc, escaped=True)
-    except Exception:
+        otel.fail_span(span, exc)
+    except Exception:  # recording must never replace the user's exception
         pass
-    from_status = getattr(span, "set_status", None)
-    if from_status is not None:
-        try:
-            from opentelemetry.trace import Status, StatusCode  # only reached with an OTel span
-
-            span.set_status(Status(StatusCode.ERROR, describe_exception(exc)))
-        except Exception:
-            pass
 
 
 def _links(links):

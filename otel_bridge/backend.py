@@ -28,7 +28,6 @@ class OTelBackend(SpanBackend):
     def __init__(self, tracer_provider, version: str = ""):
         from opentelemetry import context, propagate, trace
         from opentelemetry.context import Context
-        from opentelemetry.trace import Status, StatusCode
 
         self._tracer = tracer_provider.get_tracer(INSTRUMENTATION_SCOPE, version or None)
         self._attach = context.attach
@@ -38,8 +37,6 @@ class OTelBackend(SpanBackend):
         self._get_current_span = trace.get_current_span
         self._inject = propagate.inject
         self._extract = propagate.extract
-        self._error = StatusCode.ERROR
-        self._status = Status
         self._context_type = Context
         # lens_core passes these through; every other context= value reaches us only as a
         # carrier it has validated and made canonical.
@@ -83,12 +80,19 @@ class OTelBackend(SpanBackend):
         user's ``__str__`` may make raise) but the same event from exception_attributes."""
         if exc is not None:
             try:
-                span.add_event("exception", exception_attributes(exc, escaped=True))
-                span.set_status(self._status(self._error, describe_exception(exc)))
+                self.record_failure(span, exc)
             finally:
                 span.end()
         else:
             span.end()
+
+    @staticmethod
+    def record_failure(span, exc) -> None:
+        """``exc`` on a live OTel span: the ``exception`` event and ERROR status."""
+        from opentelemetry.trace import Status, StatusCode
+
+        span.add_event("exception", exception_attributes(exc, escaped=True))
+        span.set_status(Status(StatusCode.ERROR, describe_exception(exc)))
 
     def set_attributes(self, span, attributes):
         """Set sanitised attributes on a live span."""

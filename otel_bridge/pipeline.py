@@ -9,9 +9,10 @@ file, or any SDK ``SpanExporter`` (records turned back into ReadableSpans).
 Signal safety: an application thread never takes a lock the shutdown path needs (a
 SIGTERM handler runs shutdown on the interrupted thread). The export thread polls; a
 flush or shutdown request is an attribute write; only exporting code takes the export
-lock. Fork: the child starts with an empty queue, fresh counters and a fresh sink built
-for it (the parent's HTTP connections and gRPC channel are never touched), and exports
-on its own thread; a multiprocessing child flushes before it exits (``install_mp_hooks``).
+lock. Fork: a fork waits for the export under way; the child starts with an empty queue,
+fresh counters and a fresh sink built for it (the parent's HTTP connections and gRPC
+channel are never touched, not even by gRPC's own fork handlers), and exports on its own
+thread; a multiprocessing child flushes before it exits (otel_bridge.handle).
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ __all__ = [
 ]
 
 _MISSING = object()
-_POLL_S = 0.02
-FORK_WAIT_S = 2.0  # the longest a fork waits for an export under way  # how often the export thread looks at the queue (and at flush requests)
+_POLL_S = 0.02  # how often the export thread looks at the queue (and at flush requests)
+FORK_WAIT_S = 2.0  # the longest a fork waits for an export under way
 
 
 class LossCounts:

@@ -114,10 +114,17 @@ def _bind(recorder, tracer_provider, impl) -> None:
         context_type=Context, span_key=_SPAN_KEY, span_context_type=SpanContext, trace_flags_type=TraceFlags,
         trace_state_type=TraceState, non_recording_span_type=NonRecordingSpan,
         get_current=context.get_current, attach=context.attach, detach=context.detach,
-        format_exc=exception_attributes)
+        format_exc=exception_attributes, fail_span=_fail_span)
     recorder.set_sampler(*sampling_mode(tracer_provider.sampler, impl))
     if not issubclass(impl.Span, trace.Span):
         trace.Span.register(impl.Span)  # isinstance(span, opentelemetry.trace.Span) holds
+
+
+def _fail_span(span, exc) -> None:
+    """An exception on an SDK span (one a user-given tracer made), as the OTel backend records it."""
+    from .backend import OTelBackend
+
+    OTelBackend.record_failure(span, exc)
 
 
 def sampling_mode(sampler, impl):
