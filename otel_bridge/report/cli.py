@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
-from .model import DEFAULT_STEP_PATTERN
+from .model import DEFAULT_MEMORY_LIMIT, DEFAULT_STEP_PATTERN
 
-__all__ = ["add_arguments", "build_parser", "int_set", "main", "non_negative_int", "run"]
+__all__ = ["add_arguments", "build_parser", "int_set", "main", "memory_size", "non_negative_int", "run"]
 
 _DESCRIPTION = (
     "Read OTLP-JSON trace files (one ExportTraceServiceRequest per line, as lens's file exporter and "
@@ -41,6 +41,22 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
     return value
+
+
+_MEMORY_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B)\s*", re.IGNORECASE)
+
+
+def memory_size(text: str) -> str:
+    """argparse type: an amount of memory as DuckDB reads it, e.g. ``512MB`` or ``2GiB`` (at least 64 MB)."""
+    match = _MEMORY_SIZE.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected an amount like 512MB or 2GB (units KB, MB, GB, TB, KiB..TiB), "
+                                         f"got {text!r}")
+    number, unit = float(match[1]), match[2].upper()
+    power = "KMGT".index(unit[0]) + 1
+    if number * (1024 if "I" in unit else 1000) ** power < 64e6:
+        raise argparse.ArgumentTypeError(f"the report engine needs at least 64MB, got {text!r}")
+    return f"{match[1]}{unit.replace('I', 'i')}"
 
 
 def int_set(text: str) -> frozenset[int]:
@@ -87,6 +103,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"regex (searched) naming step umbrella spans; default {DEFAULT_STEP_PATTERN!r}",
     )
     parser.add_argument("--strict", action="store_true", help="exit 1 when any goodput invariant is violated")
+    parser.add_argument("--memory-limit", type=memory_size, default=DEFAULT_MEMORY_LIMIT, metavar="SIZE",
+                        help=f"memory the report engine may use before it spills to disk (default {DEFAULT_MEMORY_LIMIT}; "
+                             "peak RSS is about this plus 350 MB)")
 
 
 def build_parser(subparsers: Any = None) -> argparse.ArgumentParser:
@@ -143,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     progress = _Progress(sys.stderr)
     try:
-        with TraceStore(detail=bool(args.perfetto), progress=progress.files) as store:
+        with TraceStore(detail=bool(args.perfetto), progress=progress.files, memory_limit=args.memory_limit) as store:
             store.load_files(files)
             progress.say(f"read {store.span_count()} spans")
             return _report(store, args, progress)

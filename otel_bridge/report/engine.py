@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import gzip
 import os
 import shutil
@@ -15,7 +16,7 @@ from typing import Any
 
 from lens_core import semconv
 
-from .model import BUCKET_ATTR, ITERATION_ATTR, Problem, Span
+from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem, Span
 
 __all__ = [
     "ENGINE_HINT",
@@ -37,7 +38,7 @@ TRACE_FILE_SUFFIXES = tuple(base + compression for compression in ("", ".gz", ".
 
 _OTHER_SIGNALS = ("metrics-", "logs-")
 _MAX_LINE_BYTES = 16 * 1024 * 1024  # one ExportTraceServiceRequest per line; a batch of 512 spans is ~250 KB
-_BATCH_BYTES = 256 * 1024 * 1024  # files per ingest statement: enough for both threads, small steps of progress
+_BATCH_BYTES = 256 * 1024 * 1024  # files per ingest statement (one thread each); a statement costs ~30 ms besides its spans
 _INT64_MAX = 2**63 - 1
 
 # What the reader keeps of each OTLP attribute value: scalars as text (ints arrive as strings
@@ -255,7 +256,7 @@ class TraceStore:
     call :meth:`close` to delete the database.
     """
 
-    def __init__(self, *, detail: bool = False, memory_limit: str = "1GB", threads: int | None = None,
+    def __init__(self, *, detail: bool = False, memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int | None = None,
                  progress: Callable[[int, int], None] | None = None, temp_dir: str | None = None) -> None:
         duckdb = require_duckdb()
         self.detail = detail
@@ -268,8 +269,8 @@ class TraceStore:
         # a store nobody closed still leaves no database behind (at collection or at exit)
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
         self.con = duckdb.connect(os.path.join(self._dir, "spans.duckdb"))
-        threads = threads or min(4, os.cpu_count() or 1)
-        self.con.execute(f"SET threads = {int(threads)}")
+        self._threads = threads or min(4, os.cpu_count() or 1)
+        self.con.execute(f"SET threads = {int(self._threads)}")
         self.con.execute(f"SET memory_limit = {_sql_text(memory_limit)}")
         self.con.execute(f"SET temp_directory = {_sql_text(os.path.join(self._dir, 'spill'))}")
         self.con.execute("SET preserve_insertion_order = false")
@@ -299,39 +300,62 @@ class TraceStore:
         self.load_files(files)
 
     def load_files(self, files: list[str]) -> None:
-        """Read every span of ``files`` (paths of trace files) into the store, then index it. Call once."""
+        """Read every span of ``files`` (paths of trace files) into the store, then index it. Call once.
+
+        A statement that numbers lines (``WITH ORDINALITY``) runs on one thread in DuckDB, so
+        batches of files are read by as many statements at once as the store has threads,
+        each on its own cursor: 1.8x faster on 2 cores than one statement at a time.
+        """
         for file in files:
             if file not in self._index:
                 self._index[file] = len(self.files)
                 self.files.append(file)
         insert_rows(self.con, "INSERT INTO files VALUES (?, ?, NULL)", [[i, f] for i, f in enumerate(self.files)])
+        batches = list(_batches(self.files))
+        problems: list[list[Problem]] = [[] for _ in batches]
         done = 0
-        for batch in _batches(self.files):
-            self._ingest(batch)
-            done += len(batch)
-            if self.progress is not None:
-                self.progress(done, len(self.files))
+        with concurrent.futures.ThreadPoolExecutor(self._threads, thread_name_prefix="lens-report-read") as pool:
+            pending = {pool.submit(self._ingest, batch, problems[i]): batch for i, batch in enumerate(batches)}
+            try:
+                for future in concurrent.futures.as_completed(pending):
+                    future.result()  # an SQL error is a bug: raise it here
+                    done += len(pending[future])
+                    if self.progress is not None:
+                        self.progress(done, len(self.files))
+            except BaseException:
+                for future in pending:
+                    future.cancel()
+                raise
+        for found in problems:  # in file order, whichever batch finished first
+            self.problems.extend(found)
         self._finish()
 
-    def _ingest(self, batch: list[str]) -> None:
+    def _ingest(self, batch: list[str], problems: list[Problem]) -> None:
+        cursor = self.con.cursor()
         try:
-            self._ingest_files(batch)
+            self._ingest_batch(cursor, batch, problems)
+        finally:
+            cursor.close()
+
+    def _ingest_batch(self, cursor: Any, batch: list[str], problems: list[Problem]) -> None:
+        try:
+            self._ingest_files(cursor, batch)
         except _input_errors():
             if len(batch) > 1:  # find the file DuckDB cannot read
                 for file in batch:
-                    self._ingest([file])
+                    self._ingest_batch(cursor, [file], problems)
                 return
-            self._salvage(batch[0])
+            self._salvage(cursor, batch[0], problems)
 
-    def _ingest_files(self, batch: list[str], *, as_file: str | None = None) -> None:
+    def _ingest_files(self, cursor: Any, batch: list[str], *, as_file: str | None = None) -> None:
         files_sql = "[" + ", ".join(_sql_text(f) for f in batch) + "]"
         # a salvaged copy stands in for its damaged original
         index = {path: self._index[as_file or path] for path in batch}
-        self.con.execute(_ingest_sql(files_sql, self.detail, index))
+        cursor.execute(_ingest_sql(files_sql, self.detail, index))
 
-    def _salvage(self, file: str) -> None:
+    def _salvage(self, cursor: Any, file: str, problems: list[Problem]) -> None:
         """A file DuckDB cannot read (a damaged compressed stream): read the good part in Python."""
-        copy = os.path.join(self._dir, "salvage.jsonl")
+        copy = os.path.join(self._dir, f"salvage-{self._index[file]}.jsonl")
         error = None
         try:
             with _open_text(file) as source, open(copy, "wb") as out:
@@ -341,14 +365,14 @@ class TraceStore:
                 except (OSError, EOFError, zlib.error, ValueError) as exc:
                     error = exc
         except (OSError, ValueError) as exc:
-            self.problems.append(Problem(file, 0, f"cannot read file: {exc}"))
+            problems.append(Problem(file, 0, f"cannot read file: {exc}"))
             return
         if error is not None:
-            self.problems.append(Problem(file, 0, f"cannot read the rest of the file: {error}"))
+            problems.append(Problem(file, 0, f"cannot read the rest of the file: {error}"))
         try:
-            self._ingest_files([copy], as_file=file)
+            self._ingest_files(cursor, [copy], as_file=file)
         except _input_errors() as exc:
-            self.problems.append(Problem(file, 0, f"cannot read file: {exc}"))
+            problems.append(Problem(file, 0, f"cannot read file: {exc}"))
         finally:
             os.unlink(copy)
 
@@ -374,7 +398,8 @@ class TraceStore:
         for file, lines in no_spans.items():
             found.extend(_line_problems(self.files[file], lines))
         rank = {path: i for i, path in enumerate(self.files)}
-        self.problems.extend(sorted(found + self._span_problems, key=lambda p: (rank.get(p.file, -1), p.line)))
+        # in file and line order: what reading found (missing paths first), then every bad line
+        self.problems = sorted(self.problems + found + self._span_problems, key=lambda p: (rank.get(p.file, -1), p.line))
         con.execute("DELETE FROM spans WHERE problem IS NOT NULL")
         self.duplicate_count = con.execute(
             "SELECT count(*) - count(DISTINCT (trace, span)) FROM spans").fetchall()[0][0]

@@ -14,6 +14,7 @@ __all__ = [
     "BUCKETS",
     "BUCKET_ATTR",
     "BucketTotals",
+    "DEFAULT_MEMORY_LIMIT",
     "DEFAULT_STEP_PATTERN",
     "ITERATION_ATTR",
     "LossRow",
@@ -39,6 +40,9 @@ ITERATION_ATTR = semconv.RL_ITERATION
 
 BUCKETS = Bucket.ALL
 """The goodput buckets, in display order; any other value of ``rl.bucket`` is a violation."""
+
+DEFAULT_MEMORY_LIMIT = "1GB"
+"""Memory the report's DuckDB engine may use before it spills to disk (``lens report --memory-limit``)."""
 
 DEFAULT_STEP_PATTERN = r"(^|\.)step$"
 """Regex (searched) that names a step umbrella span, e.g. ``rl.grpo.step``."""

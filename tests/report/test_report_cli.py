@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from otel_bridge.exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
-from otel_bridge.report.cli import build_parser, int_set, main
+from otel_bridge.report.cli import build_parser, int_set, main, memory_size
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,6 +85,29 @@ def test_bad_option_values_are_usage_errors(two_step_file, capsys):
     assert codes == [EXIT_USAGE] * 4
     err = capsys.readouterr().err
     assert "invalid regular expression" in err and "expected non-negative integers and ranges like '0-7,12'" in err
+
+
+def test_memory_limit_reaches_the_engine_and_bad_sizes_are_usage_errors(two_step_file, capsys, monkeypatch):
+    from otel_bridge.report import engine
+
+    limits = []
+    set_up = engine.TraceStore.__init__
+
+    def spy(self, **kwargs):
+        set_up(self, **kwargs)
+        limits.append(self.con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+
+    monkeypatch.setattr(engine.TraceStore, "__init__", spy)
+    assert main([str(two_step_file), "--memory-limit", "300MB"]) == EXIT_OK
+    assert main([str(two_step_file)]) == EXIT_OK
+    assert limits == ["286.1 MiB", "953.6 MiB"]  # DuckDB reports in MiB: 300 MB, and the default 1 GB
+    assert (memory_size("2GiB"), memory_size(" 1.5gb ")) == ("2GiB", "1.5GB")
+    for bad in ("lots", "10MB", "5", "-1GB"):
+        with pytest.raises(SystemExit) as exit_info:
+            main([str(two_step_file), "--memory-limit", bad])
+        assert exit_info.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "expected an amount like 512MB or 2GB" in err and "needs at least 64MB, got '10MB'" in err
 
 
 def test_int_set_reads_numbers_and_ranges():

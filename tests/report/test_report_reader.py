@@ -217,3 +217,38 @@ def test_a_store_nobody_closed_leaves_no_database_behind():
     del store
     gc.collect()
     assert not os.path.exists(directory)
+
+
+def test_files_read_by_concurrent_statements_keep_lines_problems_and_first_copies(tmp_path, otlp, monkeypatch):
+    """Batches of files are read by several statements at once (one per engine thread): line
+    numbers stay per file, problems come in file order, a damaged file is salvaged by its own
+    worker, and a span exported twice keeps its copy from the first file, as when read in one go."""
+    from otel_bridge.report import engine
+
+    monkeypatch.setattr(engine, "_BATCH_BYTES", 1)  # every file its own statement
+    names = [f"r{n:02d}.jsonl" for n in range(12)]
+    for n, name in enumerate(names):
+        requests = [otlp.request([otlp.span(100 * n + k, f"{name}:{k}", 0, 1)]) for k in range(1, 4)]
+        otlp.write(tmp_path / name, requests[0], "broken", *requests[1:], otlp.request([otlp.span(7, "shared", 0, 1)]))
+    lines = "".join(json.dumps(otlp.request([otlp.span(5000 + k, f"gz:{k}", 0, 1, text="x" * 2000 + str(k))])) + "\n"
+                    for k in range(1, 100))
+    data = gzip.compress(lines.encode())
+    (tmp_path / "r05b.jsonl.gz").write_bytes(data[: len(data) // 2])
+    with engine.TraceStore(detail=True, threads=2) as store:
+        store.load([tmp_path])
+        spans = list(store.spans())
+        problems = list(store.problems)
+        duplicates = store.duplicate_count
+    files = sorted(str(p) for p in tmp_path.iterdir())
+    for n, name in enumerate(names):
+        assert [(s.line, s.name) for s in spans if Path(s.file).name == name and s.name != "shared"] == [
+            (1, f"{name}:1"), (3, f"{name}:2"), (4, f"{name}:3")]
+    (shared,) = [s for s in spans if s.name == "shared"]
+    assert (Path(shared.file).name, shared.line, duplicates) == ("r00.jsonl", 5, len(names) - 1)
+    salvaged = [s for s in spans if s.name.startswith("gz:")]
+    assert 0 < len(salvaged) < 99 and [s.line for s in salvaged[:3]] == [1, 2, 3]
+    assert [p.file for p in problems] == sorted((p.file for p in problems), key=files.index)
+    assert [(Path(p.file).name, p.line) for p in problems if p.message.startswith("invalid JSON")] == [
+        (name, 2) for name in names]
+    assert any(Path(p.file).name == "r05b.jsonl.gz" and p.message.startswith("cannot read the rest")
+               for p in problems)
