@@ -32,6 +32,7 @@ __all__ = [
     "LENS_SPANS_UNENDED",
     "LENS_SPAN_CLAMPED",
     "LENS_SPAN_TRUNCATED",
+    "LENS_TELEMETRY_FINAL",
     "LENS_TRUNCATION_REASON",
     "LENS_UMBRELLA",
     "NEMO_PRECISION",
@@ -123,13 +124,16 @@ LENS_UMBRELLA = "lens.umbrella"  # true on umbrella spans (which never carry a b
 # its counters have changed since the last one it wrote (and at shutdown). The counters
 # are cumulative for the process, so the newest record (the largest counts) supersedes
 # the earlier ones; the process is the record's resource (service.instance.id). A record
-# is telemetry about telemetry: never counted among the process's spans.
+# is telemetry about telemetry: never counted among the process's spans. The record written at
+# shutdown carries LENS_TELEMETRY_FINAL: a process whose output has none ended without shutting
+# telemetry down (killed, os._exit) or is still running, and what it held is counted nowhere.
 LENS_LOSS_SPAN_NAME = "lens.telemetry.loss"
 LENS_SPANS_CREATED = "lens.spans.created"  # spans started (and sampled) so far
 LENS_SPANS_DROPPED = "lens.spans.dropped"  # lost: the buffer or queue was full
 LENS_SPANS_FAILED = "lens.spans.failed"  # lost: an export failed (collector gone, disk full)
 LENS_SPANS_UNENDED = "lens.spans.unended"  # lost: never ended (evicted from the bounded open-span ledger), or not delivered by the end
 LENS_SPANS_TRUNCATED = "lens.spans.truncated"  # not lost: still open at shutdown, ended there and marked
+LENS_TELEMETRY_FINAL = "lens.telemetry.final"  # true on the record written when the process's telemetry shut down
 
 # ---- RL span tags (categorical: "which one?", not "how much?") --------------------------
 RL_ITERATION = "rl.iteration"  # 1-based training step across the whole run

@@ -540,9 +540,9 @@ class SpanPipeline:
             if not sent and not batch:  # only the loss record, and it failed: next time
                 return ok
 
-    def _send(self, batch, losses=None) -> bool:
-        """Send ``batch`` (plus a loss record for ``losses``); count the outcome."""
-        records = batch + [self._loss_record(losses)] if losses is not None else batch
+    def _send(self, batch, losses=None, final=False) -> bool:
+        """Send ``batch`` (plus a loss record for ``losses``, marked ``final`` at shutdown); count the outcome."""
+        records = batch + [self._loss_record(losses, final)] if losses is not None else batch
         try:
             ok, error = self.sink.send(self, records)
         except Exception as exc:  # never let a sink bug kill the export thread
@@ -556,12 +556,15 @@ class SpanPipeline:
             self.last_error = error
         return ok
 
-    def _loss_record(self, counts):
+    def _loss_record(self, counts, final=False):
         now = time.time_ns()
         ids = os.urandom(24)
+        attributes = counts.as_attributes()
+        if final:
+            attributes[semconv.LENS_TELEMETRY_FINAL] = True
         return self.encoders.make_record(
             0, semconv.LENS_LOSS_SPAN_NAME, 1, int.from_bytes(ids[:16], "big") or 1,
-            int.from_bytes(ids[16:], "big") or 1, 0, False, None, now, now, counts.as_attributes(),
+            int.from_bytes(ids[16:], "big") or 1, 0, False, None, now, now, attributes,
             None, None, 0, None)
 
     # ---- flush and shutdown ---------------------------------------------------------------
@@ -599,7 +602,7 @@ class SpanPipeline:
         try:
             counts = self.final_counts()
             if ok and counts.created:  # the final loss record: zeros say "nothing lost"
-                ok = self._send([], counts)
+                ok = self._send([], counts, final=True)
         finally:
             self._export_lock.release()
         return ok

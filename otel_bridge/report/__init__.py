@@ -25,6 +25,7 @@ from .model import (
     Span,
     StepRow,
     TopSpan,
+    UnfinishedProcess,
     Violation,
 )
 from .rollup import (
@@ -92,6 +93,7 @@ __all__ = [
     "TRACE_FILE_SUFFIXES",
     "TopSpan",
     "TraceStore",
+    "UnfinishedProcess",
     "Violation",
     "build_report",
     "find_trace_files",

@@ -138,6 +138,8 @@ def _time(column: str) -> str:
 
 _LOSS_COUNTERS = (semconv.LENS_SPANS_CREATED, semconv.LENS_SPANS_DROPPED, semconv.LENS_SPANS_FAILED,
                   semconv.LENS_SPANS_UNENDED, semconv.LENS_SPANS_TRUNCATED)
+LENS_DISTRO = "lens"
+"""``telemetry.distro.name`` of a process that Lens set up: it writes a final loss record at shutdown."""
 
 _COLUMNS = """
     file INTEGER, line BIGINT, problem VARCHAR,
@@ -146,7 +148,7 @@ _COLUMNS = """
     bucket VARCHAR, iteration BIGINT, grp VARCHAR, umbrella BOOLEAN, category VARCHAR,
     thread VARCHAR, thread_name VARCHAR, truncated BOOLEAN,
     run VARCHAR, instance VARCHAR, rank BIGINT, process_pid BIGINT, host VARCHAR, service VARCHAR,
-    process VARCHAR, rank_label VARCHAR,
+    process VARCHAR, rank_label VARCHAR, lens_process BOOLEAN,
     loss BIGINT[], attrs VARCHAR, events VARCHAR, links VARCHAR
 """
 
@@ -164,7 +166,9 @@ def _ingest_sql(files_sql: str, detail: bool, file_index: dict[str, int]) -> str
     cases = " ".join(f"WHEN {_sql_text(name)} THEN {index}" for name, index in file_index.items())
     detail_cols = ("to_json(t.attributes)::VARCHAR, t.events::VARCHAR, t.links::VARCHAR" if detail
                    else "NULL, NULL, NULL")
-    loss = "[" + ", ".join(f"TRY_CAST({_attr(key, 'intValue')} AS BIGINT)" for key in _LOSS_COUNTERS) + "]"
+    # the counters, then 1 when the record is the one written at shutdown
+    final = f"coalesce(TRY_CAST({_attr(semconv.LENS_TELEMETRY_FINAL, 'boolValue')} AS BOOLEAN), false)::BIGINT"
+    loss = "[" + ", ".join([*(f"TRY_CAST({_attr(key, 'intValue')} AS BIGINT)" for key in _LOSS_COUNTERS), final]) + "]"
     iteration = _attr(ITERATION_ATTR, "intValue")
     return f"""
 INSERT INTO spans
@@ -181,7 +185,8 @@ WITH lines AS NOT MATERIALIZED (
     SELECT filename, o, rs.scopeSpans AS scopes, {_rattr(semconv.NEMO_RUN_ID)} AS run,
            {_rattr(semconv.SERVICE_INSTANCE_ID)} AS instance, {_rattr(semconv.NV_DL_RANK, "intValue")} AS rank_text,
            {_rattr(semconv.PROCESS_PID, "intValue")} AS pid_text, {_rattr(semconv.HOST_NAME)} AS host,
-           {_rattr(semconv.SERVICE_NAME)} AS service
+           {_rattr(semconv.SERVICE_NAME)} AS service,
+           coalesce({_rattr(semconv.TELEMETRY_DISTRO_NAME)} = {_sql_text(LENS_DISTRO)}, false) AS lens_process
     FROM rs
 ), rsl AS NOT MATERIALIZED (
     SELECT *,
@@ -237,7 +242,7 @@ SELECT
     coalesce(TRY_CAST({_attr(semconv.LENS_SPAN_TRUNCATED, "boolValue")} AS BOOLEAN), false),
     run_id, instance, rank,
     CASE WHEN regexp_full_match(pid_text, '[0-9]{{1,18}}') THEN pid_text::BIGINT END,
-    host, service, process, rank_label,
+    host, service, process, rank_label, lens_process,
     CASE WHEN t.name = {_sql_text(semconv.LENS_LOSS_SPAN_NAME)} THEN {loss} END,
     {detail_cols}
 FROM y

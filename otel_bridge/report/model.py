@@ -28,6 +28,7 @@ __all__ = [
     "Span",
     "StepRow",
     "TopSpan",
+    "UnfinishedProcess",
     "Violation",
     "span_from_row",
 ]
@@ -402,6 +403,27 @@ class LossRow:
 
 
 @dataclass(frozen=True)
+class UnfinishedProcess:
+    """A process Lens set up (``telemetry.distro.name`` lens) whose output has no final loss record.
+
+    Its telemetry never shut down: it was killed (SIGKILL, OOM), left through ``os._exit``
+    without ``shutdown()``, or is still running. Spans it held when it stopped are not in
+    the output and were counted nowhere; ``spans`` is how many of its spans were read.
+    """
+
+    rank: str
+    process: str
+    spans: int
+
+    def __str__(self) -> str:
+        return f"{self.rank} ({self.process}): {self.spans:,} spans read, no final loss record"
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as a JSON-ready dict."""
+        return {"rank": self.rank, "process": self.process, "spans": self.spans}
+
+
+@dataclass(frozen=True)
 class RunInfo:
     """One run found in the input: its id, how many ranks, processes and spans, and when it ran."""
 
@@ -465,6 +487,8 @@ class Report:
     problems: tuple[Problem, ...]
     loss: tuple[LossRow, ...] = ()
     rule_counts: dict[str, int] = field(default_factory=dict)
+    unfinished: tuple[UnfinishedProcess, ...] = ()
+    """Processes whose telemetry never shut down (see :class:`UnfinishedProcess`)."""
 
     @property
     def violation_count(self) -> int:
@@ -502,7 +526,8 @@ class Report:
             "violations_by_rule": dict(sorted(self.rule_counts.items())),
             "violations": [v.to_json() for v in self.violations],
             "problems": [p.to_json() for p in self.problems],
-            "telemetry_loss": {"lost": sum(row.lost for row in self.loss), "processes": [r.to_json() for r in self.loss]},
+            "telemetry_loss": {"lost": sum(row.lost for row in self.loss), "processes": [r.to_json() for r in self.loss],
+                               "unfinished": [u.to_json() for u in self.unfinished]},
         }
         if rank_steps:
             data["rank_steps"] = self.rank_steps.to_json()

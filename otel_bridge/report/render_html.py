@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 
 from .model import BUCKETS, NS_PER_S, Report
-from .render_text import SPREAD_HEADER, TABLE_HEADER, bucket_cells, step_method_summary
+from .render_text import SPREAD_HEADER, TABLE_HEADER, UNFINISHED_LISTED, bucket_cells, step_method_summary
 
 __all__ = ["MAX_WATERFALL_SPANS", "SMALL_RUN_SPANS", "pack_rows", "png", "render_html"]
 
@@ -192,11 +192,19 @@ def _stragglers(report: Report, top: int) -> list[str]:
 
 
 def _loss(report: Report) -> list[str]:
-    if not report.loss:
-        return ["<p>No process reported lost telemetry.</p>"]
-    return [_table(["rank", "process", "lost", "dropped", "failed", "unended", "truncated", "created"],
-                   [[r.rank, r.process, f"{r.lost:,}", f"{r.dropped:,}", f"{r.failed:,}", f"{r.unended:,}",
-                     f"{r.truncated:,}", f"{r.created:,}"] for r in report.loss])]
+    parts = ["<p>No process reported lost telemetry.</p>"] if not report.loss else [
+        _table(["rank", "process", "lost", "dropped", "failed", "unended", "truncated", "created"],
+               [[r.rank, r.process, f"{r.lost:,}", f"{r.dropped:,}", f"{r.failed:,}", f"{r.unended:,}",
+                 f"{r.truncated:,}", f"{r.created:,}"] for r in report.loss])]
+    if report.unfinished:
+        shown = report.unfinished[:UNFINISHED_LISTED]
+        more = len(report.unfinished) - len(shown)
+        parts.append(f"<p>Telemetry never shut down in {len(report.unfinished):,} processes (killed, os._exit, "
+                     "or still running): spans they held are not in the output and were counted nowhere"
+                     + (f"; the first {len(shown)} are listed, all are in <code>--json</code>" if more else "")
+                     + ".</p>")
+        parts.append(_table(["rank", "process", "spans read"], [[u.rank, u.process, f"{u.spans:,}"] for u in shown]))
+    return parts
 
 
 def render_html(report: Report, store: Any, *, steps: frozenset[int] | None = None,

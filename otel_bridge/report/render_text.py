@@ -6,7 +6,11 @@ from collections import Counter
 
 from .model import BUCKETS, NS_PER_S, BucketTotals, Report, RunInfo
 
-__all__ = ["TABLE_HEADER", "bucket_cells", "render_runs", "render_text", "step_method_summary", "table"]
+__all__ = ["TABLE_HEADER", "UNFINISHED_LISTED", "bucket_cells", "render_runs", "render_text", "step_method_summary",
+           "table"]
+
+UNFINISHED_LISTED = 20
+"""Processes whose telemetry never shut down that the text and HTML list (JSON lists all)."""
 
 TABLE_HEADER = ["iteration", "wall s", *BUCKETS, "unattributed", "goodput"]
 """Column titles of the one-rank bucket table (steps, then the run row)."""
@@ -106,6 +110,12 @@ def render_text(report: Report, *, top: int = 10) -> str:
         lines += ["", f"telemetry loss: {lost:,} spans lost in {sum(1 for r in report.loss if r.lost)} of "
                       f"{len(report.loss)} processes that wrote a loss record"]
         lines += [f"  {row}" for row in report.loss]
+    if report.unfinished:
+        lines += ["", f"telemetry never shut down in {len(report.unfinished):,} processes (killed, os._exit, or still "
+                      "running): spans they held are not in the output and were counted nowhere"]
+        lines += [f"  {row}" for row in report.unfinished[:UNFINISHED_LISTED]]
+        if len(report.unfinished) > UNFINISHED_LISTED:
+            lines.append(f"  ... {len(report.unfinished) - UNFINISHED_LISTED:,} more (all in --json)")
     lines += ["", f"problems: {len(report.problems)}"]
     lines += [f"  {problem}" for problem in report.problems]
     total = report.violation_count

@@ -21,6 +21,7 @@ from .model import (
     RunInfo,
     StepRow,
     TopSpan,
+    UnfinishedProcess,
     Violation,
 )
 
@@ -181,6 +182,7 @@ def build_report(
         problems=tuple(store.problems),
         loss=_loss(con, run_id if filtered else None),
         rule_counts=dict(counts),
+        unfinished=_unfinished(con, run_id if filtered else None),
     )
 
 
@@ -543,6 +545,22 @@ def _top_spans(con: Any, top_n: int, where: str) -> tuple[TopSpan, ...]:
         GROUP BY name ORDER BY total DESC, name LIMIT {int(top_n)}
     """).fetchall()
     return tuple(TopSpan(name, count, int(total)) for name, count, total in rows)
+
+
+def _unfinished(con: Any, run_id: str | None) -> tuple[UnfinishedProcess, ...]:
+    """Processes Lens set up, with spans or loss records in the run, but no final loss record."""
+    where = f"AND run = {_sql(run_id)}" if run_id is not None else ""
+    rows = con.execute(f"""
+        WITH seen AS (
+            SELECT rank_label, process, rank, 1 AS span FROM spans WHERE lens_process {where}
+            UNION ALL
+            SELECT rank_label, process, rank, 0 FROM loss WHERE lens_process {where}
+        )
+        SELECT any_value(rank_label), process, sum(span), min(rank) FROM seen
+        WHERE process NOT IN (SELECT process FROM loss WHERE loss[6] = 1 {where})
+        GROUP BY process ORDER BY min(rank) NULLS LAST, process
+    """).fetchall()
+    return tuple(UnfinishedProcess(rank, process, int(spans)) for rank, process, spans, _ in rows)
 
 
 def _loss(con: Any, run_id: str | None) -> tuple[LossRow, ...]:

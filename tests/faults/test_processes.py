@@ -238,3 +238,34 @@ def test_a_forked_child_names_its_own_pid_and_instance(tmp_path, recorder):
     assert spans["parent"]["process.pid"] != spans["child"]["process.pid"]
     assert spans["parent"]["service.instance.id"] != spans["child"]["service.instance.id"]
     assert spans["child"]["service.instance.id"].endswith(f"-{spans['child']['process.pid']}")
+
+
+# ---- a rank killed mid-run --------------------------------------------------------------------
+
+def test_a_killed_rank_is_named_by_the_report_and_the_ranks_that_shut_down_are_not(tmp_path, recorder):
+    """SIGKILL leaves no loss record behind: what the killed rank still held is counted nowhere.
+    Its output lacks the final loss record every rank writes at shutdown, and the report names it."""
+    pytest.importorskip("duckdb")
+    from otel_bridge.report import report_files
+
+    out = tmp_path / "traces"
+    env = dict(LENS_EXPORTER="file", LENS_FILE_DIR=out, LENS_RUN_ID="job", LENS_RECORDER=recorder)
+    ranks = 6
+    killed = {2, 5}
+    procs = {rank: start("rank_steps.py", 5, 40, "hang" if rank in killed else "exit", FAULT_RANK=rank,
+                          FAULT_WORLD_SIZE=ranks, **env)
+             for rank in range(ranks)}
+    for rank, proc in procs.items():
+        if rank in killed:
+            assert proc.stdout.readline().strip() == "flushed", proc.stderr.read()
+            proc.kill()
+        out_text, err = proc.communicate(timeout=60)
+        if rank not in killed:
+            assert (proc.returncode, out_text.strip()) == (0, "True"), err
+    report = report_files([out])
+    unfinished = {u.rank: u for u in report.unfinished}
+    assert sorted(unfinished) == [f"rank {r}" for r in sorted(killed)]
+    assert all(u.spans == 5 * 40 for u in unfinished.values())  # what they flushed before the kill was read
+    assert len(report.ranks) == ranks and report.span_count == ranks * 5 * 40
+    record_figure(f"killed ranks named by the report ({recorder})", ranks=ranks, killed=len(killed),
+                  named=len(unfinished))

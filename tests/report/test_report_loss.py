@@ -50,3 +50,35 @@ def test_text_json_and_html_show_what_each_rank_lost(tmp_path, otlp, capsys):
                                     "dropped": 600_640, "failed": 0, "unended": 0, "truncated": 12}
     page = html_of(path)
     assert "<td>rank 7</td><td>job-rank7</td><td>600,640</td><td>600,640</td><td>0</td><td>0</td><td>12</td>" in page
+
+
+def test_processes_lens_set_up_without_a_final_loss_record_are_named(tmp_path, otlp, capsys):
+    """A rank killed (or left through os._exit) writes no final loss record: what it held is
+    counted nowhere, so the report names it, in text, JSON and HTML. Processes that shut down
+    (final record), and processes Lens did not set up (no telemetry.distro.name lens), are not named."""
+    lens = {"telemetry_distro_name": "lens", "nemo_run_id": "job"}
+    final = _loss(otlp, 3, 9, 2, 0)
+    final["attributes"].append({"key": "lens.telemetry.final", "value": {"boolValue": True}})
+    done = otlp.request([otlp.span(1, "rl.grpo.step", 0, 10, iteration=1), final],
+                        service_instance_id="job-rank0", nv_dl_rank=0, **lens)
+    killed = otlp.request([otlp.span(4, "rl.grpo.step", 0, 10, iteration=1, trace="ab" * 16),
+                           otlp.span(5, "work", 1, 2, 4, trace="ab" * 16)],
+                          service_instance_id="job-rank1", nv_dl_rank=1, **lens)
+    dropped_then_killed = otlp.request([otlp.span(6, "rl.grpo.step", 0, 10, iteration=1, trace="cd" * 16),
+                                        _loss(otlp, 7, 5, 100, 40)],
+                                       service_instance_id="job-rank2", nv_dl_rank=2, **lens)
+    other = otlp.request([otlp.span(8, "rl.grpo.step", 0, 10, iteration=1, trace="ef" * 16)],
+                         service_instance_id="job-rank3", nv_dl_rank=3, nemo_run_id="job")
+    path = otlp.write(tmp_path / "t.jsonl", done, killed, dropped_then_killed, other)
+    report = report_of(path)
+    assert [str(u) for u in report.unfinished] == [
+        "rank 1 (job-rank1): 2 spans read, no final loss record",
+        "rank 2 (job-rank2): 1 spans read, no final loss record"]
+    assert main([str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "telemetry never shut down in 2 processes (killed, os._exit, or still running)" in text
+    assert "  rank 1 (job-rank1): 2 spans read, no final loss record" in text
+    assert main([str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["telemetry_loss"]["unfinished"] == [
+        {"rank": "rank 1", "process": "job-rank1", "spans": 2}, {"rank": "rank 2", "process": "job-rank2", "spans": 1}]
+    assert "<tr><td>rank 1</td><td>job-rank1</td><td>2</td></tr>" in html_of(path)

@@ -16,7 +16,8 @@ def setup(**changes):
     from otel_bridge import setup_telemetry
 
     config = LensConfig.from_env().replace(enabled=True, span_groups="g", metrics_enabled=False, **changes)
-    return setup_telemetry(config, rank=int(os.environ.get("FAULT_RANK", "0")), world_size=1, local_rank=0)
+    return setup_telemetry(config, rank=int(os.environ.get("FAULT_RANK", "0")),
+                           world_size=int(os.environ.get("FAULT_WORLD_SIZE", "1")), local_rank=0)
 
 
 span = lens_core.managed_span
