@@ -51,6 +51,9 @@ def test_every_public_object_of_lens_core_pickles_by_reference_under_both_gates(
 
 
 def test_a_traced_function_pickles_and_still_traces_after_unpickling():
+    """Pickled by value as Ray pickles code from __main__. Regression: in a fresh venv made by the
+    README's test command this failed with "No module named 'cloudpickle'" (Ray vendors its own
+    copy; the test extra now installs it)."""
     import lens_core
 
     @lens_core.trace_fn("g", "traced")
