@@ -14,7 +14,8 @@ from typing import Any, TextIO
 from ..exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 from .model import DEFAULT_MEMORY_LIMIT, DEFAULT_STEP_PATTERN
 
-__all__ = ["add_arguments", "build_parser", "int_set", "main", "memory_size", "non_negative_int", "run"]
+__all__ = ["PERFETTO_NOTE_SPANS", "add_arguments", "build_parser", "int_set", "main", "memory_size", "non_negative_int",
+           "run"]
 
 _DESCRIPTION = (
     "Read OTLP-JSON trace files (one ExportTraceServiceRequest per line, as lens's file exporter and "
@@ -42,6 +43,9 @@ def non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
     return value
 
+
+PERFETTO_NOTE_SPANS = 2_000_000
+"""Past this many spans, a ``--perfetto`` file of the whole run comes with a note on choosing a part."""
 
 _MEMORY_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B)\s*", re.IGNORECASE)
 
@@ -87,10 +91,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--perfetto", metavar="OUT",
                         help="also write a trace-event JSON file to OUT (opens in ui.perfetto.dev and chrome://tracing)")
     parser.add_argument("--step", type=int_set, action="append", metavar="N",
-                        help="steps the HTML waterfall draws, e.g. 7 or 3-5 (repeatable; default: the slowest step, "
-                             "or the whole run when it is small)")
+                        help="steps the HTML waterfall draws and the Perfetto file holds, e.g. 7 or 3-5 (repeatable; "
+                             "default: the waterfall draws the slowest step, or the whole run when it is small; "
+                             "the Perfetto file holds every step)")
     parser.add_argument("--ranks", type=int_set, metavar="LIST",
-                        help="ranks the HTML waterfall draws, e.g. 0-7,12 (default: up to 16, the stragglers first)")
+                        help="ranks the HTML waterfall draws and the Perfetto file holds, e.g. 0-7,12 (default: the "
+                             "waterfall draws up to 16, the stragglers first; the Perfetto file holds every rank)")
     parser.add_argument("--top", type=non_negative_int, default=DEFAULT_TOP_N, metavar="N",
                         help="span names (and stragglers) to list")
     parser.add_argument("--max-violations", type=non_negative_int, default=DEFAULT_MAX_VIOLATIONS, metavar="N",
@@ -193,7 +199,7 @@ def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
     progress.say("rolled up")
     if args.html and not _write(args.html, lambda out: _html(store, report, args, out)):
         return EXIT_USAGE
-    if args.perfetto and not _write(args.perfetto, lambda out: _perfetto(store, report, out)):
+    if args.perfetto and not _write(args.perfetto, lambda out: _perfetto(store, report, args, out)):
         return EXIT_USAGE
     if args.json:
         # a big run's rank × step rows print compactly; a small report stays readable
@@ -211,10 +217,14 @@ def _html(store: Any, report: Any, args: argparse.Namespace, out: TextIO) -> Non
     out.write(render_html(report, store, steps=steps, ranks=args.ranks))
 
 
-def _perfetto(store: Any, report: Any, out: TextIO) -> None:
+def _perfetto(store: Any, report: Any, args: argparse.Namespace, out: TextIO) -> None:
     from .perfetto import write_trace_events
 
-    write_trace_events(store, report, out)
+    steps = frozenset().union(*args.step) if args.step else None
+    count = write_trace_events(store, report, out, steps=steps, ranks=args.ranks)
+    if count > PERFETTO_NOTE_SPANS and steps is None and args.ranks is None:
+        _error(f"the Perfetto file holds all {count:,} spans of the run; a browser loads a file this large slowly "
+               "or not at all: --step and --ranks choose a part")
 
 
 def _write(path: str, write: Any) -> bool:

@@ -43,18 +43,30 @@ def _category(span: Span) -> str:
     return str(bucket) if bucket is not None else "unbucketed"
 
 
-def trace_events(store: Any, report: Report) -> Iterator[dict[str, Any]]:
-    """The trace events of the run ``report`` covers, metadata first, then spans in time order per thread."""
+def trace_events(store: Any, report: Report, *, steps: frozenset[int] | None = None,
+                 ranks: frozenset[int] | None = None) -> Iterator[dict[str, Any]]:
+    """The trace events of the run ``report`` covers, metadata first, then spans in time order per thread.
+
+    ``steps`` (by ``rl.iteration``) and ``ranks`` (numbers) narrow it as they narrow the HTML
+    waterfall; each defaults to all. Call right after :func:`build_report` on the same store.
+    """
     labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
+    where, params = "s.run = ? AND s.start_ns IS NOT NULL AND s.end_ns IS NOT NULL AND s.end_ns >= s.start_ns", [
+        report.run_id]
+    if steps is not None or ranks is not None:
+        from .rollup import choose_spans
+
+        _, _, chosen = choose_spans(store, report, steps=steps, ranks=ranks, small_run=report.span_count,
+                                    default_ranks=len(labels))
+        labels = [label for label in labels if label in set(chosen)]
+        where, params = "s.rowid IN (SELECT id FROM wf_ids)", []
     pid_of = {label: i + 1 for i, label in enumerate(labels)}
     for label, pid in pid_of.items():
         yield {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}}
         yield {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}}
     tracks: dict[tuple[int, str], TrackAssigner] = {}
     tids: dict[tuple[int, str, int], int] = {}
-    run = report.run_id
-    where = "s.run = ? AND s.start_ns IS NOT NULL AND s.end_ns IS NOT NULL AND s.end_ns >= s.start_ns"
-    for span in store.spans(where, [run], order="s.start_ns, s.end_ns DESC, s.rowid"):
+    for span in store.spans(where, params, order="s.start_ns, s.end_ns DESC, s.rowid"):
         rank = span.resource.get(semconv.NV_DL_RANK)
         label = f"rank {rank}" if rank is not None else span.process
         pid = pid_of.setdefault(label, len(pid_of) + 1)
@@ -74,14 +86,17 @@ def trace_events(store: Any, report: Report) -> Iterator[dict[str, Any]]:
                "dur": (span.end_ns - span.start_ns) / 1000, "pid": pid, "tid": tids[key], "args": args}
 
 
-def write_trace_events(store: Any, report: Report, out: TextIO) -> int:
-    """Write ``{"traceEvents": [...], "displayTimeUnit": "ms"}`` to ``out``, streaming; the number of span events."""
+def write_trace_events(store: Any, report: Report, out: TextIO, *, steps: frozenset[int] | None = None,
+                       ranks: frozenset[int] | None = None) -> int:
+    """Write ``{"traceEvents": [...], "displayTimeUnit": "ms"}`` to ``out``, streaming; the number of span events.
+
+    ``steps`` and ``ranks`` narrow it (see :func:`trace_events`)."""
     out.write('{"displayTimeUnit":"ms","otherData":')
     out.write(json.dumps({"source": "lens report", "run_id": report.run_id}))
     out.write(',"traceEvents":[\n')
     count = 0
     first = True
-    for event in trace_events(store, report):
+    for event in trace_events(store, report, steps=steps, ranks=ranks):
         if not first:
             out.write(",\n")
         out.write(json.dumps(event, separators=(",", ":"), default=str, allow_nan=False)

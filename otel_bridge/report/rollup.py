@@ -599,14 +599,11 @@ class WaterfallSelection:
         return text + "."
 
 
-def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
-                    small_run: int, default_ranks: int, limit: int) -> WaterfallSelection:
-    """The spans of the chosen steps (by ``rl.iteration`` of their step spans) and ranks (numbers).
-
-    Defaults: the whole run when it has at most ``small_run`` spans, else the slowest step;
-    up to ``default_ranks`` ranks, the stragglers of the chosen steps first. Call right after
-    :func:`build_report` on the same store.
-    """
+def choose_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
+                 small_run: int, default_ranks: int) -> tuple[dict[str, int], list[int] | None, list[str]]:
+    """Put the ids of the spans of the chosen steps and ranks in the table ``wf_ids``
+    (id, start_ns); defaults as :func:`waterfall_spans` says. Returns (rank label -> position,
+    the steps chosen or None for the whole run, the rank labels chosen)."""
     con = store.con
     labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
     order = {label: i for i, label in enumerate(labels)}
@@ -635,11 +632,26 @@ def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] 
         """)
         window = "EXISTS (SELECT 1 FROM wf_windows w WHERE k.start_ns < w.hi AND k.end_ns > w.lo)"
     # the chosen ids first, in a small table: joined to the spans by rowid, the details come
-    # from the few rows drawn, not from a scan of every span
+    # from the few rows drawn, not from a scan of every span (not TEMP: TraceStore.spans reads
+    # it through a cursor of its own, which sees no other cursor's temporary tables)
     con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE wf_ids AS
+        CREATE OR REPLACE TABLE wf_ids AS
         SELECT id, start_ns FROM k WHERE k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks) AND {window}
     """)
+    return order, chosen_steps, chosen
+
+
+def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
+                    small_run: int, default_ranks: int, limit: int) -> WaterfallSelection:
+    """The spans of the chosen steps (by ``rl.iteration`` of their step spans) and ranks (numbers).
+
+    Defaults: the whole run when it has at most ``small_run`` spans, else the slowest step;
+    up to ``default_ranks`` ranks, the stragglers of the chosen steps first. Call right after
+    :func:`build_report` on the same store.
+    """
+    con = store.con
+    order, chosen_steps, chosen = choose_spans(store, report, steps=steps, ranks=ranks, small_run=small_run,
+                                               default_ranks=default_ranks)
     total = con.execute("SELECT count(*) FROM wf_ids").fetchall()[0][0]
     cursor = con.execute(f"""
         WITH chosen AS (SELECT id FROM wf_ids ORDER BY start_ns, id LIMIT {int(limit)})

@@ -65,3 +65,24 @@ def test_the_validator_catches_what_a_viewer_cannot_draw():
         "event 0: a complete event needs a non-negative dur", "event 1: unknown phase 'Q'",
         "event 2: metadata process_name needs args.name"]
     assert validate({"events": []}) == ["the JSON object has no traceEvents array"]
+
+
+def test_step_and_ranks_narrow_the_export_and_a_large_whole_run_comes_with_a_note(tmp_path, capsys, monkeypatch):
+    """A 10M-span run exported whole is gigabytes no browser loads: --step and --ranks choose a part,
+    as they do for the HTML waterfall; a whole export past PERFETTO_NOTE_SPANS says so on stderr."""
+    from otel_bridge.report import cli
+
+    write_ddp_run(tmp_path, ranks=12)
+    out = tmp_path / "part.json"
+    assert main([str(tmp_path / "ddp"), "--perfetto", str(out), "--step", "2", "--ranks", "1,3"]) == 0
+    data = json.loads(out.read_text())
+    assert validate(data) == []
+    names = {e["pid"]: e["args"]["name"] for e in data["traceEvents"] if e["name"] == "process_name"}
+    spans = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    # per rank: the job span (it spans every step), step 2's umbrella and its three leaves
+    assert Counter(names[e["pid"]] for e in spans) == {"rank 1": 5, "rank 3": 5}
+    assert {e["args"].get("rl.iteration") for e in spans} == {None, 2}
+    assert "holds all" not in capsys.readouterr().err
+    monkeypatch.setattr(cli, "PERFETTO_NOTE_SPANS", 100)
+    assert main([str(tmp_path / "ddp"), "--perfetto", str(out)]) == 0
+    assert "the Perfetto file holds all 156 spans of the run" in capsys.readouterr().err
