@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is imported by checkers only
     from typing import List, Optional, Sequence
 
-from .exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
+from .exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 
 __all__ = ["build_parser", "main"]
 
@@ -236,7 +236,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(_spec_entries(list(sys.argv[1:] if argv is None else argv)))
     if args.command == "resolve" and not (args.spec or args.spec_entries):
         return _error("resolve", "a span-group spec is required (e.g. lens resolve per_step,-job)", EXIT_USAGE)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
+        return _error(args.command, "interrupted", EXIT_INTERRUPTED)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Exit statuses every ``lens`` subcommand uses, so scripts and CI can tell failures apart."""
 
-__all__ = ["EXIT_FAILED", "EXIT_NO_DATA", "EXIT_OK", "EXIT_USAGE"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_NO_DATA", "EXIT_OK", "EXIT_USAGE"]
 
 EXIT_OK = 0
 """The command did what was asked and found nothing wrong."""
@@ -15,3 +15,6 @@ EXIT_USAGE = 2
 
 EXIT_NO_DATA = 3
 """The input held nothing to work on (e.g. no span could be read from any file)."""
+
+EXIT_INTERRUPTED = 130
+"""Stopped by Ctrl-C (SIGINT): 128 + the signal's number, as shells report it."""

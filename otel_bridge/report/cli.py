@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
+from ..exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 from .model import DEFAULT_MEMORY_LIMIT, DEFAULT_STEP_PATTERN
 
 __all__ = ["PERFETTO_NOTE_SPANS", "add_arguments", "build_parser", "int_set", "main", "memory_size", "non_negative_int",
@@ -240,4 +240,9 @@ def _write(path: str, write: Any) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``) as ``lens report`` arguments and run the report."""
-    return run(build_parser().parse_args(argv))
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
+        _error("interrupted")
+        return EXIT_INTERRUPTED

@@ -270,6 +270,7 @@ class TraceStore:
         self.problems: list[Problem] = []
         self.duplicate_count = 0
         self._index: dict[str, int] = {}
+        self._cursors: set[Any] = set()  # the statements reading files now (to interrupt them)
         self._dir = tempfile.mkdtemp(prefix="lens-report-", dir=temp_dir)
         # a store nobody closed still leaves no database behind (at collection or at exit)
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
@@ -327,9 +328,11 @@ class TraceStore:
                     done += len(pending[future])
                     if self.progress is not None:
                         self.progress(done, len(self.files))
-            except BaseException:
+            except BaseException:  # e.g. Ctrl-C: stop the statements under way too, not only those queued
                 for future in pending:
                     future.cancel()
+                for cursor in list(self._cursors):
+                    cursor.interrupt()
                 raise
         for found in problems:  # in file order, whichever batch finished first
             self.problems.extend(found)
@@ -337,9 +340,11 @@ class TraceStore:
 
     def _ingest(self, batch: list[str], problems: list[Problem]) -> None:
         cursor = self.con.cursor()
+        self._cursors.add(cursor)
         try:
             self._ingest_batch(cursor, batch, problems)
         finally:
+            self._cursors.discard(cursor)
             cursor.close()
 
     def _ingest_batch(self, cursor: Any, batch: list[str], problems: list[Problem]) -> None:

@@ -169,3 +169,25 @@ def test_without_duckdb_the_report_says_how_to_install_it(two_step_file, tmp_pat
     assert (code, out) == (EXIT_FAILED, "")
     assert err.strip() == ("lens report: lens report needs DuckDB, which is not installed: "
                            "pip install 'lens-telemetry[report]'")
+
+
+def test_ctrl_c_stops_the_report_with_one_line_and_status_130_and_leaves_no_database(two_step_file, tmp_path,
+                                                                                     capsys, monkeypatch):
+    """Regression: Ctrl-C during a long report printed a threading traceback (the reading
+    statements run on worker threads) instead of one line and the shell's status for SIGINT."""
+    import tempfile
+
+    from otel_bridge.cli import main as lens_main
+    from otel_bridge.exitcodes import EXIT_INTERRUPTED
+    from otel_bridge.report import engine
+
+    def interrupted(self, cursor, batch, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine.TraceStore, "_ingest_files", interrupted)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the store's database goes
+    assert main([str(two_step_file)]) == EXIT_INTERRUPTED
+    assert lens_main(["report", str(two_step_file)]) == EXIT_INTERRUPTED
+    streams = capsys.readouterr()
+    assert streams.err.splitlines() == ["lens report: interrupted"] * 2 and streams.out == ""
+    assert not list(tmp_path.glob("lens-report-*"))
