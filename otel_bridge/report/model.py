@@ -504,7 +504,8 @@ class Report:
     def stragglers(self) -> tuple[RankRow, ...]:
         """Ranks that were the slowest of some step, costliest first."""
         costly = [r for r in self.ranks if r.slowest_steps]
-        return tuple(sorted(costly, key=lambda r: (-r.straggler_cost_ns, r.rank)))
+        order = {label: i for i, label in enumerate(self.rank_steps.rank_labels)}  # numeric: rank 2 before rank 10
+        return tuple(sorted(costly, key=lambda r: (-r.straggler_cost_ns, order.get(r.rank, len(order)), r.rank)))
 
     def to_json(self, *, rank_steps: bool = True) -> dict[str, Any]:
         """The whole report as a JSON-ready dict (what ``lens report --json`` prints)."""

@@ -130,3 +130,21 @@ def test_ranks_of_one_torchrun_job_land_in_one_run_and_one_report(tmp_path):
     assert (report.run_id, [r.rank for r in report.ranks]) == ("f00dfeed", ["rank 0", "rank 1"])
     assert [(s.iteration, s.ranks) for s in report.steps] == [(1, 2), (2, 2)]
     assert report.violations == ()
+
+
+def test_stragglers_that_cost_the_same_are_listed_in_rank_order(tmp_path, otlp):
+    """Regression: ties were broken by label text, so rank 10 came before rank 2."""
+    lines = []
+    for rank, slow_step in ((0, None), (2, 2), (10, 1)):
+        spans = []
+        for step in (1, 2):
+            base, n = 10 * step, 100 * rank + 10 * step
+            busy = 8 if step == slow_step else 6
+            spans += [otlp.span(n, "rl.grpo.step", base, base + 10, iteration=step, trace=f"{rank + 1:032x}"),
+                      otlp.span(n + 1, "work", base, base + busy, n, bucket="productive", iteration=step,
+                                trace=f"{rank + 1:032x}"),
+                      otlp.span(n + 2, "wait", base + busy, base + 10, n, bucket="idle", iteration=step,
+                                trace=f"{rank + 1:032x}")]
+        lines.append(otlp.request(spans, service_instance_id=f"job-rank{rank}", nemo_run_id="job", nv_dl_rank=rank))
+    report = report_of(otlp.write(tmp_path / "t.jsonl", *lines))
+    assert [(r.rank, r.straggler_cost_ns) for r in report.stragglers] == [("rank 2", 4 * S), ("rank 10", 4 * S)]
