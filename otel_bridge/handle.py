@@ -321,9 +321,12 @@ class TelemetryHandle:
 
 def _start_bounded(fn, name) -> None:
     """Run ``fn`` on a daemon thread (inline where no thread can start: exit hooks on 3.12)."""
+    from ._signals import signals_to_main_thread
+
     thread = threading.Thread(target=fn, name=name, daemon=True)
     try:
-        thread.start()
+        with signals_to_main_thread():  # a second SIGTERM during shutdown reaches the main thread too
+            thread.start()
     except RuntimeError:
         # Python 3.12 refuses new threads in exit hooks: run inline, bounded only by the
         # exporters' own timeouts (3.11 and 3.13 start the thread).
@@ -392,6 +395,7 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
                            rank, world_size, local_rank):
         return TelemetryHandle(config, **handle_args)
 
+    from ._signals import signals_to_main_thread
     from .backend import OTelBackend
     from .providers import build_providers, lens_version
 
@@ -408,10 +412,11 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
             previous.shutdown()
         providers = backend = None
         try:
-            providers = build_providers(
-                config, run_id=run_id, rank=rank, world_size=world_size, local_rank=local_rank,
-                resource_attributes=resource_attributes, span_exporter=span_exporter,
-                metric_reader=metric_reader)
+            with signals_to_main_thread():  # the threads the SDK, gRPC and Lens start here
+                providers = build_providers(
+                    config, run_id=run_id, rank=rank, world_size=world_size, local_rank=local_rank,
+                    resource_attributes=resource_attributes, span_exporter=span_exporter,
+                    metric_reader=metric_reader)
             # A rank the trace sampler leaves out gets no span backend: every group reads
             # off, so its lens spans cost what they cost on a quiet rank (the sampler
             # still drops spans made on the provider directly).
@@ -468,6 +473,9 @@ def _flush_multiprocessing_children(handle_ref) -> None:
     from the parent's setup; spawned ones when they call setup_telemetry themselves."""
     import multiprocessing
     import multiprocessing.util as mp_util
+    import signal
+
+    from ._signals import watch_for_lost_signal
 
     def in_child(_handle=None):
         handle = handle_ref()
@@ -477,12 +485,33 @@ def _flush_multiprocessing_children(handle_ref) -> None:
         try:
             handle.install_signal_handlers()
         except ValueError:  # not the main thread: the finalizer still flushes a normal exit
-            pass
+            return
+        if handle._previous_handlers.get(signal.SIGTERM) in (signal.SIG_DFL, None):
+            # SIGTERM would have ended this child: a SIGTERM whose handler never runs (a pool
+            # worker blocked on its task queue) is flushed and ends it all the same
+            watch_for_lost_signal(signal.SIGTERM, lambda: _closing(handle_ref), lambda: _end_on_sigterm(handle_ref))
 
     handle = handle_ref()
     mp_util.register_after_fork(handle, in_child)  # runs in each forked multiprocessing child
     if multiprocessing.parent_process() is not None:  # this process is such a child itself
         in_child()
+
+
+def _closing(handle_ref) -> bool:
+    handle = handle_ref()
+    return handle is None or handle.closed
+
+
+def _end_on_sigterm(handle_ref) -> None:
+    """What a SIGTERM whose handler never ran does: flush, then end the process (exit status
+    143, as a shell reports SIGTERM; a thread other than the main one cannot restore the
+    default action and re-deliver the signal)."""
+    import signal
+
+    handle = handle_ref()
+    if handle is not None:
+        handle.shutdown()
+    os._exit(128 + signal.SIGTERM)
 
 
 def _set_global_providers(providers) -> None:

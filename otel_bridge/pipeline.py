@@ -24,6 +24,8 @@ import weakref
 
 from lens_core import _log, semconv
 
+from ._signals import signals_to_main_thread
+
 __all__ = [
     "FileSink",
     "LossCounts",
@@ -494,7 +496,8 @@ class SpanPipeline:
         if self._thread is None and not self._stopping:
             thread = threading.Thread(target=self._run, name="lens-export", daemon=True)
             self._thread = thread
-            thread.start()
+            with signals_to_main_thread():  # SIGTERM and the like stay with the main thread
+                thread.start()
 
     def _run(self):
         last = time.monotonic()

@@ -105,3 +105,26 @@ def test_a_second_shutdown_returns_the_first_ones_result():
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=child_environ(), capture_output=True,
                           text=True, timeout=60)
     assert proc.stdout.split() == ["False", "False"], proc.stderr
+
+
+def test_a_sigterm_whose_handler_cannot_run_still_flushes_and_ends_a_multiprocessing_child(tmp_path, recorder):
+    """Regression: a pool worker hung for good on Pool.terminate() (1 in ~40 spawn `with Pool`
+    runs under load). SIGTERM landed just before the worker's semaphore wait began: CPython's
+    C handler ran, the Python handler that flushes and re-raises never did, and the worker
+    waited on its task queue forever. Here the child blocks in a C call that retries EINTR
+    itself (libc system()), which stops the Python handler the same way, for 8 s."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the child blocks in glibc's system()")
+    out = tmp_path / "out"
+    proc = start("sigterm_lost.py", 300, LENS_EXPORTER="file", LENS_FILE_DIR=out, LENS_RUN_ID="lost",
+                 LENS_RECORDER=recorder)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr[-3000:]
+    exitcode, seconds = stdout.split()
+    delivered = count_spans(out, "child")
+    (losses,) = final_losses(out).values()
+    record_figure(f"SIGTERM its handler cannot run ({recorder})", exit_code=int(exitcode), seconds=float(seconds),
+                  created=300, delivered=delivered)
+    assert int(exitcode) == 128 + signal.SIGTERM  # ended by the watch, as a shell reports SIGTERM
+    assert float(seconds) < 5  # not when the blocking call returns, 8 s in
+    assert delivered == 300 and losses.get("lens.telemetry.final") is True
