@@ -508,6 +508,8 @@ def _end_on_sigterm(handle_ref) -> None:
     default action and re-deliver the signal)."""
     import signal
 
+    _log.warn("lens telemetry: SIGTERM's handler could not run (the main thread is blocked in C); "
+              f"flushed from a thread and exiting with status {128 + signal.SIGTERM}")
     handle = handle_ref()
     if handle is not None:
         handle.shutdown()

@@ -128,3 +128,4 @@ def test_a_sigterm_whose_handler_cannot_run_still_flushes_and_ends_a_multiproces
     assert int(exitcode) == 128 + signal.SIGTERM  # ended by the watch, as a shell reports SIGTERM
     assert float(seconds) < 5  # not when the blocking call returns, 8 s in
     assert delivered == 300 and losses.get("lens.telemetry.final") is True
+    assert "SIGTERM's handler could not run (the main thread is blocked in C)" in stderr  # said, not silent
