@@ -1,11 +1,12 @@
 """Keep the signals a process is sent on its main thread, where Python runs their handlers.
 
-The kernel delivers a process-directed signal (``kill PID``) to any thread that does not
-block it. When that is a background thread, the Python handler waits for the main thread to
-run bytecode again; a main thread blocked in C (a multiprocessing pool worker waiting on its
-task queue's semaphore) then never runs it, and the process neither flushes nor exits. Lens's
-threads, and the SDK's and gRPC's threads started while Lens sets up, block these signals, so
-they reach the main thread as they did before Lens started any thread.
+CPython runs a signal's Python handler on the main thread, when that thread runs bytecode
+again. A main thread blocked in C (a multiprocessing pool worker waiting on its task queue's
+semaphore) runs it only if the signal interrupts that wait, which it can miss two ways: the
+kernel may deliver the signal to another thread (any thread that does not block it), or the
+signal may land just before the wait begins. Lens's threads, and the SDK's and gRPC's threads
+started while Lens sets up, block the signals a process is sent, closing the first way;
+:func:`watch_for_lost_signal` covers the second.
 """
 
 from __future__ import annotations
