@@ -38,3 +38,4 @@ def gate(request):
     """Each gate implementation in turn; yields the gate module."""
     _impl.use(request.param)
     return _impl.gate
+

@@ -8,9 +8,10 @@ so both see the same machine load; bench/checks.txt divides by the paired SDK mi
 a job (exporter ``none``: records are taken and dropped on the floor by the pipeline).
 """
 
-import time
 
 import pytest
+
+from paired import paired_benchmark
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -59,18 +60,9 @@ def test_enabled_managed_span(benchmark, gate, recorder):
     """Paired rounds: Lens (compiled or pure-Python gate and recorder, per ``gate``) against
     the SDK's own context manager."""
     handle, lens_run = _lens(recorder)
-    sdk_run = _sdk()
-    sdk_rounds = []
-
-    def paired_sdk_round():
-        started = time.perf_counter()
-        sdk_run()
-        sdk_rounds.append(time.perf_counter() - started)
-
     try:
-        benchmark.pedantic(lens_run, setup=paired_sdk_round, rounds=100, warmup_rounds=5)
+        paired_benchmark(benchmark, lens_run, _sdk(), label="sdk", rounds=100, warmup=5)
     finally:
         handle.shutdown()
     benchmark.extra_info["impl"] = lens_core.IMPLEMENTATION
     benchmark.extra_info["recorder"] = recorder
-    benchmark.extra_info["paired_sdk_min_s"] = min(sdk_rounds[5:])  # after the warm-up rounds

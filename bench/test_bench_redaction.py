@@ -7,9 +7,10 @@ bench/checks.txt divides by the paired minimum.
 """
 
 import itertools
-import time
 
 import pytest
+
+from paired import paired_benchmark
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -47,18 +48,9 @@ def test_enabled_span_with_a_new_text(benchmark, recorder):
     # built before timing, so both sides only iterate
     fresh = iter([f"/data/shards/part-{i:08d}.parquet" for i in range(LOOP * (ROUNDS + WARMUP + 2))])
     seen = itertools.repeat("/data/shards/part-00000000.parquet")
-    new_run, seen_run = _spans(fresh), _spans(seen)
-    seen_rounds = []
-
-    def paired_seen_round():
-        started = time.perf_counter()
-        seen_run()
-        seen_rounds.append(time.perf_counter() - started)
-
     try:
-        benchmark.pedantic(new_run, setup=paired_seen_round, rounds=ROUNDS, warmup_rounds=WARMUP)
+        paired_benchmark(benchmark, _spans(fresh), _spans(seen), label="seen", rounds=ROUNDS, warmup=WARMUP)
     finally:
         handle.shutdown()
     assert len(redaction._clean_texts) <= redaction._CLEAN_TEXT_LIMIT
     benchmark.extra_info["recorder"] = recorder
-    benchmark.extra_info["paired_seen_min_s"] = min(seen_rounds[WARMUP:])

@@ -58,7 +58,8 @@ def trace_events(store: Any, report: Report, *, steps: frozenset[int] | None = N
 
         _, _, chosen = choose_spans(store, report, steps=steps, ranks=ranks, small_run=report.span_count,
                                     default_ranks=len(labels))
-        labels = [label for label in labels if label in set(chosen)]
+        kept = set(chosen)
+        labels = [label for label in labels if label in kept]
         where, params = "s.rowid IN (SELECT id FROM wf_ids)", []
     pid_of = {label: i + 1 for i, label in enumerate(labels)}
     for label, pid in pid_of.items():

@@ -1,0 +1,21 @@
+"""Paired benchmark rounds: two sides timed alternately in one run, for same-run ratio gates."""
+
+import time
+
+__all__ = ["paired_benchmark"]
+
+
+def paired_benchmark(benchmark, measured, paired, *, label, rounds, warmup):
+    """Time ``measured`` with ``benchmark.pedantic`` while ``paired`` runs once before every
+    round (in its setup, untimed by pytest-benchmark but timed here), so both sides share the
+    machine's state round by round. The paired side's best time after the warm-up goes into
+    ``extra_info["paired_<label>_min_s"]``, where ``bench/checks.txt`` reads it."""
+    paired_times = []
+
+    def paired_round():
+        started = time.perf_counter()
+        paired()
+        paired_times.append(time.perf_counter() - started)
+
+    benchmark.pedantic(measured, setup=paired_round, rounds=rounds, warmup_rounds=warmup)
+    benchmark.extra_info[f"paired_{label}_min_s"] = min(paired_times[warmup:])
