@@ -3,13 +3,13 @@
     python -m pytest bench --benchmark-json=bench.json && python bench/gate.py bench.json
 
 The checks live in bench/checks.txt; the gate itself ships as ``lens bench-gate``
-(otel_bridge.benchgate), which any project's CI can run with its own checks.
+(lens_ci.benchgate), which any project's CI can run with its own checks.
 """
 
 import sys
 from pathlib import Path
 
-from otel_bridge import benchgate
+from lens_ci import benchgate
 
 CHECKS = Path(__file__).with_name("checks.txt")
 

@@ -4,7 +4,7 @@
     python bench/report_bench.py --ci       # 20k and 200k spans, the chain and overlap cases: < 30 s
 
 Each size is a synthetic run in the file exporter's format (bench/trace_synth.py), reported by
-``python -m otel_bridge.report`` in a child process whose wall time and peak RSS (``wait4``)
+``python -m lens_report`` in a child process whose wall time and peak RSS (``wait4``)
 are measured; the largest size also writes ``--html`` and its size is printed. The pass/fail
 checks are ratios measured in the same run, never absolute times: 10x the spans costs at most
 12x the CPU time (CPU, because on a shared machine wall time also measures the neighbours);
@@ -32,10 +32,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def measure(args: list[str]) -> tuple[float, float, float]:
-    """(wall seconds, peak RSS MB, CPU seconds) of ``python -m otel_bridge.report ARGS``."""
+    """(wall seconds, peak RSS MB, CPU seconds) of ``python -m lens_report ARGS``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "otel_bridge.report", *args], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "lens_report", *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started

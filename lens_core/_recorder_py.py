@@ -2,7 +2,7 @@
 
 A ``Recorder`` is the process's span store. Enabled Lens spans are ``Span`` objects that
 it creates; the object is the record: after ``end()`` it is queued as it is, and the
-export pipeline (otel_bridge.pipeline) takes batches of them and encodes OTLP. Spans of
+export pipeline (otel_bridge.sdk.pipeline) takes batches of them and encodes OTLP. Spans of
 other origins (raw OpenTelemetry tracers, the SDK recorder) enter the same queue as
 records made by ``make_record``.
 

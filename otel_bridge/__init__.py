@@ -1,7 +1,7 @@
 """otel_bridge: builds OpenTelemetry providers lazily on exporting ranks and wires them to lens_core."""
 
-from .handle import TelemetryHandle, active_handle, setup_telemetry
-from .propagation import extract_context, inject_context
+from otel_bridge.handle import TelemetryHandle, active_handle, setup_telemetry
+from otel_bridge.propagation import extract_context, inject_context
 
 __all__ = [
     "TelemetryHandle",
@@ -16,7 +16,7 @@ __all__ = [
 def __getattr__(name):
     # logging costs several ms to import; quiet ranks that never bridge logs skip it.
     if name == "setup_logging_bridge":
-        from .logging_bridge import setup_logging_bridge
+        from otel_bridge.logging_bridge import setup_logging_bridge
 
         return setup_logging_bridge
     raise AttributeError(f"module 'otel_bridge' has no attribute {name!r}")

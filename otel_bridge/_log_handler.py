@@ -17,7 +17,7 @@ except ImportError as exc:  # the otel extra brings it; name the package, not ju
 
 from lens_core import redact_value, semconv
 
-from .logging_bridge import _MARK as MARK
+from otel_bridge.logging_bridge import _MARK as MARK
 
 __all__ = ["OTelLogHandler", "keep_on_root_through_logging_config"]
 

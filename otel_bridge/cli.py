@@ -2,7 +2,7 @@
 
 Conventions every subcommand keeps: stdout carries only the command's data (a JSON stream
 stays parseable), notes and errors go to stderr, an error is one line naming the command
-(no traceback), and the exit status comes from otel_bridge.exitcodes.
+(no traceback), and the exit status comes from lens_core.exitcodes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is imported by checkers only
     from typing import List, Optional, Sequence
 
-from .exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
+from lens_core.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 
 __all__ = ["build_parser", "main"]
 
@@ -75,15 +75,15 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_budget(args: argparse.Namespace) -> int:
-    """Delegate to lens_core.importbudget."""
-    from lens_core import importbudget
+    """Delegate to lens_ci.importbudget."""
+    from lens_ci import importbudget
 
     return importbudget.run(args, prog="lens import-budget")
 
 
 def _cmd_bench_gate(args: argparse.Namespace) -> int:
-    """Delegate to otel_bridge.benchgate."""
-    from . import benchgate
+    """Delegate to lens_ci.benchgate."""
+    from lens_ci import benchgate
 
     return benchgate.run(args)
 
@@ -92,9 +92,9 @@ def _cmd_emit_spans(args: argparse.Namespace) -> int:
     """Emit spans over explicit epoch-second intervals from a JSON file (all or nothing)."""
     from lens_core.config import LensConfig
 
-    from . import setup_telemetry
-    from ._extras import MissingExtraError
-    from .emit import emit_spans_from_specs
+    from otel_bridge import setup_telemetry
+    from otel_bridge._extras import MissingExtraError
+    from otel_bridge.emit import emit_spans_from_specs
 
     try:
         with (sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")) as fh:
@@ -134,7 +134,7 @@ def _cmd_emit_spans(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo_cli
+    from otel_bridge.demo import run_demo_cli
 
     return run_demo_cli(args)
 
@@ -148,7 +148,7 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: Optional[str] = None) -> None:
-        from .providers import lens_version
+        from otel_bridge.sdk.providers import lens_version
 
         print(f"lens {lens_version()}")
         parser.exit(EXIT_OK)
@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     try:
-        from .demo import add_demo_arguments
+        from otel_bridge.demo import add_demo_arguments
     except ImportError:  # the demo module is optional in a trimmed install
         add_demo_arguments = None
     if add_demo_arguments is not None:
@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_demo_arguments(demo)
         demo.set_defaults(func=_cmd_demo)
 
-    from .report.cli import build_parser as build_report_parser
+    from lens_report.cli import build_parser as build_report_parser
 
     build_report_parser(sub)
 
@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.add_argument("--strict", action="store_true", help="exit 1 when an entry is unknown")
     resolve.set_defaults(func=_cmd_resolve)
 
-    from lens_core import importbudget
+    from lens_ci import importbudget
 
     budget = sub.add_parser("import-budget", help="check a module's import time and forbidden imports")
     importbudget.add_arguments(budget)
@@ -198,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     emit.add_argument("--exporter", choices=("otlp", "console", "file", "none"), help="override LENS_EXPORTER")
     emit.set_defaults(func=_cmd_emit_spans)
 
-    from . import benchgate
+    from lens_ci import benchgate
 
     gate = sub.add_parser("bench-gate", help="ratio checks over pytest-benchmark JSON (for CI)",
                           description=benchgate.__doc__.split("\n\n")[0])

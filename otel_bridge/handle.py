@@ -24,7 +24,7 @@ from lens_core.config import LensConfig
 from lens_core.export_ranks import export_decision
 from lens_core.redaction import set_redact_allow
 
-from ._extras import missing_otel
+from otel_bridge._extras import missing_otel
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing and OpenTelemetry are imported by checkers only
@@ -37,9 +37,9 @@ if TYPE_CHECKING:  # typing and OpenTelemetry are imported by checkers only
 
     from lens_core.backend import SpanBackend
 
-    from .providers import Providers
+    from otel_bridge.sdk.providers import Providers
 
-from .runid import resolve_run_id
+from otel_bridge.runid import resolve_run_id
 
 __all__ = ["TelemetryHandle", "active_handle", "resolve_rank", "setup_telemetry"]
 
@@ -143,7 +143,7 @@ class TelemetryHandle:
 
     def _fallback(self):
         if self._noop is None:
-            from .providers import build_noop_providers
+            from otel_bridge.sdk.providers import build_noop_providers
 
             try:
                 self._noop = build_noop_providers()
@@ -162,8 +162,8 @@ class TelemetryHandle:
             provider = self.providers.tracer_provider if self.providers else None
             if provider is None:
                 return self._fallback().tracer_provider.get_tracer("lens")
-            from .backend import INSTRUMENTATION_SCOPE
-            from .providers import lens_version
+            from otel_bridge.sdk.backend import INSTRUMENTATION_SCOPE
+            from otel_bridge.sdk.providers import lens_version
 
             self._tracer = provider.get_tracer(INSTRUMENTATION_SCOPE, lens_version())
         return self._tracer
@@ -221,7 +221,7 @@ class TelemetryHandle:
                 uninstall_backend()  # no new spans against providers that are closing
                 _active = None
         if self.providers.logger_provider is not None:  # no new records either
-            from .logging_bridge import detach_logging_bridge
+            from otel_bridge.logging_bridge import detach_logging_bridge
 
             detach_logging_bridge(self.providers.logger_provider)
         _start_bounded(self._close, "lens-shutdown")
@@ -321,7 +321,7 @@ class TelemetryHandle:
 
 def _start_bounded(fn, name) -> None:
     """Run ``fn`` on a daemon thread (inline where no thread can start: exit hooks on 3.12)."""
-    from ._signals import signals_to_main_thread
+    from otel_bridge._signals import signals_to_main_thread
 
     thread = threading.Thread(target=fn, name=name, daemon=True)
     try:
@@ -395,9 +395,9 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
                            rank, world_size, local_rank):
         return TelemetryHandle(config, **handle_args)
 
-    from ._signals import signals_to_main_thread
-    from .backend import OTelBackend
-    from .providers import build_providers, lens_version
+    from otel_bridge._signals import signals_to_main_thread
+    from otel_bridge.sdk.backend import OTelBackend
+    from otel_bridge.sdk.providers import build_providers, lens_version
 
     with _setup_lock:
         if _active is not None:
@@ -434,13 +434,13 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
                 _set_global_providers(providers)
                 _global_providers_set = True
             if providers.logger_provider is not None:  # logs enabled: Python logging goes there
-                from .logging_bridge import setup_logging_bridge
+                from otel_bridge.logging_bridge import setup_logging_bridge
 
                 setup_logging_bridge(logger_provider=providers.logger_provider)
         except BaseException as exc:
             uninstall_backend()
             if providers is not None and providers.logger_provider is not None:
-                from .logging_bridge import detach_logging_bridge
+                from otel_bridge.logging_bridge import detach_logging_bridge
 
                 detach_logging_bridge(providers.logger_provider)
             if providers is not None:
@@ -475,7 +475,7 @@ def _flush_multiprocessing_children(handle_ref) -> None:
     import multiprocessing.util as mp_util
     import signal
 
-    from ._signals import watch_for_lost_signal
+    from otel_bridge._signals import watch_for_lost_signal
 
     def in_child(_handle=None):
         handle = handle_ref()

@@ -12,7 +12,7 @@ _MARK = "_lens_logging_bridge"  # set on every bridge handler: the bridge finds 
 def __getattr__(name):
     # The handler subclasses opentelemetry-instrumentation-logging's: loaded on first use.
     if name == "OTelLogHandler":
-        from ._log_handler import OTelLogHandler
+        from otel_bridge._log_handler import OTelLogHandler
 
         return OTelLogHandler
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -48,7 +48,7 @@ def setup_logging_bridge(logger_name: str = "", level: int | None = None, logger
     configures the root logger after the bridge is attached. Returns the handler, or
     None when only the filter was attached.
     """
-    from .handle import active_handle
+    from otel_bridge.handle import active_handle
 
     logger = logging.getLogger(logger_name)
     if not any(isinstance(f, TraceIdFilter) for f in logger.filters):
@@ -64,7 +64,7 @@ def setup_logging_bridge(logger_name: str = "", level: int | None = None, logger
                 return handler
             logger.removeHandler(handler)  # it exported to a provider that has been replaced
             handler.close()
-    from ._log_handler import OTelLogHandler, keep_on_root_through_logging_config
+    from otel_bridge._log_handler import OTelLogHandler, keep_on_root_through_logging_config
 
     handler = OTelLogHandler(logger_provider, logging.NOTSET if level is None else level)
     logger.addHandler(handler)

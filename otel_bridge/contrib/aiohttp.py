@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from ._active import active_providers
+from otel_bridge.contrib._active import active_providers
 
 __all__ = ["instrument_aiohttp_client", "uninstrument_aiohttp_client"]
 

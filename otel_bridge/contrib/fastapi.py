@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lens_core.semconv import SERVICE_NAME
 
-from ._active import active_providers
+from otel_bridge.contrib._active import active_providers
 
 __all__ = ["instrument_fastapi"]
 

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._extras import install_command
-from ..exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK
-from ..report.cli import non_negative_int as _count
+from otel_bridge._extras import install_command
+from lens_core.exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK
+from lens_report.cli import non_negative_int as _count
 
 __all__ = ["DemoResult", "add_demo_arguments", "run_demo", "run_demo_cli"]
 
@@ -31,7 +31,7 @@ class DemoResult:
     seconds: float
     trace_files: tuple = ()
     html_path: Path | None = None
-    report: object = None  # otel_bridge.report.Report, when the trace was written to files
+    report: object = None  # lens_report.Report, when the trace was written to files
     spans: tuple = ()  # the spans the report read
     stats: object = None  # _loop.RunStats
     options: object = None  # _loop.DemoOptions
@@ -100,8 +100,8 @@ def run_demo(*, steps: int = 6, async_mode: bool = False, span_groups: str = "pe
     from lens_core import semconv
     from lens_core.config import LensConfig
 
-    from ..handle import setup_telemetry
-    from . import _loop
+    from otel_bridge.handle import setup_telemetry
+    from otel_bridge.demo import _loop
 
     say = (lambda text: print(text, file=stream, flush=True)) if stream is not None else (lambda text: None)
     out_dir = Path(out)
@@ -144,7 +144,7 @@ def run_demo(*, steps: int = 6, async_mode: bool = False, span_groups: str = "pe
 
 
 def _report(result: DemoResult, config, opts, say) -> DemoResult:
-    from ..report import TraceStore, build_report, render_html, render_text
+    from lens_report import TraceStore, build_report, render_html, render_text
 
     run_dir = result.out_dir / result.run_id
     result.trace_files = tuple(sorted(run_dir.glob("traces-*.jsonl")))

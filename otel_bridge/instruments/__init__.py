@@ -1,7 +1,7 @@
 """Metric registry and the ready-made inference, RL, training and Gym metric groups."""
 
-from . import gym, inference, rl, training
-from .registry import KINDS, OBSERVABLE_KINDS, MetricSpec, record_metrics, register_metric_group
+from otel_bridge.instruments import gym, inference, rl, training
+from otel_bridge.instruments.registry import KINDS, OBSERVABLE_KINDS, MetricSpec, record_metrics, register_metric_group
 
 __all__ = [
     "GYM",

@@ -2,7 +2,7 @@
 
 from lens_core import semconv
 
-from .registry import MetricSpec
+from otel_bridge.instruments.registry import MetricSpec
 
 __all__ = ["GROUP", "SPECS"]
 

@@ -2,7 +2,7 @@
 
 from lens_core import semconv
 
-from .registry import SECONDS_BOUNDARIES, MetricSpec
+from otel_bridge.instruments.registry import SECONDS_BOUNDARIES, MetricSpec
 
 __all__ = ["GROUP", "SPECS"]
 

@@ -8,10 +8,10 @@ import os
 import re
 from urllib.parse import unquote_to_bytes
 
-from .gpu import detect_gpu
-from .k8s import detect_k8s
-from .local import detect_local
-from .slurm import detect_slurm
+from otel_bridge.resources.gpu import detect_gpu
+from otel_bridge.resources.k8s import detect_k8s
+from otel_bridge.resources.local import detect_local
+from otel_bridge.resources.slurm import detect_slurm
 
 __all__ = [
     "OTEL_RESOURCE_ATTRIBUTES",

@@ -7,7 +7,7 @@ import os
 
 from lens_core import semconv
 
-from .local import cuda_visible_devices
+from otel_bridge.resources.local import cuda_visible_devices
 
 __all__ = ["detect_gpu"]
 

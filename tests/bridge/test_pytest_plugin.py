@@ -1,4 +1,4 @@
-"""otel_bridge.pytest_plugin: a library's own test suite measures its instrumented function off and on."""
+"""lens_ci.pytest_plugin: a library's own test suite measures its instrumented function off and on."""
 
 import json
 import os
@@ -38,7 +38,7 @@ USER_TESTS = textwrap.dedent('''
     import lens_core
     import mylib
 
-    pytest_plugins = ["otel_bridge.pytest_plugin"]
+    pytest_plugins = ["lens_ci.pytest_plugin"]
 
     def test_traced_function(lens_overhead):
         lens_core.set_span_group_spec("mylib_leftover")   # state the fixture must restore

@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from lens_core import LensConfig  # noqa: E402
-from otel_bridge.providers import build_resource  # noqa: E402
+from otel_bridge.sdk.providers import build_resource  # noqa: E402
 
 
 def _service(config, monkeypatch, caller=None, **env):

@@ -18,7 +18,7 @@ import lens_core  # noqa: E402
 from lens_core import LensConfig, managed_span  # noqa: E402
 from lens_core.registry import SpanRegistry  # noqa: E402
 from otel_bridge import setup_telemetry  # noqa: E402
-from otel_bridge.sampling import RankSampler  # noqa: E402
+from otel_bridge.sdk.sampling import RankSampler  # noqa: E402
 from trace_files import read_logs, read_spans  # noqa: E402
 
 ATTRS = {"k": "v", "n": 3}

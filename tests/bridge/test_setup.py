@@ -16,10 +16,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import lens_core  # noqa: E402
 from lens_core import LensConfig, managed_span  # noqa: E402
 from lens_core.registry import SpanRegistry  # noqa: E402
-from otel_bridge import active_handle, providers as providers_module, setup_telemetry  # noqa: E402
-from otel_bridge.backend import OTelBackend  # noqa: E402
+from otel_bridge import active_handle, setup_telemetry
+from otel_bridge.sdk import providers as providers_module  # noqa: E402
+from otel_bridge.sdk.backend import OTelBackend  # noqa: E402
 from otel_bridge.handle import resolve_rank  # noqa: E402
-from otel_bridge.providers import build_noop_providers  # noqa: E402
+from otel_bridge.sdk.providers import build_noop_providers  # noqa: E402
 from trace_files import read_spans, run_script  # noqa: E402
 
 

@@ -9,7 +9,7 @@ pytest.importorskip("opentelemetry.sdk")
 from lens_core import LensConfig, managed_span  # noqa: E402
 from lens_core.registry import SpanRegistry  # noqa: E402
 from otel_bridge import setup_telemetry  # noqa: E402
-from otel_bridge.report import TraceStore, build_report, read_spans, render_html  # noqa: E402
+from lens_report import TraceStore, build_report, read_spans, render_html  # noqa: E402
 
 
 def test_spans_carry_thread_id_and_name_and_get_a_lane_per_thread(tmp_path):

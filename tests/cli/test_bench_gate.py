@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_bridge import benchgate
-from otel_bridge.benchgate import CheckError, parse_check
+from lens_ci import benchgate
+from lens_ci.benchgate import CheckError, parse_check
 
 REPO = Path(__file__).parents[2]
 _spec = importlib.util.spec_from_file_location("bench_gate", REPO / "bench" / "gate.py")

@@ -43,14 +43,14 @@ def test_unknown_subcommand_is_rejected():
 
 
 def test_import_budget_fails_when_a_forbidden_module_is_imported():
-    proc = subprocess.run([sys.executable, "-m", "lens_core.importbudget", "json", "--max-ms", "1000",
+    proc = subprocess.run([sys.executable, "-m", "lens_ci.importbudget", "json", "--max-ms", "1000",
                            "--forbid", "json", "--runs", "1"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "FORBIDDEN modules imported: json" in proc.stdout
 
 
 def test_import_budget_passes_lens_core_with_a_generous_budget():
-    proc = subprocess.run([sys.executable, "-m", "lens_core.importbudget", "lens_core", "--max-ms", "1000",
+    proc = subprocess.run([sys.executable, "-m", "lens_ci.importbudget", "lens_core", "--max-ms", "1000",
                            "--forbid", "opentelemetry", "--forbid", "numpy", "--runs", "1"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -115,7 +115,7 @@ def assert_one_line_error(proc, *fragments):
 
 
 def test_version_prints_the_installed_package_version():
-    from otel_bridge.providers import lens_version
+    from otel_bridge.sdk.providers import lens_version
 
     proc = lens("--version")
     assert (proc.returncode, proc.stdout) == (0, f"lens {lens_version()}\n")

@@ -40,7 +40,7 @@ def telemetry_config(file_dir, run_id):
 
 def read_run(file_dir, run_id):
     """Every span exported under ``file_dir``/``run_id``, read back with the report reader."""
-    from otel_bridge.report import read_spans
+    from lens_report import read_spans
 
     result = read_spans([pathlib.Path(file_dir) / run_id])
     assert not result.problems, result.problems

@@ -249,7 +249,7 @@ def test_a_killed_rank_is_named_by_the_report_and_the_ranks_that_shut_down_are_n
     """SIGKILL leaves no loss record behind: what the killed rank still held is counted nowhere.
     Its output lacks the final loss record every rank writes at shutdown, and the report names it."""
     pytest.importorskip("duckdb")
-    from otel_bridge.report import report_files
+    from lens_report import report_files
 
     out = tmp_path / "traces"
     env = dict(LENS_EXPORTER="file", LENS_FILE_DIR=out, LENS_RUN_ID="job", LENS_RECORDER=recorder)

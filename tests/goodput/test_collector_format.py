@@ -18,7 +18,7 @@ from lens_core import (
     umbrella_span,
 )
 from lens_core.catalogs.rl import RLSpanGroup as G
-from otel_bridge.report import read_spans, report_files
+from lens_report import read_spans, report_files
 
 pytest.importorskip("opentelemetry.sdk")
 json_format = pytest.importorskip("google.protobuf.json_format")
@@ -32,7 +32,7 @@ def sdk_spans(rl):
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from otel_bridge.backend import OTelBackend
+    from otel_bridge.sdk.backend import OTelBackend
 
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource({"service.name": "t", "process.pid": 4242}))

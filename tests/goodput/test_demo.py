@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("opentelemetry.sdk")
 
 from otel_bridge.demo import run_demo  # noqa: E402
-from otel_bridge.report import read_spans, report_files  # noqa: E402
+from lens_report import read_spans, report_files  # noqa: E402
 from child_env import IMPLEMENTATION_SWITCHES, without_settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]

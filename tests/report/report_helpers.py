@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("duckdb")
 
-from otel_bridge.report import TraceStore, build_report  # noqa: E402
+from lens_report import TraceStore, build_report  # noqa: E402
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
@@ -126,7 +126,7 @@ def report_of(*paths: Any, **options: Any) -> Any:
 
 def html_of(*paths: Any, steps: Any = None, ranks: Any = None, **options: Any) -> str:
     """The HTML page of the report over ``paths``."""
-    from otel_bridge.report import render_html
+    from lens_report import render_html
 
     with TraceStore() as store:
         store.load(paths)

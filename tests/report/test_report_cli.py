@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_bridge.exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
-from otel_bridge.report.cli import build_parser, int_set, main, memory_size
+from lens_core.exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
+from lens_report.cli import build_parser, int_set, main, memory_size
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -88,7 +88,7 @@ def test_bad_option_values_are_usage_errors(two_step_file, capsys):
 
 
 def test_memory_limit_reaches_the_engine_and_bad_sizes_are_usage_errors(two_step_file, capsys, monkeypatch):
-    from otel_bridge.report import engine
+    from lens_report import engine
 
     limits = []
     set_up = engine.TraceStore.__init__
@@ -132,10 +132,10 @@ def test_build_parser_adds_a_report_subcommand_that_runs_via_func(two_step_file,
 
 
 def _lens_report(*args, stderr_tty=False, env=None):
-    """Run ``python -m otel_bridge.report`` in a child; stderr on a pseudo-terminal when asked."""
+    """Run ``python -m lens_report`` in a child; stderr on a pseudo-terminal when asked."""
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
                **(env or {})}
-    command = [sys.executable, "-m", "otel_bridge.report", *map(str, args)]
+    command = [sys.executable, "-m", "lens_report", *map(str, args)]
     if not stderr_tty:
         proc = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=120)
         return proc.returncode, proc.stdout, proc.stderr
@@ -178,8 +178,8 @@ def test_ctrl_c_stops_the_report_with_one_line_and_status_130_and_leaves_no_data
     import tempfile
 
     from otel_bridge.cli import main as lens_main
-    from otel_bridge.exitcodes import EXIT_INTERRUPTED
-    from otel_bridge.report import engine
+    from lens_core.exitcodes import EXIT_INTERRUPTED
+    from lens_report import engine
 
     def interrupted(self, cursor, batch, **kwargs):
         raise KeyboardInterrupt

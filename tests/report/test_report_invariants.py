@@ -6,7 +6,7 @@ import pytest
 
 from report_helpers import report_of
 
-from otel_bridge.report import (
+from lens_report import (
     RULE_BAD_TIMING,
     RULE_BUCKETED_OVERLAP,
     RULE_BUCKETED_UMBRELLA,
@@ -15,7 +15,7 @@ from otel_bridge.report import (
     RULE_STEP_OVERFLOW,
     RULE_TIMER_ONLY,
 )
-from otel_bridge.report.cli import main
+from lens_report.cli import main
 
 S = 1_000_000_000
 

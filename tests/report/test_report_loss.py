@@ -6,7 +6,7 @@ import json
 
 from report_helpers import html_of, report_of
 
-from otel_bridge.report.cli import main
+from lens_report.cli import main
 
 
 def _loss(otlp, n, start_s, created, dropped, failed=0, unended=0, truncated=0):

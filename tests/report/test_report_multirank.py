@@ -13,8 +13,8 @@ import pytest
 from report_helpers import report_of
 from multirank import PRODUCTIVE, write_ddp_run
 
-from otel_bridge.exitcodes import EXIT_OK
-from otel_bridge.report.cli import main
+from lens_core.exitcodes import EXIT_OK
+from lens_report.cli import main
 
 pytest.importorskip("opentelemetry.sdk")
 

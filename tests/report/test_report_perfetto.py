@@ -10,7 +10,7 @@ import pytest
 from multirank import write_ddp_run
 from trace_event_format import validate
 
-from otel_bridge.report.cli import main
+from lens_report.cli import main
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -70,7 +70,7 @@ def test_the_validator_catches_what_a_viewer_cannot_draw():
 def test_step_and_ranks_narrow_the_export_and_a_large_whole_run_comes_with_a_note(tmp_path, capsys, monkeypatch):
     """A 10M-span run exported whole is gigabytes no browser loads: --step and --ranks choose a part,
     as they do for the HTML waterfall; a whole export past PERFETTO_NOTE_SPANS says so on stderr."""
-    from otel_bridge.report import cli
+    from lens_report import cli
 
     write_ddp_run(tmp_path, ranks=12)
     out = tmp_path / "part.json"

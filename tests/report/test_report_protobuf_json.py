@@ -6,7 +6,7 @@ import pytest
 
 from report_helpers import report_of
 
-from otel_bridge.report import read_spans
+from lens_report import read_spans
 
 json_format = pytest.importorskip("google.protobuf.json_format")
 trace_service_pb2 = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")

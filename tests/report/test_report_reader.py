@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_bridge.report import read_spans
+from lens_report import read_spans
 
 
 def test_reads_ids_times_attributes_and_kept_resource_keys(tmp_path, otlp):
@@ -209,7 +209,7 @@ def test_a_store_nobody_closed_leaves_no_database_behind():
     import gc
     import os
 
-    from otel_bridge.report import TraceStore
+    from lens_report import TraceStore
 
     store = TraceStore()
     directory = store._dir
@@ -223,7 +223,7 @@ def test_files_read_by_concurrent_statements_keep_lines_problems_and_first_copie
     """Batches of files are read by several statements at once (one per engine thread): line
     numbers stay per file, problems come in file order, a damaged file is salvaged by its own
     worker, and a span exported twice keeps its copy from the first file, as when read in one go."""
-    from otel_bridge.report import engine
+    from lens_report import engine
 
     monkeypatch.setattr(engine, "_BATCH_BYTES", 1)  # every file its own statement
     names = [f"r{n:02d}.jsonl" for n in range(12)]

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 from report_helpers import html_of, report_of
 
-from otel_bridge.report import render_text
+from lens_report import render_text
 
 
 def test_text_report_shows_step_rows_run_row_top_spans_and_problem_counts(two_step_file):

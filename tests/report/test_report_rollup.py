@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from report_helpers import report_of
 
-from otel_bridge.report import (
+from lens_report import (
     RULE_BAD_TIMING,
     RULE_NESTED_BUCKET,
     RULE_PARENT_CYCLE,

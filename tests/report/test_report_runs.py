@@ -9,9 +9,9 @@ import pytest
 from report_helpers import report_of
 from multirank import write_ddp_run
 
-from otel_bridge.exitcodes import EXIT_OK, EXIT_USAGE
-from otel_bridge.report import RunChoiceError
-from otel_bridge.report.cli import main
+from lens_core.exitcodes import EXIT_OK, EXIT_USAGE
+from lens_report import RunChoiceError
+from lens_report.cli import main
 
 pytest.importorskip("opentelemetry.sdk")
 

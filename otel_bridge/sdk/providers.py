@@ -96,7 +96,7 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
 
     from lens_core.config import DEFAULT_SERVICE_NAME
 
-    from .resources import detect_resource_attributes
+    from otel_bridge.resources import detect_resource_attributes
 
     environ = os.environ if environ is None else environ
     caller = dict(resource_attributes or {})
@@ -144,7 +144,7 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
     from opentelemetry.propagators.composite import CompositePropagator
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    from . import exporters
+    from otel_bridge import exporters
 
     resource = build_resource(config, run_id=run_id, rank=rank, world_size=world_size,
                               local_rank=local_rank, resource_attributes=resource_attributes)
@@ -156,7 +156,7 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
     tracer_provider = meter_provider = logger_provider = pipeline = recorder = None
     try:
         if config.traces_enabled:
-            from .recording import build_span_pipeline
+            from otel_bridge.sdk.recording import build_span_pipeline
 
             tracer_provider, pipeline, recorder = build_span_pipeline(
                 config, name, resource, run_id=run_id, rank=rank, span_exporter=span_exporter,
@@ -183,7 +183,7 @@ def _rank_sampler(config, rank, world_size, local_rank):
 
     if config.trace_ranks == ExportRanks():
         return None
-    from .sampling import RankSampler
+    from otel_bridge.sdk.sampling import RankSampler
 
     return RankSampler(config.trace_ranks, rank, world_size, local_rank)
 
@@ -192,7 +192,7 @@ def _build_meter_provider(config, name, resource, run_id, rank, metric_reader, b
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-    from . import exporters
+    from otel_bridge import exporters
 
     reader = metric_reader
     if reader is None:
@@ -209,7 +209,7 @@ def _build_logger_provider(config, name, resource, run_id, rank, built):
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 
-    from . import exporters
+    from otel_bridge import exporters
 
     provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     exporter = exporters.build_log_exporter(name, file_dir=config.file_dir, run_id=run_id, rank=rank)

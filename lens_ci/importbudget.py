@@ -1,4 +1,4 @@
-"""Import-time budget check: ``python -m lens_core.importbudget MODULE --max-ms N --forbid PREFIX``.
+"""Import-time budget check: ``python -m lens_ci.importbudget MODULE --max-ms N --forbid PREFIX``.
 
 Runs ``python -X importtime -c "import MODULE"`` in fresh interpreters (after one warm-up
 run that writes bytecode caches), takes the best of ``--runs`` cumulative times (these
@@ -16,8 +16,7 @@ import sys
 
 __all__ = ["ImportFailed", "ImportSample", "add_arguments", "main", "measure", "run"]
 
-# The exit statuses of otel_bridge.exitcodes (lens_core cannot import otel_bridge).
-_EXIT_FAILED, _EXIT_USAGE = 1, 2
+from lens_core.exitcodes import EXIT_FAILED as _EXIT_FAILED, EXIT_USAGE as _EXIT_USAGE
 
 
 class ImportFailed(RuntimeError):
@@ -108,7 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int, default=10, help="offenders to list on failure")
 
 
-def run(args: argparse.Namespace, prog: str = "python -m lens_core.importbudget") -> int:
+def run(args: argparse.Namespace, prog: str = "python -m lens_ci.importbudget") -> int:
     """Measure and judge for parsed arguments; the result goes to stdout, errors to stderr."""
     try:
         sample = measure(args.module, args.runs)
@@ -132,7 +131,7 @@ def run(args: argparse.Namespace, prog: str = "python -m lens_core.importbudget"
 
 def main(argv=None) -> int:
     """Command-line entry point; returns the exit status."""
-    prog = "python -m lens_core.importbudget"
+    prog = "python -m lens_ci.importbudget"
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv), prog)

@@ -23,10 +23,10 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
 
     from lens_core import _impl
 
-    from .pipeline import ScopeTable, SdkSpanProcessor, SpanPipeline
-    from .providers import SeedIndependentIdGenerator, lens_version
+    from otel_bridge.sdk.pipeline import ScopeTable, SdkSpanProcessor, SpanPipeline
+    from otel_bridge.sdk.providers import SeedIndependentIdGenerator, lens_version
 
-    from . import exporters
+    from otel_bridge import exporters
 
     impl = _impl.recorder()
     recorder = impl.Recorder(max_open=config.max_open_spans, buffer_bytes=config.buffer_mb << 20)
@@ -48,8 +48,8 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
 
 
 def _sink(exporter_name, config, run_id, rank, span_exporter, impl):
-    from . import exporters
-    from .pipeline import FileSink, NullSink, OtlpSink, SdkExporterSink
+    from otel_bridge import exporters
+    from otel_bridge.sdk.pipeline import FileSink, NullSink, OtlpSink, SdkExporterSink
 
     if span_exporter is not None:
         return SdkExporterSink(span_exporter)
@@ -61,7 +61,7 @@ def _sink(exporter_name, config, run_id, rank, span_exporter, impl):
         sink.exporter  # built now, so a bad OTEL_EXPORTER_OTLP_* setting fails setup, not the first export
         return sink
     if exporter_name == "file":
-        from .exporters._file import JsonLinesWriter
+        from otel_bridge.exporters._file import JsonLinesWriter
 
         return FileSink(JsonLinesWriter(config.file_dir or exporters.DEFAULT_FILE_DIR, run_id, rank, "traces"),
                         impl.encode_traces_json)
@@ -75,7 +75,7 @@ def _retargeter(run_id):
     def retarget(resource):
         from opentelemetry.sdk.resources import Resource
 
-        from .providers import instance_id
+        from otel_bridge.sdk.providers import instance_id
 
         attrs = dict(resource.attributes)
         pid = os.getpid()
@@ -92,7 +92,7 @@ def encode_resource(resource):
     """(protobuf bytes, OTLP/JSON text) of ``resource``."""
     from opentelemetry.exporter.otlp.proto.common._internal import _encode_resource
 
-    from .exporters._otlp_json import to_otlp_json
+    from otel_bridge.exporters._otlp_json import to_otlp_json
 
     message = _encode_resource(resource)
     return message.SerializeToString(), json.dumps(to_otlp_json(message), separators=(",", ":"), ensure_ascii=False)
@@ -122,7 +122,7 @@ def _bind(recorder, tracer_provider, impl) -> None:
 
 def _fail_span(span, exc) -> None:
     """An exception on an SDK span (one a user-given tracer made), as the OTel backend records it."""
-    from .backend import OTelBackend
+    from otel_bridge.sdk.backend import OTelBackend
 
     OTelBackend.record_failure(span, exc)
 
@@ -132,7 +132,7 @@ def sampling_mode(sampler, impl):
     decided natively; any other sampler is asked for every span."""
     from opentelemetry.sdk.trace import sampling
 
-    if hasattr(sampler, "selected") and hasattr(sampler, "delegate"):  # otel_bridge.sampling.RankSampler
+    if hasattr(sampler, "selected") and hasattr(sampler, "delegate"):  # otel_bridge.sdk.sampling.RankSampler
         if not sampler.selected:
             return impl.SAMPLE_ALWAYS_OFF, 1.0, None
         sampler = sampler.delegate

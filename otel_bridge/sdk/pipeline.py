@@ -24,7 +24,7 @@ import weakref
 
 from lens_core import _log, semconv
 
-from ._signals import signals_to_main_thread
+from otel_bridge._signals import signals_to_main_thread
 
 __all__ = [
     "FileSink",
@@ -91,7 +91,7 @@ class ScopeTable:
         with self._lock:  # app threads add scopes; readers index the lists without it
             found = self._index.get(key)
             if found is None:
-                from .exporters._otlp_json import to_otlp_json
+                from otel_bridge.exporters._otlp_json import to_otlp_json
                 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
                 import json
 
@@ -435,7 +435,7 @@ class SpanPipeline:
 
     def set_resource(self, resource) -> None:
         """Use ``resource`` for every export (encoded once here)."""
-        from .recording import encode_resource
+        from otel_bridge.sdk.recording import encode_resource
 
         self.resource = resource
         self.resource_pb, self.resource_json = encode_resource(resource)

@@ -1,7 +1,7 @@
 """pytest plugin: the ``lens_overhead`` fixture times your instrumented code with its span groups off and on.
 
-Enable it in a ``conftest.py`` with ``pytest_plugins = ["otel_bridge.pytest_plugin"]`` (or
-run ``pytest -p otel_bridge.pytest_plugin``), then::
+Enable it in a ``conftest.py`` with ``pytest_plugins = ["lens_ci.pytest_plugin"]`` (or
+run ``pytest -p lens_ci.pytest_plugin``), then::
 
     def test_train_step_costs_nothing_when_off(lens_overhead):
         result = lens_overhead(mylib.train_step, batch, groups="mylib_default")
@@ -187,8 +187,8 @@ class _LensState:
     def install_sdk_backend(self) -> _CountingExporter:
         from lens_core import install_backend
 
-        from ._extras import missing_otel
-        from .backend import OTelBackend
+        from otel_bridge._extras import missing_otel
+        from otel_bridge.sdk.backend import OTelBackend
 
         try:
             from opentelemetry.sdk.trace import TracerProvider

@@ -8,7 +8,7 @@ from lens_core import semconv
 from lens_core.backend import LiveSpan, SpanBackend
 from lens_core.spans import describe_exception
 
-from .recording import exception_attributes
+from otel_bridge.sdk.recording import exception_attributes
 
 __all__ = ["INSTRUMENTATION_SCOPE", "OTelBackend"]
 

@@ -26,7 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is imported by checkers only
     from typing import Dict, List, Optional, Sequence, Tuple
 
-from .exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
+from lens_core.exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 
 __all__ = ["Check", "CheckError", "Outcome", "evaluate", "load_benchmarks", "main", "parse_check",
            "read_checks_file"]
@@ -276,7 +276,7 @@ def run(args: argparse.Namespace, prog: str = "lens bench-gate") -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m otel_bridge.benchgate`` (the same as ``lens bench-gate``)."""
+    """``python -m lens_ci.benchgate`` (the same as ``lens bench-gate``)."""
     parser = argparse.ArgumentParser(prog="lens bench-gate", description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))

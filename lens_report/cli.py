@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
+from lens_core.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 from .model import DEFAULT_MEMORY_LIMIT, DEFAULT_STEP_PATTERN
 
 __all__ = ["PERFETTO_NOTE_SPANS", "add_arguments", "build_parser", "int_set", "main", "memory_size", "non_negative_int",

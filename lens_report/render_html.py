@@ -214,7 +214,7 @@ def render_html(report: Report, store: Any, *, steps: frozenset[int] | None = No
     It opens with the rank × step heatmap (step time or goodput), the bucket totals and the
     stragglers; then lost telemetry; then a waterfall of the spans of the selected ``steps``
     and ``ranks`` (numbers) in ``store``, which must be the store ``report`` was built from,
-    just after :func:`~otel_bridge.report.build_report`. By default the waterfall shows the
+    just after :func:`~lens_report.build_report`. By default the waterfall shows the
     whole run when it is small, else the slowest step, for up to 16 ranks (stragglers first).
     """
     from .rollup import waterfall_spans

@@ -431,7 +431,7 @@ class TraceStore:
 
     def spans(self, where: str = "true", params: list[Any] | None = None,
               order: str = "s.file, s.line, s.rowid") -> Iterator[Any]:
-        """The stored spans as :class:`~otel_bridge.report.model.Span` records, in file and line order.
+        """The stored spans as :class:`~lens_report.model.Span` records, in file and line order.
 
         ``where`` is an SQL condition on the ``spans`` table (alias ``s``), ``order`` an ORDER BY
         list. Attributes, events and links are complete only in a store made with ``detail=True``.

@@ -1,0 +1,1 @@
+"""Lens in your CI: the import-time budget, the benchmark ratio gate and the pytest overhead fixture."""

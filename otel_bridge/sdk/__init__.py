@@ -1,0 +1,1 @@
+"""The SDK room: OpenTelemetry providers, the span pipeline and every private upstream touch point."""
