@@ -83,26 +83,6 @@ class Overhead:
                 f"({self.spans_per_call:g} spans/call); {self.calls} calls x {self.rounds} rounds>")
 
 
-class _CountingExporter:
-    """A span exporter that keeps nothing and counts what it was given."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def export(self, spans: Any) -> Any:
-        from opentelemetry.sdk.trace.export import SpanExportResult
-
-        self.count += len(spans)
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        """Nothing to release."""
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Nothing is buffered."""
-        return True
-
-
 class OverheadMeter:
     """What ``lens_overhead`` hands a test: call it to measure; it restores lens_core's
     backend, span-group selection and registry afterwards."""
@@ -184,24 +164,21 @@ class _LensState:
             SpanRegistry.register(_PROBE, [_PROBE])
         return self
 
-    def install_sdk_backend(self) -> _CountingExporter:
+    def install_sdk_backend(self) -> Any:
+        """Install an OTel span backend whose exporter only counts; returns the exporter."""
         from lens_core import install_backend
 
         from otel_bridge._extras import missing_otel
-        from otel_bridge.sdk.backend import OTelBackend
+        from otel_bridge.sdk.providers import build_counting_backend
 
         try:
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+            backend, self._provider, exporter = build_counting_backend()
         except ModuleNotFoundError as exc:
             missing = missing_otel(exc, "lens_overhead (the groups-on side)")
             if missing is None:
                 raise
             raise missing from exc
-        exporter = _CountingExporter()
-        self._provider = TracerProvider()
-        self._provider.add_span_processor(SimpleSpanProcessor(exporter))
-        install_backend(OTelBackend(self._provider))
+        install_backend(backend)
         return exporter
 
     def pin(self, groups: Any) -> None:
