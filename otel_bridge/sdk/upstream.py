@@ -37,9 +37,10 @@ __all__ = [
     "static_decision",
 ]
 
-#: The versions every assumption below was read and tested against (constraints.txt pins);
-#: the floors in pyproject.toml were checked by .ci/floor_check.sh.
-CHECKED = "opentelemetry 1.45.0 / 0.66b0, grpcio 1.85.3, ray 2.60.0"
+#: The versions every assumption below was read and tested against: the pins of constraints.txt
+#: and the floors of pyproject.toml (.ci/floor_check.sh runs tests/upstream at the floors). For
+#: OpenTelemetry the floor is the pin (pyproject.toml says why).
+CHECKED = "opentelemetry 1.45.0 / 0.66b0, grpcio 1.63.2 and 1.85.3, ray 2.9.3 and 2.60.0"
 
 #: assumption name -> the function that holds it (the tests walk this table)
 ASSUMPTIONS = {
@@ -77,7 +78,7 @@ def encode_resource(resource):
     """The OTLP protobuf ``Resource`` message of an SDK Resource.
 
     Private: ``opentelemetry.exporter.otlp.proto.common._internal._encode_resource``
-    (opentelemetry-exporter-otlp-proto-common 1.27.0 .. 1.45.0)."""
+    (opentelemetry-exporter-otlp-proto-common 1.45.0)."""
     try:
         from opentelemetry.exporter.otlp.proto.common._internal import _encode_resource
     except ImportError as exc:
@@ -89,7 +90,7 @@ def encode_logs(batch):
     """The OTLP ``ExportLogsServiceRequest`` of a batch of SDK log records.
 
     Private module: ``opentelemetry.exporter.otlp.proto.common._log_encoder.encode_logs``
-    (opentelemetry-exporter-otlp-proto-common 1.27.0 .. 1.45.0)."""
+    (opentelemetry-exporter-otlp-proto-common 1.45.0)."""
     try:
         from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs as encode
     except ImportError as exc:
@@ -112,7 +113,7 @@ def logs_module(which: str):
     """The logs signal's module ``which`` (a key of :data:`LOGS_MODULES`).
 
     Private-named: ``opentelemetry._logs``, ``opentelemetry.sdk._logs[.export]`` and the
-    OTLP exporters' ``_log_exporter`` (opentelemetry 1.27.0 .. 1.45.0). A module that moved
+    OTLP exporters' ``_log_exporter`` (opentelemetry 1.45.0). A module that moved
     (the signal going stable would rename them) raises, naming it."""
     import importlib
 
@@ -128,9 +129,9 @@ def logs_module(which: str):
 def log_exporter_types():
     """(LogRecordExporter, LogRecordExportResult) of ``opentelemetry.sdk._logs.export``.
 
-    The SDK's logs module is still ``_logs``; 1.39 renamed ``LogExporter`` /
-    ``LogExportResult`` to these names (the old names are the correct fallback before it).
-    Checked against opentelemetry-sdk 1.27.0 (old names) and 1.45.0 (new names)."""
+    The SDK's logs module is still ``_logs``, and these names replaced ``LogExporter`` /
+    ``LogExportResult`` in an earlier release (the old names are taken when the new ones are
+    missing). Checked against opentelemetry-sdk 1.45.0."""
     export = logs_module("sdk.export")
     exporter = getattr(export, "LogRecordExporter", None) or getattr(export, "LogExporter", None)
     result = getattr(export, "LogRecordExportResult", None) or getattr(export, "LogExportResult", None)
@@ -146,8 +147,7 @@ def log_exporter_types():
 def span_key() -> str:
     """The context key under which the API stores the current span.
 
-    Private: ``opentelemetry.trace.propagation._SPAN_KEY`` (opentelemetry-api 1.27.0 ..
-    1.45.0). The native recorder writes its spans into OTel contexts under this key."""
+    Private: ``opentelemetry.trace.propagation._SPAN_KEY`` (opentelemetry-api 1.45.0). The native recorder writes its spans into OTel contexts under this key."""
     from opentelemetry.trace import propagation
 
     key = getattr(propagation, "_SPAN_KEY", None)
@@ -162,7 +162,7 @@ def runtime_contextvar():
     ``context.attach`` / ``get_current``, which is correct, only slower).
 
     Private: ``opentelemetry.context._RUNTIME_CONTEXT._current_context`` (opentelemetry-api
-    1.27.0 .. 1.45.0). The default runtime without that attribute is a broken assumption."""
+    1.45.0). The default runtime without that attribute is a broken assumption."""
     import contextvars
 
     from opentelemetry import context
@@ -183,7 +183,7 @@ def runtime_contextvar():
 def static_decision(sampler):
     """The fixed Decision of a ``StaticSampler`` (ALWAYS_ON / ALWAYS_OFF), else None.
 
-    Private: ``StaticSampler._decision`` (opentelemetry-sdk 1.27.0 .. 1.45.0)."""
+    Private: ``StaticSampler._decision`` (opentelemetry-sdk 1.45.0)."""
     from opentelemetry.sdk.trace import sampling
 
     if not isinstance(sampler, sampling.StaticSampler):
@@ -199,7 +199,7 @@ def parent_based_delegates(sampler):
     local_parent_sampled, remote_parent_not_sampled, local_parent_not_sampled).
 
     Private: ``ParentBased._root`` / ``_remote_parent_sampled`` / ... (opentelemetry-sdk
-    1.27.0 .. 1.45.0)."""
+    1.45.0)."""
     names = ("_root", "_remote_parent_sampled", "_local_parent_sampled", "_remote_parent_not_sampled",
              "_local_parent_not_sampled")
     missing = [n for n in names if not hasattr(sampler, n)]
@@ -218,8 +218,8 @@ def adapt_grpc_exporter(exporter, parse) -> bool:
     exporter (the HTTP one has no ``_translate_data``).
 
     Private: ``OTLPExporterMixin._export`` / ``_translate_data`` / ``_count_data``
-    (opentelemetry-exporter-otlp-proto-grpc 1.27.0 .. 1.45.0; ``_count_data`` exists from
-    1.40 and is harmless to set before)."""
+    (opentelemetry-exporter-otlp-proto-grpc 1.45.0, whose retry loop asks ``_count_data`` for
+    the batch's size for its exporter metrics)."""
     if not (hasattr(exporter, "_translate_data") and hasattr(exporter, "_export")):
         return False
     exporter._translate_data = lambda batch: parse(batch.data)
@@ -235,7 +235,7 @@ def grpc_export(exporter, batch):
 def grpc_channel(exporter):
     """The gRPC exporter's channel (None when it has none).
 
-    Private: ``OTLPExporterMixin._channel`` (opentelemetry-exporter-otlp-proto-grpc 1.27.0 ..
+    Private: ``OTLPExporterMixin._channel`` (opentelemetry-exporter-otlp-proto-grpc
     1.45.0). None is correct only for a non-gRPC exporter: the fork handling then stays gRPC's."""
     return getattr(exporter, "_channel", None)
 
@@ -267,7 +267,7 @@ def http_exporter_ready(exporter) -> None:
 def grpc_fork_unregister_channel(channel) -> None:
     """Take ``channel`` off gRPC's fork-handling list (the child then never touches it).
 
-    Private: ``grpc._cython.cygrpc.fork_unregister_channel`` (grpcio 1.60 .. 1.85.3)."""
+    Private: ``grpc._cython.cygrpc.fork_unregister_channel`` (grpcio 1.63.2 and 1.85.3)."""
     from grpc._cython import cygrpc
 
     cygrpc.fork_unregister_channel(channel)
@@ -276,7 +276,7 @@ def grpc_fork_unregister_channel(channel) -> None:
 def grpc_fork_register_channel(channel) -> None:
     """Put ``channel`` back on gRPC's fork-handling list (after the fork, in the parent).
 
-    Private: ``grpc._cython.cygrpc.fork_register_channel`` (grpcio 1.60 .. 1.85.3)."""
+    Private: ``grpc._cython.cygrpc.fork_register_channel`` (grpcio 1.63.2 and 1.85.3)."""
     from grpc._cython import cygrpc
 
     cygrpc.fork_register_channel(channel)
@@ -317,7 +317,7 @@ def ray_global_worker(ray):
     """This process's Ray worker (for the cluster's session name and the worker mode; neither
     has a public accessor).
 
-    Private: ``ray._private.worker.global_worker`` (ray 2.9 .. 2.60.0)."""
+    Private: ``ray._private.worker.global_worker`` (ray 2.9.3 and 2.60.0)."""
     try:
         return ray._private.worker.global_worker
     except AttributeError as exc:
@@ -338,7 +338,7 @@ def _internal_kv():
 def ray_kv_get(key: bytes):
     """The value stored under ``key`` in the cluster's internal KV, or None.
 
-    Private: ``ray.experimental.internal_kv._internal_kv_get`` (ray 2.9 .. 2.60.0). The
+    Private: ``ray.experimental.internal_kv._internal_kv_get`` (ray 2.9.3 and 2.60.0). The
     driver publishes the run id there; if it moved, workers would derive their own and the
     report would split one job, so a missing function raises rather than reads None."""
     return _internal_kv()._internal_kv_get(key)
@@ -347,5 +347,5 @@ def ray_kv_get(key: bytes):
 def ray_kv_put(key: bytes, value: bytes) -> None:
     """Store ``value`` under ``key`` in the cluster's internal KV (overwriting).
 
-    Private: ``ray.experimental.internal_kv._internal_kv_put`` (ray 2.9 .. 2.60.0)."""
+    Private: ``ray.experimental.internal_kv._internal_kv_put`` (ray 2.9.3 and 2.60.0)."""
     _internal_kv()._internal_kv_put(key, value, overwrite=True)
