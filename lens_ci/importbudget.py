@@ -1,10 +1,14 @@
-"""Import-time budget check: ``python -m lens_ci.importbudget MODULE --max-ms N --forbid PREFIX``.
+"""Import-time budget check: ``python -m lens_ci.importbudget MODULE --yardstick logging --max-ratio R``.
 
 Runs ``python -X importtime -c "import MODULE"`` in fresh interpreters (after one warm-up
-run that writes bytecode caches), takes the best of ``--runs`` cumulative times (these
-machines are shared and noisy; the minimum is the least disturbed run), and exits 1 when
-the budget is exceeded or a forbidden module was imported, listing the top offenders, and 2
-(one line on stderr) when the module does not exist.
+run that writes bytecode caches). The gate CI uses is a same-run ratio: each round imports
+MODULE and the ``--yardstick`` module (a stdlib module such as ``logging``) in fresh
+interpreters, alternating which goes first, and the median of the per-round ratios must be
+at most ``--max-ratio`` (a loaded machine slows both sides of a round alike; an absolute
+budget fails there when ``import logging`` alone takes 10-20 ms). ``--max-ms`` (the best
+round's absolute time) is kept for a quiet machine of one's own. Exits 1 when the budget is
+exceeded or a forbidden module was imported, listing the top offenders, and 2 (one line on
+stderr) when the module does not exist.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import os
 import subprocess
 import sys
 
-__all__ = ["ImportFailed", "ImportSample", "add_arguments", "main", "measure", "run"]
+__all__ = ["ImportFailed", "ImportSample", "add_arguments", "main", "measure", "measure_ratio", "run"]
 
 from lens_core.exitcodes import EXIT_FAILED as _EXIT_FAILED, EXIT_USAGE as _EXIT_USAGE
 
@@ -97,20 +101,58 @@ def measure(module: str, runs: int = 7, python: str = sys.executable):
     return min(samples, key=lambda s: s.cumulative_us(module))
 
 
+def measure_ratio(module: str, yardstick: str, runs: int = 21, python: str = sys.executable):
+    """(median ratio, per-round ratios, best sample of ``module``): ``import module`` over
+    ``import yardstick`` in fresh interpreters, one pair per round, alternating which runs
+    first (after one warm-up of each)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the warm-up runs write .pyc files
+    _run(module, python, env)
+    _run(yardstick, python, env)
+    ratios, samples = [], []
+    for round_ in range(max(1, runs)):
+        if round_ % 2:
+            base, sample = _run(yardstick, python, env), _run(module, python, env)
+        else:
+            sample, base = _run(module, python, env), _run(yardstick, python, env)
+        ratios.append(sample.cumulative_us(module) / max(1, base.cumulative_us(yardstick)))
+        samples.append(sample)
+    ordered = sorted(ratios)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    return median, ratios, min(samples, key=lambda s: s.cumulative_us(module))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``MODULE``, ``--max-ms``, ``--forbid``, ``--runs`` and ``--top`` to ``parser``."""
+    """Add ``MODULE``, ``--yardstick``, ``--max-ratio``, ``--max-ms``, ``--forbid``, ``--runs``
+    and ``--top`` to ``parser``."""
     parser.add_argument("module", help="module to import, e.g. lens_core")
-    parser.add_argument("--max-ms", type=float, required=True, help="budget for the cumulative import time")
+    parser.add_argument("--yardstick", metavar="MODULE",
+                        help="a module imported in the same rounds to compare with (e.g. logging)")
+    parser.add_argument("--max-ratio", type=float,
+                        help="budget: median over rounds of MODULE's import time / the yardstick's (needs --yardstick)")
+    parser.add_argument("--max-ms", type=float,
+                        help="budget for the best round's cumulative import time (absolute: a quiet machine only)")
     parser.add_argument("--forbid", action="append", default=[], metavar="PREFIX",
                         help="a top-level package that must not be imported (repeatable)")
-    parser.add_argument("--runs", type=int, default=7, help="measured runs; the best one counts (default 7)")
+    parser.add_argument("--runs", type=int, default=21, help="measured rounds (default 21)")
     parser.add_argument("--top", type=int, default=10, help="offenders to list on failure")
 
 
 def run(args: argparse.Namespace, prog: str = "python -m lens_ci.importbudget") -> int:
     """Measure and judge for parsed arguments; the result goes to stdout, errors to stderr."""
+    if args.max_ratio is None and args.max_ms is None:
+        print(f"{prog}: give a budget: --yardstick MODULE --max-ratio R (or --max-ms N)", file=sys.stderr)
+        return _EXIT_USAGE
+    if (args.max_ratio is None) != (args.yardstick is None):
+        print(f"{prog}: --max-ratio and --yardstick go together", file=sys.stderr)
+        return _EXIT_USAGE
+    ratio = None
     try:
-        sample = measure(args.module, args.runs)
+        if args.yardstick is not None:
+            ratio, ratios, sample = measure_ratio(args.module, args.yardstick, args.runs)
+        else:
+            sample = measure(args.module, args.runs)
     except ImportFailed as exc:
         # One line, not the child's traceback and -X importtime output: a module that does
         # not exist is a usage error, one that fails while importing fails the check.
@@ -118,8 +160,14 @@ def run(args: argparse.Namespace, prog: str = "python -m lens_ci.importbudget") 
         return _EXIT_USAGE if exc.not_found else _EXIT_FAILED
     took_ms = sample.cumulative_us(args.module) / 1000
     forbidden = sorted({m for m in sample.imported() for p in args.forbid if m == p or m.startswith(p + ".")})
-    ok = took_ms <= args.max_ms and not forbidden
-    print(f"import {args.module}: {took_ms:.2f} ms cumulative (best of {args.runs}; budget {args.max_ms:g} ms)")
+    ok = not forbidden
+    if ratio is not None:
+        ok = ok and ratio <= args.max_ratio
+        print(f"import {args.module} / import {args.yardstick}: {ratio:.2f}x (median of {len(ratios)} paired rounds, "
+              f"{min(ratios):.2f}-{max(ratios):.2f}; budget {args.max_ratio:g}x); best {took_ms:.2f} ms")
+    if args.max_ms is not None:
+        ok = ok and took_ms <= args.max_ms
+        print(f"import {args.module}: {took_ms:.2f} ms cumulative (best of {args.runs}; budget {args.max_ms:g} ms)")
     if forbidden:
         print(f"FORBIDDEN modules imported: {', '.join(forbidden)}")
     if not ok:

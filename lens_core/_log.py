@@ -1,7 +1,8 @@
 """Warnings from lens_core, importing logging only when there is something to say."""
 
 import _thread
-import os
+
+from . import _lifecycle
 
 __all__ = ["warn", "warn_once"]
 
@@ -39,8 +40,7 @@ def _after_fork_in_child() -> None:
     _lock = _thread.allocate_lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_lifecycle.on_fork("lens_core.log", after_in_child=_after_fork_in_child)
 
 
 def _reset_for_tests() -> None:

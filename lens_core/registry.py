@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import _thread
-import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it would cost the import budget
     from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Union
 
-from . import _log, semconv
+from . import _lifecycle, _log, semconv
 from ._record import Record
 
 __all__ = ["ALL", "Bucket", "GroupInfo", "SpanRegistry", "describe_registered", "normalize_name"]
@@ -375,8 +374,7 @@ def _after_fork_in_child() -> None:
     SpanRegistry._lock = _thread.RLock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_lifecycle.on_fork("lens_core.registry", after_in_child=_after_fork_in_child)
 
 
 def describe_registered(view: _View) -> str:

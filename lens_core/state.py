@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import _thread
-import os
 
-from . import _impl, _log
+from . import _impl, _lifecycle, _log
 from .backend import REQUIRED_METHODS
 from .carrier import usable_carrier
 from .registry import ALL, SpanRegistry, describe_registered, normalize_name
@@ -115,8 +114,7 @@ def _after_fork_in_child() -> None:
     _lock = _thread.RLock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_lifecycle.on_fork("lens_core.state", after_in_child=_after_fork_in_child)
 
 
 def set_span_group_spec(spec: Union[str, Iterable[str], None]) -> FrozenSet[str]:

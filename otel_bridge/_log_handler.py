@@ -17,7 +17,12 @@ except ImportError as exc:  # the otel extra brings it; name the package, not ju
 
 from lens_core import redact_value, semconv
 
-from otel_bridge.logging_bridge import _MARK as MARK
+from otel_bridge._log_mark import MARK
+from otel_bridge.sdk import upstream
+
+# The redaction below overrides the method the upstream handler asks for a record's
+# attributes: if that method were renamed, records would leave unredacted. Refuse to load.
+_HOOK = upstream.log_record_attributes_hook(LoggingHandler)
 
 __all__ = ["OTelLogHandler", "keep_on_root_through_logging_config"]
 

@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+from otel_bridge.lifecycle import on_fork
+
 __all__ = ["LOST_SIGNAL_GRACE_S", "PROCESS_SIGNALS", "signals_to_main_thread", "watch_for_lost_signal"]
 
 PROCESS_SIGNALS = frozenset(
@@ -123,5 +125,4 @@ def _forget_watch_in_child() -> None:
     _watch.clear()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_watch_in_child)
+on_fork("otel_bridge.signals", after_in_child=_forget_watch_in_child)

@@ -14,7 +14,6 @@ SIGTERM (pool workers are terminated so); a raw ``os.fork()`` child must call
 
 from __future__ import annotations
 
-import atexit
 import os
 import threading
 import time
@@ -25,6 +24,7 @@ from lens_core.export_ranks import export_decision
 from lens_core.redaction import set_redact_allow
 
 from otel_bridge._extras import missing_otel
+from otel_bridge.lifecycle import exit_through_multiprocessing, on_exit, on_fork
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing and OpenTelemetry are imported by checkers only
@@ -58,8 +58,7 @@ def _after_fork_in_child() -> None:
         _active._lock = threading.RLock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+on_fork("otel_bridge.handle", after_in_child=_after_fork_in_child)
 
 
 def active_handle() -> Optional[TelemetryHandle]:
@@ -347,10 +346,8 @@ def _run_bounded(fn, deadline, name) -> bool:
     return bool(done)
 
 
-def _atexit_shutdown(handle_ref):
-    handle = handle_ref()
-    if handle is not None:
-        handle.shutdown()
+def _shutdown_at_exit(handle) -> None:
+    handle.shutdown()
 
 
 def _warn_outside(selector, world_size: int, what: str) -> None:
@@ -434,9 +431,9 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
                 _set_global_providers(providers)
                 _global_providers_set = True
             if providers.logger_provider is not None:  # logs enabled: Python logging goes there
-                from otel_bridge.logging_bridge import setup_logging_bridge
+                from otel_bridge.logging_bridge import adopt_setup_provider
 
-                setup_logging_bridge(logger_provider=providers.logger_provider)
+                adopt_setup_provider(providers.logger_provider)
         except BaseException as exc:
             uninstall_backend()
             if providers is not None and providers.logger_provider is not None:
@@ -460,9 +457,8 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
         _active = handle
     import weakref
 
-    ref = weakref.ref(handle)
-    atexit.register(_atexit_shutdown, ref)
-    _flush_multiprocessing_children(ref)
+    on_exit("otel_bridge.handle", _shutdown_at_exit, owner=handle)
+    _flush_multiprocessing_children(weakref.ref(handle))
     return handle
 
 
@@ -481,7 +477,7 @@ def _flush_multiprocessing_children(handle_ref) -> None:
         handle = handle_ref()
         if handle is None or handle.closed:
             return
-        mp_util.Finalize(None, _atexit_shutdown, args=(handle_ref,), exitpriority=100)
+        exit_through_multiprocessing()  # the exit participants (this handle's shutdown) run there
         try:
             handle.install_signal_handlers()
         except ValueError:  # not the main thread: the finalizer still flushes a normal exit
@@ -525,6 +521,6 @@ def _set_global_providers(providers) -> None:
     if providers.meter_provider is not None:
         metrics.set_meter_provider(providers.meter_provider)
     if providers.logger_provider is not None:
-        from opentelemetry import _logs
+        from otel_bridge.sdk import upstream
 
-        _logs.set_logger_provider(providers.logger_provider)
+        upstream.logs_module("api").set_logger_provider(providers.logger_provider)

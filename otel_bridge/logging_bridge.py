@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["OTelLogHandler", "TraceIdFilter", "detach_logging_bridge", "setup_logging_bridge"]
+from otel_bridge._log_mark import MARK as _MARK
 
-_MARK = "_lens_logging_bridge"  # set on every bridge handler: the bridge finds its own by it
+__all__ = ["OTelLogHandler", "TraceIdFilter", "adopt_setup_provider", "detach_logging_bridge", "setup_logging_bridge"]
+
+# The LoggerProvider of this process's exporting setup (setup_telemetry adopts it, its
+# shutdown detaches it): held here, so the bridge never imports the handle that imports it.
+_setup_provider = None
 
 
 def __getattr__(name):
@@ -48,14 +52,11 @@ def setup_logging_bridge(logger_name: str = "", level: int | None = None, logger
     configures the root logger after the bridge is attached. Returns the handler, or
     None when only the filter was attached.
     """
-    from otel_bridge.handle import active_handle
-
     logger = logging.getLogger(logger_name)
     if not any(isinstance(f, TraceIdFilter) for f in logger.filters):
         logger.addFilter(TraceIdFilter())
     if logger_provider is None:
-        handle = active_handle()
-        logger_provider = handle.providers.logger_provider if handle and handle.providers else None
+        logger_provider = _setup_provider
     if logger_provider is None:
         return None
     for handler in list(logger.handlers):
@@ -75,9 +76,21 @@ def setup_logging_bridge(logger_name: str = "", level: int | None = None, logger
     return handler
 
 
+def adopt_setup_provider(logger_provider):
+    """setup_telemetry's call: ``logger_provider`` becomes the one ``setup_logging_bridge()``
+    uses when given none, and the root logger's records are exported to it. Returns the
+    handler."""
+    global _setup_provider
+    _setup_provider = logger_provider
+    return setup_logging_bridge(logger_provider=logger_provider)
+
+
 def detach_logging_bridge(logger_provider) -> int:
     """Remove (and close) every bridge handler that exports to ``logger_provider``; the
     handle's shutdown does it before the provider shuts down. Returns how many."""
+    global _setup_provider
+    if _setup_provider is logger_provider:
+        _setup_provider = None
     loggers = [logging.getLogger()]
     loggers += [v for v in list(logging.Logger.manager.loggerDict.values()) if isinstance(v, logging.Logger)]
     removed = 0

@@ -60,11 +60,18 @@ def ray_job() -> tuple[str, str, bool] | None:
     ray = _ray()
     if ray is None:
         return None
+    from lens_core import _log  # (here, not at import: only a process inside Ray gets this far)
+
+    from otel_bridge.sdk import upstream
+
     try:
         job = ray.get_runtime_context().get_job_id()
-        worker = ray._private.worker.global_worker  # the session name has no public accessor
+        worker = upstream.ray_global_worker(ray)  # the session name has no public accessor
         session = getattr(getattr(worker, "node", None), "session_name", "") or ""
         return job, session, worker.mode == ray.WORKER_MODE
+    except upstream.UpstreamChanged as exc:  # ranks may now derive different ids: say so
+        _log.warn(f"lens telemetry: cannot read the Ray job's session ({exc})")
+        return None
     except Exception:
         return None
 
@@ -81,10 +88,15 @@ def ray_run_id() -> str | None:
         return None
     job_id, session, is_worker = job
     if is_worker:
-        try:
-            from ray.experimental import internal_kv
+        from lens_core import _log
 
-            published = internal_kv._internal_kv_get(RAY_KV_PREFIX + job_id.encode())
+        from otel_bridge.sdk import upstream
+
+        try:
+            published = upstream.ray_kv_get(RAY_KV_PREFIX + job_id.encode())
+        except upstream.UpstreamChanged as exc:  # the driver's id is unreadable: this worker's may differ
+            _log.warn(f"lens telemetry: cannot read the run id the Ray driver published ({exc})")
+            published = None
         except Exception:
             published = None
         if published:
@@ -99,10 +111,15 @@ def publish_ray_run_id(run_id: str) -> bool:
     job = ray_job()
     if job is None or job[2]:
         return False
-    try:
-        from ray.experimental import internal_kv
+    from lens_core import _log
 
-        internal_kv._internal_kv_put(RAY_KV_PREFIX + job[0].encode(), run_id.encode(), overwrite=True)
+    from otel_bridge.sdk import upstream
+
+    try:
+        upstream.ray_kv_put(RAY_KV_PREFIX + job[0].encode(), run_id.encode())
+    except upstream.UpstreamChanged as exc:
+        _log.warn(f"lens telemetry: cannot publish the run id to the Ray job's workers ({exc})")
+        return False
     except Exception:
         return False
     return True

@@ -131,9 +131,8 @@ def _after_fork_ids():
     _pid = getpid()
 
 
-import os as _os_mod
-if hasattr(_os_mod, "register_at_fork"):
-    _os_mod.register_at_fork(after_in_child=_after_fork_ids)
+from lens_core import _lifecycle
+_lifecycle.on_fork("lens_core.recorder", after_in_child=_after_fork_ids)
 
 
 # ---- the span ------------------------------------------------------------------------------
@@ -339,11 +338,7 @@ cdef class Recorder:
         self._current_thread = threading.current_thread
         self._mode = _M_ALWAYS_ON
         self._ratio_bound = 0xFFFFFFFFFFFFFFFF
-        if hasattr(_os_mod, "register_at_fork"):
-            import weakref
-
-            ref = weakref.ref(self)
-            _os_mod.register_at_fork(after_in_child=lambda: (r := ref()) is not None and r._after_fork())
+        _lifecycle.on_fork("lens_core.recorder", after_in_child=Recorder._after_fork, owner=self)
 
     # ---- configuration ----------------------------------------------------------------
 

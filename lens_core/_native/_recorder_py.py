@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import time
 
-from lens_core import semconv
+from lens_core import _lifecycle, semconv
 from lens_core._native import _shared
 from lens_core._native._shared import STATUS_ERROR, STATUS_OK, STATUS_UNSET
 
@@ -246,11 +246,7 @@ class Recorder:
         self._ratio_bound = _TRACE_ID_LIMIT
         self._sampler = None
         self._otel = None
-        if hasattr(os, "register_at_fork"):
-            import weakref
-
-            ref = weakref.ref(self)
-            os.register_at_fork(after_in_child=lambda: (r := ref()) is not None and r._after_fork())
+        _lifecycle.on_fork("lens_core.recorder", after_in_child=Recorder._after_fork, owner=self)
 
     # ---- configuration (otel_bridge) --------------------------------------------------
 

@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping
 from typing import IO, Any
 
+from otel_bridge.sdk import upstream
+
 __all__ = [
     "DEFAULT_FILE_DIR",
     "DEFAULT_OTLP_PROTOCOL",
@@ -54,10 +56,10 @@ _SIGNALS = ("traces", "metrics", "logs")
 _OTLP_CLASSES = {
     ("traces", "grpc"): ("opentelemetry.exporter.otlp.proto.grpc.trace_exporter", "OTLPSpanExporter"),
     ("metrics", "grpc"): ("opentelemetry.exporter.otlp.proto.grpc.metric_exporter", "OTLPMetricExporter"),
-    ("logs", "grpc"): ("opentelemetry.exporter.otlp.proto.grpc._log_exporter", "OTLPLogExporter"),
+    ("logs", "grpc"): (upstream.LOGS_MODULES["otlp.grpc"], "OTLPLogExporter"),
     ("traces", "http/protobuf"): ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "OTLPSpanExporter"),
     ("metrics", "http/protobuf"): ("opentelemetry.exporter.otlp.proto.http.metric_exporter", "OTLPMetricExporter"),
-    ("logs", "http/protobuf"): ("opentelemetry.exporter.otlp.proto.http._log_exporter", "OTLPLogExporter"),
+    ("logs", "http/protobuf"): (upstream.LOGS_MODULES["otlp.http"], "OTLPLogExporter"),
 }
 
 # Lazily loaded class names -> submodule defining them.

@@ -10,11 +10,10 @@ from typing import IO, Any
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-try:  # SDK >= 1.39 names; older SDKs only have the LogExporter / LogExportResult names.
-    from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
-except ImportError:  # pragma: no cover - depends on the installed SDK version
-    from opentelemetry.sdk._logs.export import LogExporter as LogRecordExporter
-    from opentelemetry.sdk._logs.export import LogExportResult as LogRecordExportResult
+from otel_bridge.sdk import upstream
+
+# the SDK's log exporter names moved in 1.39 (upstream.log_exporter_types)
+LogRecordExporter, LogRecordExportResult = upstream.log_exporter_types()
 
 __all__ = [
     "ConsoleLogExporter",

@@ -9,7 +9,6 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
@@ -17,11 +16,11 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_bridge.exporters._otlp_json import to_otlp_json_line
 
-try:  # SDK >= 1.39 names; older SDKs only have the LogExporter / LogExportResult names.
-    from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
-except ImportError:  # pragma: no cover - depends on the installed SDK version
-    from opentelemetry.sdk._logs.export import LogExporter as LogRecordExporter
-    from opentelemetry.sdk._logs.export import LogExportResult as LogRecordExportResult
+from otel_bridge.lifecycle import on_fork
+from otel_bridge.sdk import upstream
+
+# the SDK's log exporter names moved in 1.39 (upstream.log_exporter_types)
+LogRecordExporter, LogRecordExportResult = upstream.log_exporter_types()
 
 __all__ = ["FileLogExporter", "FileMetricExporter", "FileSpanExporter", "JsonLinesWriter"]
 
@@ -131,8 +130,7 @@ def _after_fork_in_child() -> None:
         writer._after_fork()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+on_fork("otel_bridge.file_writers", after_in_child=_after_fork_in_child)
 
 
 def _write_request(writer: JsonLinesWriter, request: Any) -> bool:
@@ -225,7 +223,7 @@ class FileLogExporter(LogRecordExporter):
         """Encode ``batch`` with the SDK's OTLP encoder and append it as one line."""
         if not batch:
             return LogRecordExportResult.SUCCESS
-        ok = _write_request(self._writer, encode_logs(batch))
+        ok = _write_request(self._writer, upstream.encode_logs(batch))
         return LogRecordExportResult.SUCCESS if ok else LogRecordExportResult.FAILURE
 
     def shutdown(self) -> None:

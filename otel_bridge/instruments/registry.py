@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import math
 import numbers
-import os
 import threading
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+
+from otel_bridge.lifecycle import on_fork
 
 __all__ = [
     "KINDS",
@@ -81,7 +82,7 @@ def _reset_after_fork():
     _cache = weakref.WeakKeyDictionary()
 
 
-os.register_at_fork(after_in_child=_reset_after_fork)
+on_fork("otel_bridge.instruments", after_in_child=_reset_after_fork)
 
 
 def _warn_once(group, key, reason, detail=""):

@@ -6,9 +6,7 @@ import threading
 
 from lens_core import semconv
 from lens_core.backend import LiveSpan, SpanBackend
-from lens_core.attributes import describe_exception
-
-from otel_bridge.sdk.recording import exception_attributes
+from otel_bridge.sdk.failure import record_failure
 
 __all__ = ["INSTRUMENTATION_SCOPE", "OTelBackend"]
 
@@ -77,7 +75,7 @@ class OTelBackend(SpanBackend):
     def end(self, span, exc=None):
         """Record ``exc`` (if any) with ERROR status, then end the span. Never raises
         because of ``exc``: not the SDK's record_exception (it calls str(exc), which a
-        user's ``__str__`` may make raise) but the same event from exception_attributes."""
+        user's ``__str__`` may make raise) but the same event from failure.exception_attributes."""
         if exc is not None:
             try:
                 self.record_failure(span, exc)
@@ -86,13 +84,8 @@ class OTelBackend(SpanBackend):
         else:
             span.end()
 
-    @staticmethod
-    def record_failure(span, exc) -> None:
-        """``exc`` on a live OTel span: the ``exception`` event and ERROR status."""
-        from opentelemetry.trace import Status, StatusCode
-
-        span.add_event("exception", exception_attributes(exc, escaped=True))
-        span.set_status(Status(StatusCode.ERROR, describe_exception(exc)))
+    #: ``exc`` on a live OTel span: the ``exception`` event and ERROR status.
+    record_failure = staticmethod(record_failure)
 
     def set_attributes(self, span, attributes):
         """Set sanitised attributes on a live span."""

@@ -20,11 +20,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-import weakref
 
 from lens_core import _log, semconv
 
 from otel_bridge._signals import signals_to_main_thread
+from otel_bridge.lifecycle import on_fork
+from otel_bridge.sdk import upstream
 
 __all__ = [
     "FileSink",
@@ -147,10 +148,10 @@ class OtlpSink:
         data = self._encode(pipeline.resource_pb, pipeline.scopes.pb, records)
         exporter = self.exporter
         if hasattr(exporter, "_lens_grpc"):
-            result = exporter._export(_Encoded(data, len(records)))
+            result = upstream.grpc_export(exporter, _Encoded(data, len(records)))
             ok = getattr(result, "name", "") == "SUCCESS"
             return ok, None if ok else f"{type(exporter).__name__} returned {getattr(result, 'name', result)}"
-        result = exporter._client.export(data)
+        result = upstream.http_export(exporter, data)
         if result.success:
             return True, None
         detail = result.error or (f"HTTP {result.status_code} {result.reason or ''}".strip() if result.status_code else "")
@@ -169,12 +170,10 @@ class OtlpSink:
         # held at the fork. The child never uses the parent's channel: take it off gRPC's
         # list for the fork, so the child never touches it; the parent puts it back after.
         self._hidden = None
-        channel = getattr(self._exporter, "_channel", None) if hasattr(self._exporter, "_lens_grpc") else None
+        channel = upstream.grpc_channel(self._exporter) if hasattr(self._exporter, "_lens_grpc") else None
         if channel is not None:
             try:
-                from grpc._cython import cygrpc
-
-                cygrpc.fork_unregister_channel(channel)
+                upstream.grpc_fork_unregister_channel(channel)
                 self._hidden = channel
             except Exception:  # another gRPC: its fork handling stays as it is
                 pass
@@ -182,27 +181,18 @@ class OtlpSink:
     def after_fork_in_parent(self):
         channel, self._hidden = getattr(self, "_hidden", None), None
         if channel is not None:
-            from grpc._cython import cygrpc
-
-            cygrpc.fork_register_channel(channel)
+            upstream.grpc_fork_register_channel(channel)
 
 
 def _adapt_otlp(exporter):
     """Let the SDK exporter send Lens's bytes: gRPC through its retry loop (the request is
     parsed back into the protobuf message the stub wants), HTTP through its client."""
-    if hasattr(exporter, "_translate_data") and hasattr(exporter, "_export"):
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-        parse = ExportTraceServiceRequest.FromString
-        exporter._translate_data = lambda batch: parse(batch.data)
-        exporter._count_data = lambda batch: batch.count
+    if upstream.adapt_grpc_exporter(exporter, ExportTraceServiceRequest.FromString):
         exporter._lens_grpc = True
         return exporter
-    client = getattr(exporter, "_client", None)
-    if client is None or not callable(getattr(client, "export", None)):
-        raise RuntimeError(
-            f"{type(exporter).__name__} has no serialized-payload client (opentelemetry-exporter-otlp-proto-http "
-            "1.45 or newer has one); install a newer exporter or use LENS_RECORDER=sdk with a custom exporter")
+    upstream.http_exporter_ready(exporter)  # an exporter with neither hook fails setup, by name
     return exporter
 
 
@@ -427,18 +417,18 @@ class SpanPipeline:
         self.closed = False
         self._fresh_state()
         self._parent_sinks = []
-        if hasattr(os, "register_at_fork"):
-            ref = weakref.ref(self)
-            os.register_at_fork(before=lambda: (p := ref()) is not None and p._before_fork(),
-                                after_in_parent=lambda: (p := ref()) is not None and p._after_fork_in_parent(),
-                                after_in_child=lambda: (p := ref()) is not None and p._after_fork())
+        on_fork("otel_bridge.pipeline", before=SpanPipeline._before_fork,
+                after_in_parent=SpanPipeline._after_fork_in_parent, after_in_child=SpanPipeline._after_fork, owner=self)
 
     def set_resource(self, resource) -> None:
         """Use ``resource`` for every export (encoded once here)."""
-        from otel_bridge.sdk.recording import encode_resource
+        from otel_bridge.exporters._otlp_json import to_otlp_json
+        import json
 
+        message = upstream.encode_resource(resource)
         self.resource = resource
-        self.resource_pb, self.resource_json = encode_resource(resource)
+        self.resource_pb = message.SerializeToString()
+        self.resource_json = json.dumps(to_otlp_json(message), separators=(",", ":"), ensure_ascii=False)
 
     def _fresh_state(self):
         self.exported = self.failed = 0

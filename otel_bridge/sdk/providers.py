@@ -7,30 +7,23 @@ quiet rank that never calls build_providers never loads ``opentelemetry.sdk``.
 from __future__ import annotations
 
 import os
-import random
-import threading
 
 from lens_core import semconv
 
+from otel_bridge.sdk import upstream
+from otel_bridge.sdk.identity import SeedIndependentIdGenerator, instance_id, lens_version
+
 __all__ = [
+    "CountingSpanExporter",
     "Providers",
     "SeedIndependentIdGenerator",
+    "build_counting_backend",
     "build_noop_providers",
     "build_providers",
     "build_resource",
     "instance_id",
     "lens_version",
 ]
-
-
-def lens_version() -> str:
-    """The installed lens package version ("0+unknown" when run from a bare checkout)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("lens-telemetry")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 class Providers:
@@ -46,46 +39,6 @@ class Providers:
         self.resource = resource
         self.noop = noop
         self.recorder = recorder  # the native Recorder, when LENS_RECORDER=native
-
-
-class SeedIndependentIdGenerator:
-    """Trace and span ids from a private generator seeded by the OS, not the ``random``
-    module: ranks that all call ``random.seed(1234)`` still get distinct ids. Reseeded in
-    forked children. Ids are uniformly random, so the W3C random-trace-id flag stays on."""
-
-    def __init__(self):
-        self._reseed()
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._reseed)
-
-    def _reseed(self):
-        self._random = random.Random(os.urandom(32))
-
-    def generate_span_id(self) -> int:
-        """A non-zero 64-bit span id."""
-        span_id = 0
-        while span_id == 0:
-            span_id = self._random.getrandbits(64)
-        return span_id
-
-    def generate_trace_id(self) -> int:
-        """A non-zero 128-bit trace id."""
-        trace_id = 0
-        while trace_id == 0:
-            trace_id = self._random.getrandbits(128)
-        return trace_id
-
-    def is_trace_id_random(self) -> bool:
-        """All 128 bits are random."""
-        return True
-
-
-def instance_id(run_id: str, rank, pid: int = None) -> str:
-    """``service.instance.id``: unique per process (``<run>-rank<R>-<host>-<pid>``), so a Ray
-    driver and its rank-0 actor, or a forked child and its parent, never share one."""
-    import socket
-
-    return f"{run_id}-rank{rank}-{socket.gethostname()}-{os.getpid() if pid is None else pid}"
 
 
 def build_resource(config, *, run_id: str, rank: int, world_size: int, local_rank: int,
@@ -206,8 +159,8 @@ def _build_meter_provider(config, name, resource, run_id, rank, metric_reader, b
 
 
 def _build_logger_provider(config, name, resource, run_id, rank, built):
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+    LoggerProvider = upstream.logs_module("sdk").LoggerProvider
+    BatchLogRecordProcessor = upstream.logs_module("sdk.export").BatchLogRecordProcessor
 
     from otel_bridge import exporters
 
@@ -232,3 +185,39 @@ def build_noop_providers() -> Providers:
     from opentelemetry.trace import NoOpTracerProvider
 
     return Providers(NoOpTracerProvider(), NoOpMeterProvider(), None, noop=True)
+
+
+class CountingSpanExporter:
+    """A span exporter that keeps nothing and counts what it was given (``count``)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def export(self, spans):
+        """Count ``spans``; always a success."""
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.count += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        """Nothing to release."""
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Nothing is buffered."""
+        return True
+
+
+def build_counting_backend():
+    """(span backend, TracerProvider, CountingSpanExporter): lens spans go through the SDK
+    and are handed inline to an exporter that only counts them (the groups-on side of
+    lens_ci's ``lens_overhead`` fixture). The caller shuts the provider down."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_bridge.sdk.backend import OTelBackend
+
+    exporter = CountingSpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return OTelBackend(provider), provider, exporter

@@ -3,10 +3,16 @@ and (``LENS_RECORDER=native``) the native recorder bound to OpenTelemetry's cont
 
 from __future__ import annotations
 
-import json
 import os
 
-from lens_core import semconv
+from lens_core import _impl, semconv
+
+from otel_bridge import exporters
+from otel_bridge.sdk import upstream
+from otel_bridge.sdk.failure import exception_attributes, record_failure
+from otel_bridge.sdk.identity import SeedIndependentIdGenerator, instance_id, lens_version
+from otel_bridge.sdk.pipeline import (FileSink, NullSink, OtlpSink, ScopeTable, SdkExporterSink, SdkSpanProcessor,
+                                      SpanPipeline)
 
 __all__ = ["RECORDERS", "build_span_pipeline", "exception_attributes", "sampling_mode"]
 
@@ -20,13 +26,6 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
     export thread is running. ``exporter_name`` may be ``auto`` (decided for traces);
     ``sampler`` None means the SDK's (OTEL_TRACES_SAMPLER)."""
     from opentelemetry.sdk.trace import TracerProvider
-
-    from lens_core import _impl
-
-    from otel_bridge.sdk.pipeline import ScopeTable, SdkSpanProcessor, SpanPipeline
-    from otel_bridge.sdk.providers import SeedIndependentIdGenerator, lens_version
-
-    from otel_bridge import exporters
 
     impl = _impl.recorder()
     recorder = impl.Recorder(max_open=config.max_open_spans, buffer_bytes=config.buffer_mb << 20)
@@ -48,9 +47,6 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
 
 
 def _sink(exporter_name, config, run_id, rank, span_exporter, impl):
-    from otel_bridge import exporters
-    from otel_bridge.sdk.pipeline import FileSink, NullSink, OtlpSink, SdkExporterSink
-
     if span_exporter is not None:
         return SdkExporterSink(span_exporter)
     if exporter_name == "none":
@@ -75,8 +71,6 @@ def _retargeter(run_id):
     def retarget(resource):
         from opentelemetry.sdk.resources import Resource
 
-        from otel_bridge.sdk.providers import instance_id
-
         attrs = dict(resource.attributes)
         pid = os.getpid()
         if attrs.get(semconv.PROCESS_PID) == pid:
@@ -88,16 +82,6 @@ def _retargeter(run_id):
     return retarget
 
 
-def encode_resource(resource):
-    """(protobuf bytes, OTLP/JSON text) of ``resource``."""
-    from opentelemetry.exporter.otlp.proto.common._internal import _encode_resource
-
-    from otel_bridge.exporters._otlp_json import to_otlp_json
-
-    message = _encode_resource(resource)
-    return message.SerializeToString(), json.dumps(to_otlp_json(message), separators=(",", ":"), ensure_ascii=False)
-
-
 # ---- the native recorder and OpenTelemetry ----------------------------------------------
 
 
@@ -105,26 +89,16 @@ def _bind(recorder, tracer_provider, impl) -> None:
     from opentelemetry import context, trace
     from opentelemetry.context.context import Context
     from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
-    from opentelemetry.trace.propagation import _SPAN_KEY
 
-    runtime = getattr(context, "_RUNTIME_CONTEXT", None)
-    contextvar = getattr(runtime, "_current_context", None)
     recorder.bind_otel(
-        contextvar=contextvar if type(runtime).__name__ == "ContextVarsRuntimeContext" else None,
-        context_type=Context, span_key=_SPAN_KEY, span_context_type=SpanContext, trace_flags_type=TraceFlags,
+        contextvar=upstream.runtime_contextvar(),
+        context_type=Context, span_key=upstream.span_key(), span_context_type=SpanContext, trace_flags_type=TraceFlags,
         trace_state_type=TraceState, non_recording_span_type=NonRecordingSpan,
         get_current=context.get_current, attach=context.attach, detach=context.detach,
-        format_exc=exception_attributes, fail_span=_fail_span)
+        format_exc=exception_attributes, fail_span=record_failure)
     recorder.set_sampler(*sampling_mode(tracer_provider.sampler, impl))
     if not issubclass(impl.Span, trace.Span):
         trace.Span.register(impl.Span)  # isinstance(span, opentelemetry.trace.Span) holds
-
-
-def _fail_span(span, exc) -> None:
-    """An exception on an SDK span (one a user-given tracer made), as the OTel backend records it."""
-    from otel_bridge.sdk.backend import OTelBackend
-
-    OTelBackend.record_failure(span, exc)
 
 
 def sampling_mode(sampler, impl):
@@ -138,8 +112,9 @@ def sampling_mode(sampler, impl):
         sampler = sampler.delegate
 
     def static(s):
-        if isinstance(s, sampling.StaticSampler):
-            return 1.0 if s._decision is sampling.Decision.RECORD_AND_SAMPLE else 0.0
+        decision = upstream.static_decision(s)
+        if decision is not None:
+            return 1.0 if decision is sampling.Decision.RECORD_AND_SAMPLE else 0.0
         return None
 
     if static(sampler) is not None:
@@ -147,7 +122,7 @@ def sampling_mode(sampler, impl):
     if type(sampler) is sampling.TraceIdRatioBased:
         return impl.SAMPLE_RATIO, sampler.rate, None
     if type(sampler) is sampling.ParentBased and _default_delegates(sampler, static):
-        root = sampler._root
+        root = upstream.parent_based_delegates(sampler)[0]
         if static(root) is not None:
             return impl.SAMPLE_PARENT_RATIO, static(root), None
         if type(root) is sampling.TraceIdRatioBased:
@@ -156,28 +131,6 @@ def sampling_mode(sampler, impl):
 
 
 def _default_delegates(sampler, static) -> bool:
-    return (static(sampler._remote_parent_sampled) == 1.0 and static(sampler._local_parent_sampled) == 1.0
-            and static(sampler._remote_parent_not_sampled) == 0.0 and static(sampler._local_parent_not_sampled) == 0.0)
-
-
-def exception_attributes(exc, escaped=False) -> dict:
-    """The ``exception`` event's attributes, as the SDK's record_exception writes them;
-    never raises, even for an exception whose ``__str__`` does. Credential shapes in the
-    message and the stack trace are redacted (lens_core.redaction.redact_text)."""
-    import traceback
-
-    from lens_core.redaction import redact_text
-    from lens_core.attributes import describe_exception
-
-    kind = type(exc)
-    module, qualname = kind.__module__, kind.__qualname__
-    try:
-        stacktrace = redact_text("".join(traceback.format_exception(kind, exc, exc.__traceback__)))
-    except Exception:
-        stacktrace = f"{qualname}: {describe_exception(exc, with_type=False)}"
-    return {
-        "exception.type": f"{module}.{qualname}" if module and module != "builtins" else qualname,
-        "exception.message": describe_exception(exc, with_type=False),
-        "exception.stacktrace": stacktrace,
-        "exception.escaped": str(escaped),
-    }
+    _, remote_sampled, local_sampled, remote_not, local_not = upstream.parent_based_delegates(sampler)
+    return (static(remote_sampled) == 1.0 and static(local_sampled) == 1.0
+            and static(remote_not) == 0.0 and static(local_not) == 0.0)

@@ -101,3 +101,24 @@ def test_the_plugin_rejects_unknown_groups_naming_what_is_registered(user_suite)
 def test_the_plugin_records_each_result_in_the_junit_report(user_suite):
     junit = user_suite[2]
     assert junit.count('name="lens_overhead[0]"') == 2 and "disabled_overhead" in junit
+
+
+def test_the_median_interval_is_the_order_statistics_the_binomial_gives():
+    """30 rounds at 99 %: P(Binomial(30, 1/2) <= 7) = 0.0026 <= 0.005 < P(<= 8) = 0.0081, so the
+    interval runs from the 8th smallest to the 8th largest; 5 rounds are too few to say."""
+    from lens_ci.pytest_plugin import _median_bounds
+
+    assert _median_bounds([float(v) for v in reversed(range(30))], 0.99) == (7.0, 22.0)
+    assert _median_bounds([0.0] * 5, 0.99) is None
+
+
+def test_exceeds_only_when_the_whole_interval_is_above_the_limit():
+    """A noisy 1 % overhead (rounds from -3 % to +5 %) does not exceed 2 %; a steady 10 % does;
+    without a baseline there is nothing to pair, which is an error, not a pass."""
+    from lens_ci.pytest_plugin import Overhead
+
+    noisy = [0.01 + 0.04 * ((i * 7) % 11 - 5) / 5 for i in range(30)]
+    assert not Overhead(1.0, 1.01, 2.0, 10, 30, 1.0, noisy).exceeds(0.02)
+    assert Overhead(1.0, 1.1, 2.0, 10, 30, 1.0, [0.1 + 0.001 * i for i in range(30)]).exceeds(0.02)
+    with pytest.raises(ValueError, match="no baseline"):
+        Overhead(None, 1.0, 2.0, 10, 30, 1.0).exceeds(0.02)

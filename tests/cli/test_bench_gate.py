@@ -41,6 +41,8 @@ GOOD = {
     "test_enabled_span_with_a_new_text[sdk]": 12.0, "test_enabled_span_with_a_new_text[native]": 1.5,
 }
 GOOD_EXTRA = {
+    "test_managed_span_disabled[cython]": {"paired_reference_min_s": 1.2, "paired_nullcontext_min_s": 0.25},
+    "test_managed_span_disabled[python]": {"paired_reference_min_s": 1.2, "paired_nullcontext_min_s": 0.25},
     "test_trace_fn_disabled[cython]": {"paired_bare_min_s": 0.030, "paired_reference_min_s": 0.130},
     "test_enabled_managed_span[cython-native]": {"paired_sdk_min_s": 12.0, "impl": "cython"},
     "test_enabled_managed_span[python-native]": {"paired_sdk_min_s": 12.0, "impl": "python"},
@@ -67,9 +69,9 @@ def test_a_ratio_out_of_bounds_fails_and_says_which(tmp_path, capsys):
 
 
 def test_a_missing_benchmark_fails(tmp_path, capsys):
-    partial = {k: v for k, v in GOOD.items() if k != "test_nullcontext"}
+    partial = {k: v for k, v in GOOD.items() if k != "test_enabled_span_with_a_new_text[sdk]"}
     assert gate.main([_json(tmp_path, partial, GOOD_EXTRA)]) == 1
-    assert "missing: test_nullcontext" in capsys.readouterr().out
+    assert "missing: test_enabled_span_with_a_new_text[sdk]" in capsys.readouterr().out
 
 
 def test_a_missing_paired_side_fails(tmp_path, capsys):

@@ -229,3 +229,20 @@ def test_resolve_strict_reports_unknown_entries_on_stderr_too():
     proc = lens("resolve", "per_step,nonsense", "--import", "lens_core.catalogs.rl", "--strict")
     assert proc.returncode == 1 and "unknown (pending): nonsense" in proc.stdout
     assert_one_line_error(proc, "unknown span-group spec entries: nonsense")
+
+
+def test_import_budget_against_a_yardstick_gates_on_the_median_paired_ratio():
+    """The CI form: `import MODULE` over `import YARDSTICK` in the same rounds; a generous ratio
+    passes and a tiny one fails, with the ratio and its range on stdout."""
+    ok = lens("import-budget", "lens_core", "--yardstick", "logging", "--max-ratio", "1000", "--runs", "3")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.startswith("import lens_core / import logging: ") and "median of 3 paired rounds" in ok.stdout
+    over = lens("import-budget", "lens_core", "--yardstick", "logging", "--max-ratio", "0.0001", "--runs", "1")
+    assert over.returncode == 1 and "top offenders" in over.stdout
+
+
+def test_import_budget_needs_a_budget_and_a_yardstick_for_a_ratio():
+    none = lens("import-budget", "json", "--runs", "1")
+    assert none.returncode == 2 and "give a budget" in none.stderr
+    alone = lens("import-budget", "json", "--max-ratio", "2", "--runs", "1")
+    assert alone.returncode == 2 and "--max-ratio and --yardstick go together" in alone.stderr

@@ -7,3 +7,14 @@ import pytest
 def recorder(request):
     """Each recorder in turn (the fault programs read LENS_RECORDER)."""
     return request.param
+
+
+def pytest_collection_modifyitems(config, items):
+    """The whole fault suite is `slow` (real processes, signals, full disks: ~20 minutes on a
+    loaded 2-core machine): the README's test command leaves it out, .ci/run runs it in full."""
+    import os
+
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.fspath).startswith(here + os.sep):
+            item.add_marker(pytest.mark.slow)

@@ -123,6 +123,7 @@ def _rollup(report):
     return data
 
 
+@pytest.mark.slow  # ~27 s on a loaded 2-core machine
 def test_collector_json_and_file_exporter_output_give_the_same_spans_and_rollup(sdk_spans, tmp_path):
     collector_file = tmp_path / "collector.jsonl"
     _write_collector_format(sdk_spans, collector_file)

@@ -10,6 +10,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("opentelemetry.sdk")
 
+# `lens demo` trains a real torch model in child processes: minutes on a loaded 2-core
+# machine (2 min for one case). The README's test command leaves it out; .ci/run runs it.
+pytestmark = pytest.mark.slow
+
 from otel_bridge.demo import run_demo  # noqa: E402
 from lens_report import read_spans, report_files  # noqa: E402
 from child_env import IMPLEMENTATION_SWITCHES, without_settings  # noqa: E402
