@@ -48,6 +48,7 @@ RECORD_BYTES = 512
 # SAMPLE_CUSTOM: the SDK sampler object is asked for every span.
 SAMPLE_ALWAYS_ON, SAMPLE_ALWAYS_OFF, SAMPLE_RATIO, SAMPLE_PARENT_RATIO, SAMPLE_CUSTOM = range(5)
 _TRACE_ID_LIMIT = (1 << 64) - 1
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 _OPEN, _ENDED = 1, 2
 _RANDOM_TRACE_ID = 0x02  # Span._state bits; 0 = created, not started
@@ -167,7 +168,7 @@ class Span:
     def end(self, end_time=None) -> None:
         """End the span (once); ``end_time`` in ns, default now."""
         if self._state == _OPEN:
-            self._rec._end(self, end_time or 0)
+            self._rec._end(self, _int64(end_time) if end_time else 0)
 
     # ---- read-only views the SDK's ReadableSpan also offers --------------------------------
 
@@ -209,7 +210,7 @@ def make_record(scope, name, kind, trace_id, span_id, parent_id, parent_remote, 
     span.scope = scope
     span.trace_id, span.span_id, span.parent_id = trace_id, span_id, parent_id
     span.parent_remote, span.trace_state, span.sampled, span.flags = parent_remote, trace_state, True, 1
-    span.start_ns, span.end_ns = start_ns, end_ns
+    span.start_ns, span.end_ns = _int64(start_ns), _int64(end_ns)  # an SDK span's may be floats
     span.events = events
     span.status_code, span.status_msg = status_code, status_msg
     span.dropped_attrs, span.dropped_events, span.dropped_links = dropped
@@ -644,7 +645,7 @@ class Recorder:
 
         if span.events is None:
             span.events = []
-        span.events.append((str(name), timestamp or time.time_ns(), sanitize_attributes(attributes)))
+        span.events.append((str(name), _event_time(timestamp), sanitize_attributes(attributes)))
 
     def _add_link(self, span, context, attributes) -> None:
         from .spans import sanitize_attributes
@@ -732,6 +733,34 @@ def _links(links):
         out.append((ctx.trace_id, ctx.span_id, state or None, dict(getattr(link, "attributes", None) or {}),
                     bool(ctx.is_remote)))
     return out
+
+
+def _int64(value) -> int:
+    """``value`` as the compiled twin's 64-bit time fields take it: an int, a float or other
+    number truncated (its ``__int__``), OverflowError outside int64, TypeError for what is
+    not a number (a float end time stored as it was made the whole export batch fail)."""
+    if type(value) is not int:
+        to_int = getattr(type(value), "__int__", None)
+        if to_int is None:
+            raise TypeError(f"a time in ns must be a number, got {type(value).__name__}: {value!r}")
+        value = to_int(value)  # NaN: ValueError; an infinity: OverflowError
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise OverflowError(f"time {value} ns does not fit 64 bits")
+    return value
+
+
+def _event_time(timestamp) -> int:
+    """An event's time in ns: the caller's (a float's fraction dropped), or now when none was
+    given or it is no time at all (not a number, NaN, not positive, past 64 bits): an event
+    time the encoders cannot write would fail the whole batch it is exported in."""
+    if timestamp:
+        try:
+            value = _int64(timestamp)
+        except (TypeError, ValueError, OverflowError):
+            value = 0
+        if value > 0:
+            return value
+    return time.time_ns()
 
 
 def _parse_carrier(carrier):
