@@ -11,7 +11,7 @@ import os
 import pytest
 
 __all__ = ["CASES", "IMPLEMENTATIONS", "PATHS", "Twin", "count", "encoder_pair", "gate_pair", "recorder_pair",
-           "require_pair", "skip_in_pure_pass"]
+           "require_pair", "skip_in_pure_pass", "twin"]
 
 #: Where each twin lives: (compiled module, pure module). The compiled gate still carries the
 #: recorder and the encoders until the native wing (lens_core/_native/) lands.
@@ -96,3 +96,34 @@ def count(pair, n=1):
     """Count ``n`` differential cases of ``pair`` (called inside each generated example, so
     the figure is what ran, not what was asked for)."""
     CASES[pair] = CASES.get(pair, 0) + n
+
+
+def _missing_compiled(what):
+    if os.environ.get("LENS_REQUIRE_CYTHON") == "1":
+        pytest.fail(f"LENS_REQUIRE_CYTHON=1 but the compiled {what} did not load")
+    pytest.skip(f"the compiled {what} is not built")
+
+
+@pytest.fixture(params=["python"] if _PURE_PASS else list(IMPLEMENTATIONS))
+def twin(request, monkeypatch):
+    """Run a test under each gate-and-recorder twin in turn, in this process
+    (lens_core._impl.use) and in the processes it starts (LENS_PURE_PYTHON, which
+    tests/child_env.py passes on). Opt in where the twins genuinely differ (recording
+    paths): ``pytestmark = pytest.mark.usefixtures("twin")``. With a ``recorder`` fixture
+    (tests/faults) the pure twin runs only with the native recorder: the SDK recorder has no twin."""
+    from lens_core import _impl
+
+    name = request.param
+    if name == "python" and not _PURE_PASS and "recorder" in request.fixturenames and request.getfixturevalue("recorder") != "native":
+        pytest.skip("the SDK recorder has no pure twin: its case runs once, under the compiled gate")
+    before = _impl.IMPLEMENTATION
+    try:
+        _impl.use(name)
+    except ImportError:
+        _missing_compiled("gate and recorder")
+    if name == "python":
+        monkeypatch.setenv("LENS_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("LENS_PURE_PYTHON", raising=False)
+    yield name
+    _impl.use(before)
