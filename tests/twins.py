@@ -13,12 +13,11 @@ import pytest
 __all__ = ["CASES", "IMPLEMENTATIONS", "PATHS", "Twin", "count", "encoder_pair", "gate_pair", "recorder_pair",
            "require_pair", "skip_in_pure_pass", "twin"]
 
-#: Where each twin lives: (compiled module, pure module). The compiled gate still carries the
-#: recorder and the encoders until the native wing (lens_core/_native/) lands.
+#: Where each twin lives: (compiled module, pure module).
 PATHS = {
     "gate": ("lens_core._gate", "lens_core._gate_py"),
-    "recorder": ("lens_core._gate", "lens_core._recorder_py"),
-    "encoder": ("lens_core._gate", "lens_core._encode_py"),
+    "recorder": ("lens_core._native._recorder", "lens_core._native._recorder_py"),
+    "encoder": ("lens_core._native._encode", "lens_core._native._encode_py"),
 }
 
 #: The implementation names lens_core._impl.use() takes, compiled first.

@@ -36,3 +36,14 @@ def pytest_terminal_summary(terminalreporter):
     if path:
         with open(path, "w") as f:
             json.dump(CASES, f)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The ``slow`` variants (thousands of generated cases, minutes) run only when asked for
+    (``-m slow``, as .ci/run does): the README's test command stays short."""
+    if "slow" in (config.option.markexpr or ""):
+        return
+    skip = pytest.mark.skip(reason="many generated cases: run with -m slow (.ci/run does)")
+    for item in items:
+        if "slow" in item.keywords and "differential" in str(item.fspath):
+            item.add_marker(skip)

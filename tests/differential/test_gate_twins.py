@@ -134,9 +134,14 @@ def _answers(gate, backend, query, traced):
     enabled = _outcome(gate.is_enabled, query)
     managed = _outcome(lambda q: gate.managed_span(q, "n") is gate.null_span, query)
     umbrella = _outcome(lambda q: gate.umbrella_span(q, "n", None, k=1) is gate.null_span, query)
+    # the other call shapes the compiled gate binds itself (keywords, a repeated parameter)
+    shapes = (_outcome(lambda q: gate.managed_span(q, name="n") is gate.null_span, query),
+              _outcome(lambda q: gate.managed_span(q, "n", tracer=None, a=1) is gate.null_span, query),
+              _outcome(lambda q: gate.umbrella_span(q, "n", group="again"), query),
+              _outcome(lambda q: gate.managed_span(group=q, name="n") is gate.null_span, query))
     before = len(backend.spans)
     called = _outcome(traced[0], 41) if traced[0] is not None else traced
-    return enabled, managed, umbrella, called, len(backend.spans) - before
+    return enabled, managed, umbrella, called, len(backend.spans) - before, shapes
 
 
 def _expected(query, enabled_set):
@@ -172,6 +177,7 @@ def _check(case):
                     assert pure[0] == (expected, None), (query, how, sorted(enabled_set))
                     assert pure[1] == (not expected, None)
                     assert pure[3] == (42, None) and pure[4] == int(expected)
+                    assert pure[5][2] == (None, TypeError)  # group given twice
                 else:  # not a str: refused by every entry point
                     assert pure[0][1] is pure[1][1] is pure[3][1] is TypeError, query
         count("gate", len(queries) * 2)
