@@ -113,7 +113,8 @@ def twin(request, monkeypatch):
     from lens_core import _impl
 
     name = request.param
-    if name == "python" and not _PURE_PASS and "recorder" in request.fixturenames and request.getfixturevalue("recorder") != "native":
+    if (name == "python" and not _PURE_PASS and "recorder" in request.fixturenames
+            and request.getfixturevalue("recorder") != "native"):
         pytest.skip("the SDK recorder has no pure twin: its case runs once, under the compiled gate")
     before = _impl.IMPLEMENTATION
     try:

@@ -43,7 +43,8 @@ class _Level(enum.IntEnum):
     HIGH = 1 << 40
 
 
-_TEXTS = ["", "a", "plain", "ünïcödé ✓ 日本", "quote\" back\\slash", "\n\r\t\b\f", "\x00\x01\x1f\x7f", "\u2028\u2029",
+_TEXTS = ["", "a", "plain", "ünïcödé ✓ 日本", "quote\" back\\slash", "\n\r\t\b\f", "\x00\x01\x1f\x7f",
+          "\u2028\u2029",
           "\ud800", "a\udfffb", "emoji 🎉", "x" * 300, "[REDACTED]", "</script>"]
 _INTS = [0, 1, -1, 127, 128, 16383, 16384, 2 ** 31, -(2 ** 31), 2 ** 63 - 1, -(2 ** 63), 2 ** 63, -(2 ** 63) - 1,
          2 ** 64, 10 ** 40, -(10 ** 40)]

@@ -178,8 +178,8 @@ def action(rng):
     if kind == "add_link":
         return kind, link_spec(rng)
     if kind == "set_status":
-        return (kind, rng.randrange(3), rng.choice([None, "", "bad", "api_key=sk-proj-4fJk2mQ9xZ7pL1vB8nR3tY6wE0aS5dG"]),
-                rng.random() < 0.5)
+        return (kind, rng.randrange(3),
+                rng.choice([None, "", "bad", "api_key=sk-proj-4fJk2mQ9xZ7pL1vB8nR3tY6wE0aS5dG"]), rng.random() < 0.5)
     if kind == "record_exception":
         return (kind, rng.choice(_EXCEPTIONS), rng.choice([None, attr_dict(rng, max_size=2)]),
                 rng.choice([None, 5, 2 ** 40, 5.5]), rng.random() < 0.5)
