@@ -128,9 +128,11 @@ def _check(seed, size):
     for maker, encoder in zip(makers, encoders):
         records, scopes = _build(maker, seed, size)  # each encoder gets its own twin's records
         out.append(_encode(encoder, records, scopes))
-    (c_pb, c_json), (p_pb, p_json) = out
-    assert c_pb == p_pb
-    assert c_json == p_json
+    # and the very same (compiled) record objects through the pure encoder, which reads any record
+    out.append(_encode(encoders[1], *_build(makers[0], seed, size)))
+    (c_pb, c_json), (p_pb, p_json), (same_pb, same_json) = out
+    assert c_pb == p_pb == same_pb
+    assert c_json == p_json == same_json
     _parses(p_pb, p_json, size)
     count("encoder", 1)
     count("encoder records", size)
