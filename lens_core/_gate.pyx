@@ -379,6 +379,10 @@ _enable_vectorcall()
 
 def wrap_function(fn, group, name, tracer, umbrella):
     """Wrap a plain function (not a coroutine or generator) so each call checks the gate."""
+    # Checked here, once: a call checks the group's type only while some group is on, and
+    # the twin must refuse what this one refuses (trace_fn checks before it gets here).
+    if not isinstance(group, str):
+        raise TypeError(f"span group must be a str, got {type(group).__name__}: {group!r}")
     return TracedFunction(fn, group, name, tracer, umbrella)
 
 

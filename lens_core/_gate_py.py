@@ -134,6 +134,8 @@ managed_span.__module__ = umbrella_span.__module__ = "lens_core"
 
 def wrap_function(fn, group, name, tracer, umbrella):
     """Wrap a plain function (not a coroutine or generator) so each call checks the gate."""
+    if not isinstance(group, str):  # as the compiled twin: refused when wrapped, not per call
+        raise TypeError(f"span group must be a str, got {type(group).__name__}: {group!r}")
     # The gate is read through this module object, not as a global: a wrapper pickled by
     # value (cloudpickle, which Ray uses for classes defined in __main__) would carry a
     # frozen copy of the globals it reads, and the module is pickled by reference.

@@ -17,6 +17,7 @@ import struct
 __all__ = ["encode_traces_json", "encode_traces_pb", "span_json", "span_pb"]
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_UINT64 = (1 << 64) - 1
 _FLAGS_HAS_IS_REMOTE, _FLAGS_IS_REMOTE = 0x100, 0x200
 _THREAD_ID, _THREAD_NAME = "thread.id", "thread.name"
 _pack_double = struct.Struct("<d").pack
@@ -37,16 +38,28 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+def _uint64(value) -> int:
+    """An event time as the compiled twin converts it: an SDK event's float truncated, and
+    OverflowError (as there) for what fits no uint64."""
+    if type(value) is not int:
+        value = type(value).__int__(value)
+    if not 0 <= value <= _UINT64:
+        raise OverflowError(f"event time {value} ns does not fit 64 bits")
+    return value
+
+
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited field."""
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 def _utf8(text: str) -> bytes:
+    # str.encode, not text.encode: an SDK span keeps str subclasses as they are, and only
+    # their text is written (as the compiled twin reads it).
     try:
-        return text.encode("utf-8")
+        return str.encode(text, "utf-8")
     except UnicodeEncodeError:  # lone surrogates: never fail a whole batch over one string
-        return text.encode("utf-8", "replace")
+        return str.encode(text, "utf-8", "replace")
 
 
 def _any_value(value) -> bytes:
@@ -88,15 +101,16 @@ def span_pb(r) -> bytes:
         out.append(_field(4, r.parent_id.to_bytes(8, "big")))
     out.append(_field(5, _utf8(r.name)))
     out.append(_varint(6 << 3) + _varint(r.kind))
-    out.append(_varint(7 << 3 | 1) + _pack_fixed64(r.start_ns))
-    out.append(_varint(8 << 3 | 1) + _pack_fixed64(r.end_ns))
+    # As the compiled twin's uint64 casts: a negative end a caller gave is its two's complement.
+    out.append(_varint(7 << 3 | 1) + _pack_fixed64(r.start_ns & _UINT64))
+    out.append(_varint(8 << 3 | 1) + _pack_fixed64(r.end_ns & _UINT64))
     out.append(_attributes_pb(9, r.attrs))
     if r.thread_name is not None:
         out.append(_field(9, _key_value(_THREAD_ID, r.thread_id)) + _field(9, _key_value(_THREAD_NAME, r.thread_name)))
     if r.dropped_attrs:
         out.append(_varint(10 << 3) + _varint(r.dropped_attrs))
     for name, time_ns, attrs in r.events or ():
-        body = _varint(1 << 3 | 1) + _pack_fixed64(time_ns) + _field(2, _utf8(name)) + _attributes_pb(3, attrs)
+        body = _varint(1 << 3 | 1) + _pack_fixed64(_uint64(time_ns)) + _field(2, _utf8(name)) + _attributes_pb(3, attrs)
         out.append(_field(11, body))
     if r.dropped_events:
         out.append(_varint(12 << 3) + _varint(r.dropped_events))
@@ -141,7 +155,7 @@ def _json_text(text: str) -> str:
 
 def _has_surrogates(text: str) -> bool:
     try:
-        text.encode("utf-8")
+        str.encode(text, "utf-8")
     except UnicodeEncodeError:
         return True
     return False
@@ -152,7 +166,9 @@ def _json_double(value: float) -> str:
         return '"NaN"'
     if math.isinf(value):
         return '"Infinity"' if value > 0 else '"-Infinity"'
-    return repr(value)
+    # float.__repr__, not repr: a float subclass an SDK span kept (numpy.float64's repr is
+    # "np.float64(1.5)") is written as its value, as the compiled twin writes it.
+    return float.__repr__(value)
 
 
 def _json_value(value) -> str:
@@ -189,7 +205,7 @@ def span_json(r) -> str:
     if r.parent_id:
         out.append(',"parentSpanId":"%016x"' % r.parent_id)
     out.append(',"name":%s,"kind":%d,"startTimeUnixNano":"%d","endTimeUnixNano":"%d"'
-               % (_json_text(r.name), r.kind, r.start_ns, r.end_ns))
+               % (_json_text(r.name), r.kind, r.start_ns & _UINT64, r.end_ns & _UINT64))
     attrs = [_json_kv(k, v) for k, v in r.attrs.items()] if r.attrs else []
     if r.thread_name is not None:
         attrs += [_json_kv(_THREAD_ID, r.thread_id), _json_kv(_THREAD_NAME, r.thread_name)]
@@ -200,7 +216,7 @@ def span_json(r) -> str:
     if r.events:
         events = []
         for name, time_ns, attrs in r.events:
-            event = '{"timeUnixNano":"%d","name":%s' % (time_ns, _json_text(name))
+            event = '{"timeUnixNano":"%d","name":%s' % (_uint64(time_ns), _json_text(name))
             if attrs:
                 event += ',"attributes":[%s]' % ",".join(_json_kv(k, v) for k, v in attrs.items())
             events.append(event + "}")

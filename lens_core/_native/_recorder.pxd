@@ -72,7 +72,7 @@ cdef class Recorder:
     cpdef int _start(self, Span span) except -1
     cdef bint _sample_root(self, Span span) except -1
     cdef bint _sample_child(self, Span span, bint parent_sampled) except -1
-    cpdef int _end(self, Span span, int64_t end_ns) except -1
+    cpdef int _end(self, Span span, int64_t end_ns, bint from_shutdown=*) except -1
     cdef bint _enqueue_c(self, object record) except -1
     cdef void _link(self, Span span)
     cdef void _unlink(self, Span span)

@@ -556,7 +556,7 @@ cdef class Recorder:
             return _shared.ask_sampler(self, span.trace_id, span, parent_sampled)
         return self._sample_root(span)
 
-    cpdef int _end(self, Span span, int64_t end_ns) except -1:
+    cpdef int _end(self, Span span, int64_t end_ns, bint from_shutdown=False) except -1:
         if span._state != _OPEN:
             return 0
         span._state = _ENDED
@@ -567,7 +567,12 @@ cdef class Recorder:
             self.evicted_ended += 1
         else:
             self._unlink(span)
-        self._enqueue_c(span)
+        if from_shutdown:
+            # As the twin: a truncated span was open, so the ledger's bound already bounds
+            # it; it is queued past the queue's bound, never dropped, and not counted ended.
+            PyList_Append(self._queue, span)
+        else:
+            self._enqueue_c(span)
         return 0
 
     cdef bint _enqueue_c(self, object record) except -1:
@@ -663,7 +668,7 @@ cdef class Recorder:
                 continue
             _shared.add_event(self, span, _LENS_TRUNCATED, {_TRUNCATION_REASON: reason}, None)
             span.attrs[_LENS_TRUNCATED] = True
-            self._end(span, 0)
+            self._end(span, 0, True)
             count += 1
         self.truncated += count
         return count

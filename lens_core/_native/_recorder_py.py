@@ -166,7 +166,7 @@ class Span:
     def end(self, end_time=None) -> None:
         """End the span (once); ``end_time`` in ns, default now."""
         if self._state == _OPEN:
-            self._rec._end(self, end_time or 0)
+            self._rec._end(self, _shared.int64(end_time) if end_time else 0)
 
     # ---- read-only views the SDK's ReadableSpan also offers --------------------------------
 
@@ -208,7 +208,7 @@ def make_record(scope, name, kind, trace_id, span_id, parent_id, parent_remote, 
     span.scope = scope
     span.trace_id, span.span_id, span.parent_id = trace_id, span_id, parent_id
     span.parent_remote, span.trace_state, span.sampled, span.flags = parent_remote, trace_state, True, 1
-    span.start_ns, span.end_ns = start_ns, end_ns
+    span.start_ns, span.end_ns = _shared.int64(start_ns), _shared.int64(end_ns)  # an SDK span's may be floats
     span.events = events
     span.status_code, span.status_msg = status_code, status_msg
     span.dropped_attrs, span.dropped_events, span.dropped_links = dropped

@@ -29,7 +29,9 @@ __all__ = [
     "attach_carrier",
     "carrier_of",
     "describe_exception",
+    "event_time",
     "exception_event",
+    "int64",
     "links_of",
     "merge_attributes",
     "otel_context",
@@ -43,6 +45,7 @@ __all__ = [
 ]
 
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 #: Bytes one queued record is budgeted at (a measured Span with a few attributes); the
 #: queue holds at most ``buffer_bytes // RECORD_BYTES`` records before it drops.
@@ -155,10 +158,39 @@ def merge_attributes(rec, span, attributes) -> None:
     _sanitize_into(span.attrs, attributes)
 
 
+def int64(value) -> int:
+    """``value`` as the compiled recorder's 64-bit time fields take it: an int, a float or
+    other number truncated (its ``__int__``), OverflowError outside int64, TypeError for what
+    is not a number. The pure recorder converts so too (it kept a float end time, and its
+    protobuf encoder then failed the whole export batch)."""
+    if type(value) is not int:
+        to_int = getattr(type(value), "__int__", None)
+        if to_int is None:
+            raise TypeError(f"a time in ns must be a number, got {type(value).__name__}: {value!r}")
+        value = to_int(value)  # NaN: ValueError; an infinity: OverflowError
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise OverflowError(f"time {value} ns does not fit 64 bits")
+    return value
+
+
+def event_time(timestamp) -> int:
+    """An event's time in ns: the caller's (a float's fraction dropped), or now when none was
+    given or it is no time at all (not a number, NaN, not positive, past 64 bits): an event
+    time the encoders cannot write would fail the whole batch it is exported in."""
+    if timestamp:
+        try:
+            value = int64(timestamp)
+        except (TypeError, ValueError, OverflowError):
+            value = 0
+        if value > 0:
+            return value
+    return time.time_ns()
+
+
 def add_event(rec, span, name, attributes, timestamp) -> None:
     if span.events is None:
         span.events = []
-    span.events.append((str(name), timestamp or time.time_ns(), sanitize_attributes(attributes)))
+    span.events.append((str(name), event_time(timestamp), sanitize_attributes(attributes)))
 
 
 def add_link(rec, span, context, attributes) -> None:

@@ -28,3 +28,7 @@ def no_active_telemetry(monkeypatch):
         for f in list(logger.filters):
             if type(f).__name__ == "TraceIdFilter":
                 logger.removeFilter(f)
+
+
+# Each gate-and-recorder twin in turn, for the modules that opt in (recording paths).
+from twins import twin  # noqa: E402,F401

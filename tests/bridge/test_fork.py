@@ -8,7 +8,8 @@ import textwrap
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+# Fork handling differs between the recorder twins: each runs (tests/twins.py).
+pytestmark = [pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"), pytest.mark.usefixtures("twin")]
 
 from trace_files import read_spans, run_script  # noqa: E402
 

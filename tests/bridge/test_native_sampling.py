@@ -10,6 +10,9 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
+# Recording paths: run under each gate-and-recorder twin (tests/twins.py).
+pytestmark = pytest.mark.usefixtures("twin")
+
 from child_env import without_settings  # noqa: E402
 from trace_files import REPO_ROOT, read_spans  # noqa: E402
 

@@ -7,6 +7,9 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
+# Recording paths: run under each gate-and-recorder twin (tests/twins.py).
+pytestmark = pytest.mark.usefixtures("twin")
+
 from opentelemetry import trace  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 

@@ -6,6 +6,9 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
+# Recording paths: run under each gate-and-recorder twin (tests/twins.py).
+pytestmark = pytest.mark.usefixtures("twin")
+
 from lens_core import LensConfig, managed_span  # noqa: E402
 from lens_core.registry import SpanRegistry  # noqa: E402
 from otel_bridge import setup_telemetry  # noqa: E402

@@ -5,6 +5,9 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
+# Recording paths: run under each gate-and-recorder twin (tests/twins.py).
+pytestmark = pytest.mark.usefixtures("twin")
+
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
 

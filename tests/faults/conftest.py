@@ -18,3 +18,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if str(item.fspath).startswith(here + os.sep):
             item.add_marker(pytest.mark.slow)
+
+
+# Each gate-and-recorder twin in turn, for the cases that opt in (recording paths).
+from twins import twin  # noqa: E402,F401

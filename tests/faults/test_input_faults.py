@@ -149,6 +149,7 @@ def _fragments(value, expected):
             if w not in kept and any(c.isdigit() for c in w)}
 
 
+@pytest.mark.usefixtures("twin")  # the ledger and the recorder differ between twins
 @RECORDERS
 def test_every_secret_case_is_redacted_in_the_exported_file(tmp_path, recorder):
     seen = _run(_SECRETS, tmp_path, recorder, _LEAKY_ERROR[0])
@@ -190,6 +191,7 @@ print(json.dumps({"unchanged": unchanged, "other": other, "shutdown": handle.shu
 """
 
 
+@pytest.mark.usefixtures("twin")  # the ledger and the recorder differ between twins
 @RECORDERS
 def test_unprintable_exceptions_propagate_unchanged_and_are_recorded(tmp_path, recorder):
     from exception_paths import PATHS, RECORDS_NO_FAILURE, UNPRINTABLE

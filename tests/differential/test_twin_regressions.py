@@ -1,0 +1,133 @@
+"""Divergences between the compiled and pure twins that the differential tests found, one
+regression test each (both twins, same process)."""
+
+import contextvars
+import json
+import math
+
+import pytest
+from twins import encoder_pair, recorder_pair, require_pair
+
+pytest.importorskip("opentelemetry.sdk")
+
+
+def _record(twin, **fields):
+    base = dict(scope=0, name="n", kind=1, trace_id=1, span_id=2, parent_id=0, parent_remote=False,
+                trace_state=None, start_ns=10, end_ns=20, attrs={}, events=None, links=None, status_code=0,
+                status_msg=None)
+    base.update(fields)
+    return twin.make_record(**base)
+
+
+def _encode_both(**fields):
+    """(pb, json) of one record made by each twin's make_record and encoded by the same twin."""
+    out = []
+    for maker, encoder in zip(require_pair(recorder_pair()), require_pair(encoder_pair())):
+        records = [_record(maker, **fields)]
+        out.append((encoder.encode_traces_pb(b"", [b""], records), encoder.encode_traces_json("{}", ["{}"], records)))
+    return out
+
+
+class _Float(float):
+    def __repr__(self):
+        return f"np.float64({float(self)!r})"
+
+
+class _Str(str):
+    def encode(self, *args, **kwargs):
+        return b"not the text"
+
+
+def test_a_float_subclass_from_an_sdk_span_is_written_as_its_value():
+    """Regression: the pure OTLP/JSON encoder wrote a float subclass with its repr, so a
+    numpy.float64 attribute on a raw OpenTelemetry span became ``np.float64(1.5)``: a line
+    no JSON reader parses. The compiled one wrote 1.5."""
+    compiled, pure = _encode_both(attrs={"loss": _Float(1.5), "nan": _Float(math.nan)})
+    assert compiled == pure
+    attrs = json.loads(pure[1])["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"]
+    assert attrs[0]["value"] == {"doubleValue": 1.5} and attrs[1]["value"] == {"doubleValue": "NaN"}
+
+
+def test_a_numpy_float_attribute_is_written_as_its_value():
+    """Regression (the real type): numpy.float64 on a raw OTel span made invalid OTLP/JSON
+    under the pure encoder."""
+    numpy = pytest.importorskip("numpy")
+    compiled, pure = _encode_both(attrs={"loss": numpy.float64(0.25)})
+    assert compiled == pure
+    assert '"doubleValue":0.25' in pure[1]
+
+
+def test_a_str_subclass_is_written_as_its_text():
+    """Regression: the pure encoders called a str subclass's own encode() (an SDK span keeps
+    str subclasses), the compiled ones read its text."""
+    compiled, pure = _encode_both(name=_Str("name"), attrs={"k": _Str("text")}, status_code=2,
+                                  status_msg=_Str("boom"))
+    assert compiled == pure
+    assert b"not the text" not in pure[0] and '"stringValue":"text"' in pure[1]
+
+
+def test_float_times_of_an_sdk_span_are_written_truncated_by_both():
+    """Regression: an SDK span's float start/end time (a user's ``start_time=``) and float event
+    time were kept by the pure make_record and failed the pure protobuf encoder (struct.error:
+    the whole batch counted failed); the compiled twin truncated them."""
+    compiled, pure = _encode_both(start_ns=1.7e18, end_ns=1.7e18 + 5.5, events=[("e", 1.7e18 + 2.5, {})])
+    assert compiled == pure
+    span = json.loads(pure[1])["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert span["startTimeUnixNano"] == str(int(1.7e18)) and span["events"][0]["timeUnixNano"] == str(int(1.7e18 + 2.5))
+
+
+def test_a_negative_end_time_is_written_alike():
+    """Regression: a negative end time (``span.end(end_time=-5)``, kept by both recorders) made
+    the pure protobuf encoder raise and its JSON say "-5", where the compiled twin writes the
+    uint64 the field holds."""
+    compiled, pure = _encode_both(end_ns=-5)
+    assert compiled == pure
+    assert '"endTimeUnixNano":"18446744073709551611"' in pure[1]
+
+
+def _recorded(twin, body):
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_bridge.sdk import recording
+
+    rec = twin.Recorder()
+    recording._bind(rec, TracerProvider(shutdown_on_exit=False), twin)
+    span = rec.start("s", {})
+    body(span)
+    return span
+
+
+@pytest.mark.parametrize("end_time, expected", [(7.9, 7), (True, 1), (2 ** 40, 2 ** 40)])
+def test_an_end_time_is_kept_as_an_int_by_both_recorders(end_time, expected):
+    """Regression: ``span.end(end_time=7.9)`` kept 7.9 in the pure recorder (whose protobuf
+    encoder then failed the batch) and 7 in the compiled one."""
+    for twin in require_pair(recorder_pair()):
+        span = contextvars.Context().run(_recorded, twin, lambda s: s.end(end_time))
+        assert span.end_ns == expected and type(span.end_ns) is int, twin
+
+
+@pytest.mark.parametrize("end_time, error", [(math.nan, ValueError), (math.inf, OverflowError),
+                                             (2 ** 63, OverflowError), ("12", TypeError)])
+def test_an_end_time_that_is_no_time_is_refused_by_both_recorders(end_time, error):
+    """Regression: the pure recorder stored any end time (NaN, "12", 2**63), to fail the export
+    batch later; the compiled one refuses it in end(), leaving the span open."""
+    for twin in require_pair(recorder_pair()):
+        def body(span):
+            with pytest.raises(error):
+                span.end(end_time)
+            assert span.is_recording()
+
+        contextvars.Context().run(_recorded, twin, body)
+
+
+@pytest.mark.parametrize("stamp", [2.5e15, math.nan, -3, "soon", 2 ** 70, math.inf])
+def test_an_event_time_is_an_int_both_twins_can_write(stamp):
+    """Regression: an event's float timestamp failed the pure protobuf encoder (the compiled
+    one truncated it), and a negative, NaN or oversized one failed either encoder: one bad
+    timestamp lost the whole export batch. Both recorders now keep a number's int part and
+    take the time now for anything else."""
+    for twin, encoder in zip(require_pair(recorder_pair()), require_pair(encoder_pair())):
+        span = contextvars.Context().run(_recorded, twin, lambda s: (s.add_event("e", None, stamp), s.end()))
+        (_, when, _), = span.events
+        assert type(when) is int and (when == int(stamp) if stamp == 2.5e15 else when > 10 ** 18)
+        encoder.encode_traces_pb(b"", [b""], [span])
