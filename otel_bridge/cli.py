@@ -156,7 +156,10 @@ class _Version(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``lens`` argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="lens", description="Lens telemetry tools")
+    from lens_report.cli import OneLineParser
+
+    # every subcommand's parser is of the same class: a bad argument is one line and status 2
+    parser = OneLineParser(prog="lens", description="Lens telemetry tools")
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -233,13 +236,21 @@ def _spec_entries(argv: List[str]) -> List[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``lens`` console script; returns the exit status."""
-    args = build_parser().parse_args(_spec_entries(list(sys.argv[1:] if argv is None else argv)))
-    if args.command == "resolve" and not (args.spec or args.spec_entries):
-        return _error("resolve", "a span-group spec is required (e.g. lens resolve per_step,-job)", EXIT_USAGE)
+    from lens_report.interrupts import quiet_broken_pipe
+
+    command = "lens"
     try:
-        return args.func(args)
+        args = build_parser().parse_args(_spec_entries(list(sys.argv[1:] if argv is None else argv)))
+        command = args.command
+        if args.command == "resolve" and not (args.spec or args.spec_entries):
+            return _error("resolve", "a span-group spec is required (e.g. lens resolve per_step,-job)", EXIT_USAGE)
+        # a reader that closed stdout early (lens resolve --json | head -1) ends the command quietly
+        return quiet_broken_pipe(lambda: args.func(args))
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
-        return _error(args.command, "interrupted", EXIT_INTERRUPTED)
+        if command == "lens":  # while the arguments were read
+            print("lens: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        return _error(command, "interrupted", EXIT_INTERRUPTED)
 
 
 if __name__ == "__main__":
