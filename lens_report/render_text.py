@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from .model import BUCKETS, NS_PER_S, BucketTotals, Report, RunInfo
 
-__all__ = ["BADPUT_LABELS", "SPREAD_HEADER", "STRAGGLER_HEADER", "TABLE_HEADER", "UNFINISHED_LISTED", "badput_line",
+__all__ = ["BADPUT_LABELS", "RANK_HEADER", "RANK_STEP_HEADER", "SPREAD_HEADER", "STRAGGLER_HEADER", "TABLE_HEADER", "UNFINISHED_LISTED", "badput_line",
            "bucket_cells", "number_ranges", "rank_detail", "render_runs", "render_text", "step_method_summary",
            "step_spread_rows", "straggler_rows", "table", "terminal_safe"]
 
@@ -164,7 +164,10 @@ def rank_detail(report: Report, ranks: frozenset[str], steps: frozenset[int] | N
 
 
 RANK_HEADER = ["rank", "processes", "wall s", *BUCKETS, "unattributed", "goodput", "relative", "individual"]
+"""Column titles of the rank drill-down (``--ranks``): one row per rank."""
+
 RANK_STEP_HEADER = ["rank", "iteration", "step s", *BUCKETS, "goodput", "vs step median", "vs own typical"]
+"""Column titles of the rank drill-down's rows per (rank, step)."""
 
 
 def _multi_rank(report: Report, top: int, ranks: frozenset[str] | None, steps: frozenset[int] | None) -> list[str]:
