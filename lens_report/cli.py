@@ -67,15 +67,16 @@ _MEMORY_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B)\s*", re.IGNOR
 
 
 def memory_size(text: str) -> str:
-    """argparse type: an amount of memory as DuckDB reads it, e.g. ``512MB`` or ``2GiB`` (at least 64 MB)."""
+    """argparse type: an amount of memory as DuckDB reads it, e.g. ``512MB`` or ``2GiB`` (at least 256 MB: reading
+    the longest line the file exporter writes, 16 MiB, takes about 190 MB)."""
     match = _MEMORY_SIZE.fullmatch(text)
     if match is None:
         raise argparse.ArgumentTypeError(f"expected an amount like 512MB or 2GB (units KB, MB, GB, TB, KiB..TiB), "
                                          f"got {text!r}")
     number, unit = float(match[1]), match[2].upper()
     power = "KMGT".index(unit[0]) + 1
-    if number * (1024 if "I" in unit else 1000) ** power < 64e6:
-        raise argparse.ArgumentTypeError(f"the report engine needs at least 64MB, got {text!r}")
+    if number * (1024 if "I" in unit else 1000) ** power < 256e6:
+        raise argparse.ArgumentTypeError(f"the report engine needs at least 256MB, got {text!r}")
     return f"{match[1]}{unit.replace('I', 'i')}"
 
 
@@ -240,9 +241,14 @@ def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
     from .rollup import RunChoiceError, build_report
 
     if store.span_count() == 0:
+        if len(store.problems) == 1:  # e.g. one file, one line too long to read: one line says it all
+            _error(f"no spans read: {store.problems[0]}")
+            return EXIT_NO_DATA
         _error(f"no spans read from {' '.join(map(str, args.paths))}")
+        from .render_text import terminal_safe
+
         for problem in store.problems:
-            print(f"  {problem}", file=sys.stderr)
+            print(terminal_safe(f"  {problem}"), file=sys.stderr)
         return EXIT_NO_DATA
     try:
         report = build_report(store, run=args.run, step_pattern=args.step_pattern, top_n=args.top,

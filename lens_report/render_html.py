@@ -32,7 +32,7 @@ from .render_text import (
     straggler_rows,
 )
 
-__all__ = ["MAX_WATERFALL_SPANS", "SMALL_RUN_SPANS", "cell_data", "pack_rows", "png", "render_html"]
+__all__ = ["MAX_WATERFALL_SPANS", "PAGE_BUDGET", "SMALL_RUN_SPANS", "cell_data", "pack_rows", "png", "render_html"]
 
 MAX_WATERFALL_SPANS = 20_000
 """The most spans one waterfall draws; narrow it with ``--step`` and ``--ranks``."""
@@ -40,12 +40,15 @@ MAX_WATERFALL_SPANS = 20_000
 SMALL_RUN_SPANS = 5_000
 """A run with at most this many spans gets a waterfall of the whole run by default."""
 
+PAGE_BUDGET = 4_600_000
+"""Bytes the heatmap, its figures and the spans the script can draw may take together (the page stays under 5 MB)."""
+
 _DEFAULT_RANKS = 16
 _LABEL_MAX = 420  # lane labels longer than this end in "…" (the whole label is the tooltip)
 _PLOT_W = 1100  # with the labels, the waterfall fits a 1,400 px window without scrolling
 _ROW_H = 14
 _LANE_GAP = 10
-_AXIS_H = 22
+_AXIS_H = 36  # two lines: when the axis starts, then the tick labels
 _CHAR_W = 7.0  # a generous width of an 11 px system-ui character: labels must fit, not overflow
 
 _CSS = """
@@ -364,17 +367,22 @@ def render_html(report: Report, store: Any, *, steps: frozenset[int] | None = No
 
     selection = waterfall_spans(store, report, steps=steps, ranks=ranks, small_run=SMALL_RUN_SPANS,
                                 default_ranks=_DEFAULT_RANKS, limit=MAX_WATERFALL_SPANS)
+    heatmap = _heatmap_section(report)
+    cells = cell_data(report) if len(report.rank_steps) else {"ranks": [], "steps": [], "buckets": list(BUCKETS),
+                                                                "scale_s": [], "median_s": [], "cells": ""}
+    # the spans the script may draw fill what the page budget leaves (about 70 bytes each)
+    budget = int(min(MAX_WATERFALL_SPANS, max(2_000, (PAGE_BUDGET - len(cells["cells"])
+                                                      - sum(map(len, heatmap))) / 80)))
     embedded = selection
     if ranks is None and len(report.rank_steps.rank_labels) > len(selection.ranks):
         # every rank of the chosen steps, as many as the span budget holds, for clicks on the heatmap
         per_cell = report.span_count / max(1, len(report.rank_steps))
-        everyone = max(_DEFAULT_RANKS, int(MAX_WATERFALL_SPANS / max(1.0, per_cell * len(selection.steps or [1]))))
+        everyone = max(_DEFAULT_RANKS, int(budget / max(1.0, per_cell * len(selection.steps or [1]))))
         embedded = waterfall_spans(store, report, steps=None if selection.steps is None else frozenset(selection.steps),
-                                   ranks=None, small_run=SMALL_RUN_SPANS, default_ranks=everyone,
-                                   limit=MAX_WATERFALL_SPANS)
+                                   ranks=None, small_run=SMALL_RUN_SPANS, default_ranks=everyone, limit=budget)
     step_re = re.compile(report.step_pattern)
     windows = _windows(selection.spans, selection.steps, step_re)
-    data = {**cell_data(report), **_span_data(embedded, report, step_re),
+    data = {**cells, **_span_data(embedded, report, step_re),
             "initial": {"steps": selection.steps, "ranks": selection.ranks}}
     body = [
         "<h1>lens report</h1>",
@@ -384,7 +392,7 @@ def render_html(report: Report, store: Any, *, steps: frozenset[int] | None = No
         f"{escape(step_method_summary(report))}.</p>",
         "<h2>Goodput</h2>", *_badput_section(report),
         "<h2>Stragglers</h2>", *_stragglers(report, top),
-        "<h2>Rank × step</h2>", *_heatmap_section(report),
+        "<h2>Rank × step</h2>", *heatmap,
         '<h2 id="waterfall-title">Waterfall</h2>', f'<p id="waterfall-note">{escape(selection.describe())}</p>',
         _legend(),
         f'<div class="waterfall" id="waterfall-box">{_waterfall(selection.spans, selection.rank_order, windows)}</div>',
@@ -618,7 +626,7 @@ def _waterfall(spans: list[dict[str, Any]], rank_order: dict[str, int],
         tx = x(t0 + tick)
         axis.append(f'<line class="tick" x1="{tx:.2f}" x2="{tx:.2f}" y1="{_AXIS_H - 4}" y2="{y}"/>')
         if tx + 60 < label_w + _PLOT_W + 10:  # the last label would run off the edge
-            axis.append(f'<text x="{tx + 2:.2f}" y="12">+{tick / NS_PER_S:g} s</text>')
+            axis.append(f'<text x="{tx + 2:.2f}" y="28">+{tick / NS_PER_S:g} s</text>')
     width = label_w + _PLOT_W + 10
     return (f'<svg id="waterfall" width="{width}" height="{y}" viewBox="0 0 {width} {y}">'
             + "".join(axis + parts) + "</svg>")
@@ -640,7 +648,7 @@ _JS = r"""
   probe.innerHTML = "<svg></svg>";  // the SVG namespace, without a URL in the page
   const SVG = probe.firstChild.namespaceURI;
   const nR = D.ranks.length, nS = D.steps.length, N = nR * nS;
-  const ROW_H = 14, GAP = 10, AXIS_H = 22, CHAR_W = 7;
+  const ROW_H = 14, GAP = 10, AXIS_H = 36, CHAR_W = 7;
   const CLASSES = D.buckets.concat(["unknown"]);
   const column = new Map(D.steps.map((s, i) => [s, i]));
   const windows = new Map(D.windows.map(([r, it, lo, hi]) => [r + ":" + it, [lo, hi]]));
@@ -807,7 +815,7 @@ _JS = r"""
     for (let t = 0; t <= span; t += every) {
       const tx = x(lo + t);
       svg.appendChild(el("line", {class: "tick", x1: tx, x2: tx, y1: AXIS_H - 4, y2: y}));
-      if (tx + 60 < width && t > 0) svg.appendChild(el("text", {x: tx + 2, y: 12}, "+" + +(t / 1e6).toPrecision(6) + " s"));
+      if (tx + 60 < width && t > 0) svg.appendChild(el("text", {x: tx + 2, y: 28}, "+" + +(t / 1e6).toPrecision(6) + " s"));
     }
     svg.appendChild(g);
     return svg;
