@@ -32,13 +32,16 @@ from .render_text import (
     straggler_rows,
 )
 
-__all__ = ["MAX_WATERFALL_SPANS", "PAGE_BUDGET", "SMALL_RUN_SPANS", "cell_data", "pack_rows", "png", "render_html"]
+__all__ = ["CELL_BUDGET", "MAX_WATERFALL_SPANS", "PAGE_BUDGET", "SMALL_RUN_SPANS", "cell_data", "pack_rows", "png", "render_html"]
 
 MAX_WATERFALL_SPANS = 20_000
 """The most spans one waterfall draws; narrow it with ``--step`` and ``--ranks``."""
 
 SMALL_RUN_SPANS = 5_000
 """A run with at most this many spans gets a waterfall of the whole run by default."""
+
+CELL_BUDGET = 3_000_000
+"""Bytes the rank × step figures may take in the page (past it, they lose low-order bits, from wasted up)."""
 
 PAGE_BUDGET = 4_600_000
 """Bytes the heatmap, its figures and the spans the script can draw may take together (the page stays under 5 MB)."""
@@ -213,10 +216,20 @@ def cell_data(report: Report) -> dict[str, Any]:
                 q = max(1, q)  # 0 means "did not run"
             planes[2 * k][i], planes[2 * k + 1][i] = q >> 8, q & 255
     medians = {s.iteration: s.p50_ns for s in report.aggregates.steps}
+    packed = zlib.compress(b"".join(planes), 6)
+    # noisy figures of a huge grid: drop low bytes (wasted, idle, overhead, productive, then the
+    # step time: 1/256 of the step's slowest rank) until the figures fit their share of the page
+    coarse = 0
+    for plane in (9, 7, 5, 3, 1):
+        if len(packed) * 4 / 3 <= CELL_BUDGET:
+            break
+        planes[plane] = bytearray(size)
+        coarse += 1
+        packed = zlib.compress(b"".join(planes), 6)
     return {
         "ranks": list(rs.rank_labels), "steps": iterations, "buckets": list(BUCKETS),
         "scale_s": [v / NS_PER_S for v in scale], "median_s": [medians.get(it, 0) / NS_PER_S for it in iterations],
-        "cells": base64.b64encode(zlib.compress(b"".join(planes), 9)).decode("ascii"),
+        "cells": base64.b64encode(packed).decode("ascii"), "coarse": coarse,
     }
 
 
@@ -694,7 +707,7 @@ _JS = r"""
     const median = D.median_s[c], done = x.parts.reduce((a, b) => a + b, 0);
     return [head,
       "step time " + sec(x.wall) + (median ? " (" + (x.wall / median).toFixed(2) + "× the step's median rank)" : ""),
-      "goodput " + (x.wall ? pct(x.parts[0] / x.wall) : "-"),
+      "goodput " + (x.wall ? pct(x.parts[0] / x.wall) : "-") + (D.coarse ? " (figures rounded to fit the page)" : ""),
       D.buckets.map((b, k) => b + " " + sec(x.parts[k])).join(", ") +
         ", unattributed " + sec(Math.max(0, x.wall - done)),
       "click: this step's waterfall"].join("\n");
