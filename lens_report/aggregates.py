@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ BADPUT_PARTS = ("overhead", "idle", "wasted", "unattributed", "restarts")
 """Where the non-productive time went, in display order; ``restarts`` is the time lost between attempts."""
 
 
-def quantile(values: list[float], q: float) -> float:
+def quantile(values: Sequence[float], q: float) -> float:
     """The ``q`` quantile of sorted ``values`` by linear interpolation between the closest ranks
     (NumPy's default, DuckDB's ``quantile_cont``): exact, so every engine gives the same answer."""
     if not values:
@@ -41,7 +42,7 @@ def quantile(values: list[float], q: float) -> float:
     return values[low] + (values[high] - values[low]) * (position - low)
 
 
-def _median(values: list[float]) -> float:
+def _median(values: Sequence[float]) -> float:
     return quantile(sorted(values), 0.5)
 
 
@@ -184,19 +185,20 @@ def aggregate(report: Report) -> Aggregates:
         walls = sorted(c[0] for c in cells)
         top = max(cells, key=lambda c: (c[0], -c[1]))  # the lowest-numbered of equally slow ranks
         total_wall = sum(walls)
-        step_median[it] = quantile(walls, 0.5)
-        spreads.append(StepSpread(it, len(cells), *(quantile(walls, q) for q in STEP_QUANTILES), walls[-1],
-                                  labels[top[1]], sum(c[2] for c in cells) / total_wall if total_wall else None))
+        p50, p90, p99 = (quantile(walls, q) for q in STEP_QUANTILES)
+        step_median[it] = p50
+        spreads.append(StepSpread(it, len(cells), p50, p90, p99, walls[-1], labels[top[1]],
+                                  sum(c[2] for c in cells) / total_wall if total_wall else None))
     scores = []
-    for rank, cells in per_rank.items():
-        relative = _median([wall / step_median[it] for it, wall in cells if step_median[it] > 0] or [1.0])
-        typical = _median([wall for _, wall in cells])
+    for rank, steps in per_rank.items():
+        relative = _median([wall / step_median[it] for it, wall in steps if step_median[it] > 0] or [1.0])
+        typical = _median([wall for _, wall in steps])
         if typical > 0:
-            individual, step = max(((wall / typical, -it) for it, wall in cells))
-            step = -step
+            individual, negative = max((wall / typical, -it) for it, wall in steps)
+            step = -negative  # the first step where it was that slow
         else:
-            individual, step = 1.0, cells[0][0]
-        scores.append(StragglerScore(labels[rank], len(cells), relative, individual, step, typical))
+            individual, step = 1.0, steps[0][0]
+        scores.append(StragglerScore(labels[rank], len(steps), relative, individual, step, typical))
     order = {label: i for i, label in enumerate(labels)}
     scores.sort(key=lambda s: (-s.score, order[s.rank]))
     return Aggregates(badput, tuple(spreads), tuple(scores))

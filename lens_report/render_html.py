@@ -487,13 +487,13 @@ def _span_data(selection: Any, report: Report, step_re: re.Pattern[str]) -> dict
     for span in spans:
         if span["iteration"] is None or span["rank_label"] not in order:
             continue
-        key = (order[span["rank_label"]], span["iteration"])
+        cell = (order[span["rank_label"]], span["iteration"])
         target = windows if span["bucket"] is None and step_re.search(span["name"] or "") else fallback
         lo, hi = (span["start_ns"] - t0) // 1000, (span["end_ns"] - t0) // 1000
-        old = target.get(key)
-        target[key] = [lo, hi] if old is None else [min(old[0], lo), max(old[1], hi)]
-    for key, window in fallback.items():
-        windows.setdefault(key, window)
+        old = target.get(cell)
+        target[cell] = [lo, hi] if old is None else [min(old[0], lo), max(old[1], hi)]
+    for cell, window in fallback.items():
+        windows.setdefault(cell, window)
     return {"lanes": lane_rows, "names": list(names), "spans": out, "t0_ns": t0,
             "windows": [[rank, it, lo, hi] for (rank, it), (lo, hi) in sorted(windows.items())],
             "span_steps": selection.steps}

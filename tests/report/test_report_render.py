@@ -117,3 +117,16 @@ def test_html_waterfall_of_a_chosen_step_has_that_step_as_its_axis_and_clips_lon
     assert (float(job.get("x")), float(job.get("width"))) == (float(step.get("x")), float(step.get("width")))
     assert "clipped: starts 200.000 s before the step; clipped: ends 790.000 s after the step" in job.findtext("title")
     assert sum(1 for el in svg.iter("path") if el.get("class") == "clip-mark") == 2
+
+
+def test_span_names_cannot_break_out_of_the_pages_script_data(tmp_path, otlp):
+    """The spans the script draws travel as JSON inside a <script> element: a name holding
+    ``</script>`` must stay text there, or the page would run what follows it."""
+    evil = "</script><script>document.title='owned'</script><!--"
+    path = otlp.write(tmp_path / "a.jsonl", otlp.request([
+        otlp.span(1, "rl.grpo.step", 0, 10, iteration=1), otlp.span(2, evil, 1, 5, 1, bucket="productive", iteration=1),
+    ], nv_dl_rank=0))
+    page = html_of(path)
+    assert page.count("<script") == 2 and page.count("</script>") == 2  # the page's own two, no more
+    data = re.search(r'<script type="application/json" id="lens-data">(.*?)</script>', page, re.S)[1]
+    assert evil in json.loads(data)["names"]
