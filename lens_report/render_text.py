@@ -175,7 +175,7 @@ def _multi_rank(report: Report, top: int, ranks: frozenset[str] | None, steps: f
     lines = [badput_line(report), ""]
     top_stragglers = straggler_rows(report, top)
     lines.append(f"stragglers: top {len(top_stragglers)} of {sum(1 for s in agg.stragglers if s.score > 1)} ranks "
-                 "that lagged; relative: median over steps of step time / the step's median rank; individual: "
+                 "scoring above 1; relative: median over steps of step time / the step's median rank; individual: "
                  "slowest step / the rank's own median step (at step)")
     if top_stragglers:
         lines += table(STRAGGLER_HEADER, top_stragglers)
