@@ -312,11 +312,13 @@ def _write(path: str, write: Any) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``) as ``lens report`` arguments and run the report."""
+    from lens_core._console import interrupts_watched
+
     from .interrupts import quiet_broken_pipe
 
     try:
-        args = build_parser().parse_args(argv)
-        return quiet_broken_pipe(lambda: run(args))
-    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
+        with interrupts_watched("lens report"):  # Ctrl-C: one line, status 130, no database left
+            return quiet_broken_pipe(lambda: run(build_parser().parse_args(argv)))
+    except KeyboardInterrupt:  # where no watch could start (SIGINT was ignored, then restored)
         _error("interrupted")
         return EXIT_INTERRUPTED

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lens_core import semconv
+from lens_core._console import forget_on_interrupt, remove_on_interrupt
 
 from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem, Span
 
@@ -271,6 +272,11 @@ FROM y
 """
 
 
+def _remove_database(directory: str) -> None:
+    forget_on_interrupt(directory)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 class TraceStore:
     """Spans of OTLP-JSON trace files in an embedded DuckDB database (a temporary file), one row each.
 
@@ -294,8 +300,9 @@ class TraceStore:
         self._index: dict[str, int] = {}
         self._cursors: set[Any] = set()  # the statements reading files now (to interrupt them)
         self._dir = tempfile.mkdtemp(prefix="lens-report-", dir=temp_dir)
+        remove_on_interrupt(self._dir)  # under the lens command, Ctrl-C removes it too (lens demo's report)
         # a store nobody closed still leaves no database behind (at collection or at exit)
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
+        self._cleanup = weakref.finalize(self, _remove_database, self._dir)
         self.con = duckdb.connect(os.path.join(self._dir, "spans.duckdb"))
         self._threads = threads or min(4, os.cpu_count() or 1)
         self.max_line = max_line_bytes(memory_limit, self._threads)

@@ -235,23 +235,35 @@ def _spec_entries(argv: List[str]) -> List[str]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``lens`` console script; returns the exit status."""
+    """Run the ``lens`` command for ``argv`` (default ``sys.argv[1:]``); returns the exit status.
+
+    Ctrl-C anywhere is ``lens <command>: interrupted`` on stderr and status 130 (the console
+    script, lens_core._console.main, starts that watch before this module is even imported);
+    a reader that closes stdout early (``lens resolve --json | head -1``) ends it quietly.
+    """
+    from lens_core._console import interrupts_watched, program_name
+
     from lens_report.interrupts import quiet_broken_pipe
 
-    command = "lens"
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    command = program_name(arguments)
     try:
-        args = build_parser().parse_args(_spec_entries(list(sys.argv[1:] if argv is None else argv)))
-        command = args.command
-        if args.command == "resolve" and not (args.spec or args.spec_entries):
-            return _error("resolve", "a span-group spec is required (e.g. lens resolve per_step,-job)", EXIT_USAGE)
-        # a reader that closed stdout early (lens resolve --json | head -1) ends the command quietly
-        return quiet_broken_pipe(lambda: args.func(args))
-    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
-        if command == "lens":  # while the arguments were read
-            print("lens: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        return _error(command, "interrupted", EXIT_INTERRUPTED)
+        with interrupts_watched(command):
+            return quiet_broken_pipe(lambda: _run(arguments))
+    except KeyboardInterrupt:  # where no watch could start (SIGINT was ignored, then restored)
+        print(f"{command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(arguments: List[str]) -> int:
+    args = build_parser().parse_args(_spec_entries(arguments))
+    if args.command == "resolve" and not (args.spec or args.spec_entries):
+        return _error("resolve", "a span-group spec is required (e.g. lens resolve per_step,-job)", EXIT_USAGE)
+    return args.func(args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # python -m otel_bridge.cli: the package is imported by now, the rest is watched as the console script is
+    from lens_core._console import main as _console_main
+
+    sys.exit(_console_main())
