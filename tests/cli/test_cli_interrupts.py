@@ -116,8 +116,8 @@ def _before_lens(outcome) -> bool:
     if status not in (-signal.SIGINT, 1):
         return False
     frames = re.findall(r'File "([^"]+)", line \d+, in (\S+)', err)
-    return all(not re.search(r"(otel_bridge|lens_report|lens_ci)/", file) and name not in ("main", "watch_interrupts")
-               for file, name in frames)
+    return all(not re.search(r"(otel_bridge|lens_report|lens_ci)/", file)
+               and not (file.endswith("_console.py") and name != "<module>") for file, name in frames)
 
 
 _ORDER_PROBE = """
