@@ -14,8 +14,24 @@ from typing import Any, TextIO
 from lens_core.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 from .model import DEFAULT_MEMORY_LIMIT, DEFAULT_STEP_PATTERN
 
-__all__ = ["PERFETTO_NOTE_SPANS", "add_arguments", "build_parser", "int_set", "main", "memory_size", "non_negative_int",
-           "run"]
+__all__ = ["MAX_COUNT", "MAX_SET", "OneLineParser", "PERFETTO_NOTE_SPANS", "SelectionError", "add_arguments",
+           "build_parser", "choose", "int_set", "main", "memory_size", "non_negative_int", "run"]
+
+MAX_COUNT = 1_000_000
+"""The largest ``--top`` and ``--max-violations`` (a larger one is a usage error, not an engine failure)."""
+
+MAX_SET = 1_000_000
+"""The most numbers one ``--step`` or ``--ranks`` list may name (``0-99999999999`` is a usage error)."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr and exit status 2 (no usage block)."""
+
+    def error(self, message: str) -> Any:  # argparse's signature; it never returns
+        """Print ``<prog>: <message> (see <prog> --help)`` and exit 2."""
+        from .render_text import terminal_safe
+
+        self.exit(EXIT_USAGE, terminal_safe(f"{self.prog}: {message} (see {self.prog} --help)") + "\n")
 
 _DESCRIPTION = (
     "Read OTLP-JSON trace files (one ExportTraceServiceRequest per line, as lens's file exporter and "
@@ -34,13 +50,13 @@ def _regex(text: str) -> re.Pattern[str]:
 
 
 def non_negative_int(text: str) -> int:
-    """argparse type: a non-negative integer, with a clear error otherwise."""
+    """argparse type: an integer from 0 to :data:`MAX_COUNT`, with a clear error otherwise."""
     try:
-        value = int(text)
+        value = int(text) if len(text) < 30 else -1
     except ValueError:
         value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    if not 0 <= value <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {MAX_COUNT:,}, got {text[:40]!r}")
     return value
 
 
@@ -51,15 +67,16 @@ _MEMORY_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B)\s*", re.IGNOR
 
 
 def memory_size(text: str) -> str:
-    """argparse type: an amount of memory as DuckDB reads it, e.g. ``512MB`` or ``2GiB`` (at least 64 MB)."""
+    """argparse type: an amount of memory as DuckDB reads it, e.g. ``512MB`` or ``2GiB`` (at least 256 MB: reading
+    the longest line the file exporter writes, 16 MiB, takes about 190 MB)."""
     match = _MEMORY_SIZE.fullmatch(text)
     if match is None:
         raise argparse.ArgumentTypeError(f"expected an amount like 512MB or 2GB (units KB, MB, GB, TB, KiB..TiB), "
                                          f"got {text!r}")
     number, unit = float(match[1]), match[2].upper()
     power = "KMGT".index(unit[0]) + 1
-    if number * (1024 if "I" in unit else 1000) ** power < 64e6:
-        raise argparse.ArgumentTypeError(f"the report engine needs at least 64MB, got {text!r}")
+    if number * (1024 if "I" in unit else 1000) ** power < 256e6:
+        raise argparse.ArgumentTypeError(f"the report engine needs at least 256MB, got {text!r}")
     return f"{match[1]}{unit.replace('I', 'i')}"
 
 
@@ -69,13 +86,15 @@ def int_set(text: str) -> frozenset[int]:
     for part in text.split(","):
         low, dash, high = part.strip().partition("-")
         try:
-            first = int(low)
-            last = int(high) if dash else first
+            first = int(low) if len(low) < 19 else -1
+            last = (int(high) if len(high) < 19 else -2) if dash else first
         except ValueError:
             first, last = -1, -2
         if first < 0 or last < first:
             raise argparse.ArgumentTypeError(
-                f"expected non-negative integers and ranges like '0-7,12', got {text!r}")
+                f"expected non-negative integers and ranges like '0-7,12', got {text[:60]!r}")
+        if last - first + 1 + len(values) > MAX_SET:
+            raise argparse.ArgumentTypeError(f"at most {MAX_SET:,} numbers in one list, got {text[:60]!r}")
         values.update(range(first, last + 1))
     return frozenset(values)
 
@@ -121,7 +140,7 @@ def build_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     to it; without one, returns a standalone parser whose program name is ``lens report``.
     """
     if subparsers is None:
-        parser = argparse.ArgumentParser(prog="lens report", description=_DESCRIPTION)
+        parser = OneLineParser(prog="lens report", description=_DESCRIPTION)
     else:
         parser = subparsers.add_parser("report", help="goodput report from trace files", description=_DESCRIPTION)
     add_arguments(parser)
@@ -149,7 +168,43 @@ class _Progress:
 
 
 def _error(text: str) -> None:
-    print(f"lens report: {text}", file=sys.stderr)
+    from .render_text import terminal_safe
+
+    print(terminal_safe(f"lens report: {text}"), file=sys.stderr)
+
+
+class SelectionError(ValueError):
+    """``--step`` or ``--ranks`` names nothing the run holds; the message says what it holds."""
+
+
+def choose(report: Any, steps: frozenset[int] | None, ranks: frozenset[int] | None
+           ) -> tuple[frozenset[int] | None, frozenset[str] | None, list[str]]:
+    """(the steps asked for, the rank labels asked for, notes on numbers not in the run).
+
+    Raises :class:`SelectionError` naming the steps or ranks the run holds when ``steps`` or
+    ``ranks`` matches none of them."""
+    from .render_text import number_ranges
+
+    notes = []
+    if steps is not None:
+        held = {step.iteration for step in report.steps}
+        if not held & steps:
+            raise SelectionError(f"--step {number_ranges(steps)[:80]} matches no step of run "
+                                 f"{report.run_id or '(no run id)'!r}; its steps: {number_ranges(held) or 'none'}")
+        if steps - held:
+            notes.append(f"no step {number_ranges(steps - held)[:80]} in the run; drawing steps {number_ranges(held & steps)}")
+    labels = None
+    if ranks is not None:
+        numbered = {int(label[5:]): label for label in report.rank_steps.rank_labels or [r.rank for r in report.ranks]
+                    if label.startswith("rank ") and label[5:].isdigit()}
+        found = ranks & numbered.keys()
+        if not found:
+            raise SelectionError(f"--ranks {number_ranges(ranks)[:80]} matches no rank of run "
+                                 f"{report.run_id or '(no run id)'!r}; its ranks: {number_ranges(numbered) or 'none'}")
+        if ranks - found:
+            notes.append(f"no rank {number_ranges(ranks - found)[:80]} in the run; showing ranks {number_ranges(found)}")
+        labels = frozenset(numbered[r] for r in found)
+    return steps, labels, notes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -166,14 +221,18 @@ def run(args: argparse.Namespace) -> int:
         for problem in missing:
             _error(f"{problem.file}: {problem.message}")
         return EXIT_USAGE
+    from .interrupts import interrupt_guard
+
     progress = _Progress(sys.stderr)
     try:
-        with TraceStore(detail=bool(args.perfetto), progress=progress.files, memory_limit=args.memory_limit) as store:
+        with interrupt_guard("lens report") as directory, TraceStore(
+                detail=bool(args.perfetto), progress=progress.files, memory_limit=args.memory_limit,
+                temp_dir=directory) as store:
             store.load_files(files)
             progress.say(f"read {store.span_count()} spans")
             return _report(store, args, progress)
     except duckdb.Error as exc:  # e.g. out of disk for the database: one line, no traceback
-        _error(f"the report engine failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        _error(f"the report engine failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
         return EXIT_FAILED
 
 
@@ -182,9 +241,14 @@ def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
     from .rollup import RunChoiceError, build_report
 
     if store.span_count() == 0:
+        if len(store.problems) == 1:  # e.g. one file, one line too long to read: one line says it all
+            _error(f"no spans read: {store.problems[0]}")
+            return EXIT_NO_DATA
         _error(f"no spans read from {' '.join(map(str, args.paths))}")
+        from .render_text import terminal_safe
+
         for problem in store.problems:
-            print(f"  {problem}", file=sys.stderr)
+            print(terminal_safe(f"  {problem}"), file=sys.stderr)
         return EXIT_NO_DATA
     try:
         report = build_report(store, run=args.run, step_pattern=args.step_pattern, top_n=args.top,
@@ -197,16 +261,24 @@ def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
         _error(str(exc))
         return EXIT_USAGE
     progress.say("rolled up")
+    try:
+        steps, ranks, notes = choose(report, frozenset().union(*args.step) if args.step else None, args.ranks)
+    except SelectionError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    for note in notes:
+        _error(note)
     if args.html and not _write(args.html, lambda out: _html(store, report, args, out)):
         return EXIT_USAGE
     if args.perfetto and not _write(args.perfetto, lambda out: _perfetto(store, report, args, out)):
         return EXIT_USAGE
     if args.json:
         # a big run's rank × step rows print compactly; a small report stays readable
-        json.dump(report.to_json(), sys.stdout, **({"separators": (",", ":")} if report.multi_rank else {"indent": 2}))
+        json.dump(report.to_json(top=args.top, ranks=ranks), sys.stdout,
+                  **({"separators": (",", ":")} if report.multi_rank else {"indent": 2}))
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_text(report, top=args.top))
+        sys.stdout.write(render_text(report, top=args.top, ranks=ranks, steps=steps))
     return EXIT_FAILED if args.strict and report.violation_count else EXIT_OK
 
 
@@ -214,7 +286,7 @@ def _html(store: Any, report: Any, args: argparse.Namespace, out: TextIO) -> Non
     from .render_html import render_html
 
     steps = frozenset().union(*args.step) if args.step else None
-    out.write(render_html(report, store, steps=steps, ranks=args.ranks))
+    out.write(render_html(report, store, steps=steps, ranks=args.ranks, top=args.top))
 
 
 def _perfetto(store: Any, report: Any, args: argparse.Namespace, out: TextIO) -> None:
@@ -240,9 +312,13 @@ def _write(path: str, write: Any) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``) as ``lens report`` arguments and run the report."""
-    args = build_parser().parse_args(argv)
+    from lens_core._console import interrupts_watched
+
+    from .interrupts import quiet_broken_pipe
+
     try:
-        return run(args)
-    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
+        with interrupts_watched("lens report"):  # Ctrl-C: one line, status 130, no database left
+            return quiet_broken_pipe(lambda: run(build_parser().parse_args(argv)))
+    except KeyboardInterrupt:  # where no watch could start (SIGINT was ignored, then restored)
         _error("interrupted")
         return EXIT_INTERRUPTED

@@ -15,17 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from lens_core import semconv
+from lens_core._console import forget_on_interrupt, remove_on_interrupt
 
 from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem, Span
 
 __all__ = [
     "ENGINE_HINT",
+    "EXPORTER_MAX_LINE",
     "MissingEngine",
     "ReadResult",
     "TRACE_FILE_SUFFIXES",
     "TraceStore",
     "find_trace_files",
     "insert_rows",
+    "max_line_bytes",
     "read_spans",
     "require_duckdb",
 ]
@@ -38,6 +41,26 @@ TRACE_FILE_SUFFIXES = tuple(base + compression for compression in ("", ".gz", ".
 
 _OTHER_SIGNALS = ("metrics-", "logs-")
 _MAX_LINE_BYTES = 16 * 1024 * 1024  # one ExportTraceServiceRequest per line; a batch of 512 spans is ~250 KB
+EXPORTER_MAX_LINE = 16 * 1024 * 1024
+"""The longest line lens's file exporter writes (it splits batches to stay within it): every line
+it can write must be readable, whatever ``--memory-limit`` says."""
+_LINE_CAP_MAX = 64 * 1024 * 1024  # past this a line is hostile, not a batch: skip it
+_SKIP_BUDGET = 1024 * 1024 * 1024  # decompressed bytes read through one over-long line before the file is abandoned
+
+
+def max_line_bytes(memory_limit: str, threads: int) -> int:
+    """The longest line the report reads under ``memory_limit``: DuckDB holds up to twice it per
+    reading thread, so an eighth of the limit per thread, never below what the file exporter
+    writes (plus 1 MB) nor above 64 MB. Longer lines are skipped, each with a problem."""
+    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
+             "TIB": 2**40}
+    text = memory_limit.strip().upper()
+    unit = next((u for u in sorted(units, key=len, reverse=True) if text.endswith(u)), None)
+    try:
+        limit = float(text[: -len(unit)]) * units[unit] if unit else float(text)
+    except ValueError:
+        limit = 1e9
+    return int(min(_LINE_CAP_MAX, max(EXPORTER_MAX_LINE + 2**20, limit / (8 * max(1, threads)))))
 _BATCH_BYTES = 256 * 1024 * 1024  # files per ingest statement (one thread each); a statement costs ~30 ms besides its spans
 _INT64_MAX = 2**63 - 1
 
@@ -155,7 +178,7 @@ _COLUMNS = """
 _NO_SPANS = "no spans"  # the problem of a line that holds no span: invalid JSON, not OTLP, or empty
 
 
-def _ingest_sql(files_sql: str, detail: bool, file_index: dict[str, int]) -> str:
+def _ingest_sql(files_sql: str, detail: bool, file_index: dict[str, int], max_line: int = _MAX_LINE_BYTES) -> str:
     """One INSERT reading a list of files: a row per span, a row per unreadable span (``problem``
     set), and a row per line with no span (problem ``_NO_SPANS``).
 
@@ -175,7 +198,7 @@ INSERT INTO spans
 WITH lines AS NOT MATERIALIZED (
     SELECT filename, ordinality AS o, json_transform(json, '{_line_type(detail)}') AS j
     FROM read_ndjson_objects({files_sql}, ignore_errors=true, filename=true,
-                             maximum_object_size={_MAX_LINE_BYTES}) WITH ORDINALITY
+                             maximum_object_size={int(max_line)}) WITH ORDINALITY
 ), rs AS NOT MATERIALIZED (
     -- a line without a span keeps one NULL row, so the line can be reported
     SELECT filename, o, unnest(coalesce(nullif(j.resourceSpans, []), [NULL])) AS rs FROM lines
@@ -249,6 +272,11 @@ FROM y
 """
 
 
+def _remove_database(directory: str) -> None:
+    forget_on_interrupt(directory)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 class TraceStore:
     """Spans of OTLP-JSON trace files in an embedded DuckDB database (a temporary file), one row each.
 
@@ -272,10 +300,12 @@ class TraceStore:
         self._index: dict[str, int] = {}
         self._cursors: set[Any] = set()  # the statements reading files now (to interrupt them)
         self._dir = tempfile.mkdtemp(prefix="lens-report-", dir=temp_dir)
+        remove_on_interrupt(self._dir)  # under the lens command, Ctrl-C removes it too (lens demo's report)
         # a store nobody closed still leaves no database behind (at collection or at exit)
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
+        self._cleanup = weakref.finalize(self, _remove_database, self._dir)
         self.con = duckdb.connect(os.path.join(self._dir, "spans.duckdb"))
         self._threads = threads or min(4, os.cpu_count() or 1)
+        self.max_line = max_line_bytes(memory_limit, self._threads)
         self.con.execute(f"SET threads = {int(self._threads)}")
         self.con.execute(f"SET memory_limit = {_sql_text(memory_limit)}")
         self.con.execute(f"SET temp_directory = {_sql_text(os.path.join(self._dir, 'spill'))}")
@@ -361,17 +391,22 @@ class TraceStore:
         files_sql = "[" + ", ".join(_sql_text(f) for f in batch) + "]"
         # a salvaged copy stands in for its damaged original
         index = {path: self._index[as_file or path] for path in batch}
-        cursor.execute(_ingest_sql(files_sql, self.detail, index))
+        cursor.execute(_ingest_sql(files_sql, self.detail, index, self.max_line))
 
     def _salvage(self, cursor: Any, file: str, problems: list[Problem]) -> None:
-        """A file DuckDB cannot read (a damaged compressed stream): read the good part in Python."""
+        """A file DuckDB cannot read (a damaged compressed stream, a line past :attr:`max_line`):
+        read the good part in Python. A line too long to read is replaced by an export without
+        spans, so line numbers still match and the line is reported (see :func:`_line_problems`);
+        no line is ever held whole, so a decompression bomb costs time, bounded, not memory."""
         copy = os.path.join(self._dir, f"salvage-{self._index[file]}.jsonl")
         error = None
         try:
             with _open_text(file) as source, open(copy, "wb") as out:
                 try:
-                    for line in source:
-                        out.write(line)
+                    for line, size in _capped_lines(source, self.max_line):
+                        out.write(line if line is not None else _PLACEHOLDER)
+                        if size < 0:  # abandoned: the rest is not read
+                            break
                 except (OSError, EOFError, zlib.error, ValueError) as exc:
                     error = exc
         except (OSError, ValueError) as exc:
@@ -382,7 +417,9 @@ class TraceStore:
         try:
             self._ingest_files(cursor, [copy], as_file=file)
         except _input_errors() as exc:
-            problems.append(Problem(file, 0, f"cannot read file: {exc}"))
+            hint = ("; a line of this file needs more memory than --memory-limit gives"
+                    if isinstance(exc, require_duckdb().OutOfMemoryException) else "")
+            problems.append(Problem(file, 0, f"cannot read file: {str(exc).splitlines()[0]}{hint}"))
         finally:
             os.unlink(copy)
 
@@ -406,7 +443,7 @@ class TraceStore:
                 self._span_problems.append(Problem(self.files[file], line, problem))
         found: list[Problem] = []
         for file, lines in no_spans.items():
-            found.extend(_line_problems(self.files[file], lines))
+            found.extend(_line_problems(self.files[file], lines, self.max_line))
         rank = {path: i for i, path in enumerate(self.files)}
         # in file and line order: what reading found (missing paths first), then every bad line
         self.problems = sorted(self.problems + found + self._span_problems, key=lambda p: (rank.get(p.file, -1), p.line))
@@ -458,8 +495,9 @@ class TraceStore:
 def _input_errors() -> tuple[type[BaseException], ...]:
     """DuckDB's errors about the data it reads (not about the SQL, which are bugs and propagate)."""
     duckdb = require_duckdb()
+    # out of memory too: a line long enough to need more than --memory-limit is the input's doing
     return (duckdb.IOException, duckdb.InvalidInputException, duckdb.ConversionException,
-            duckdb.OutOfRangeException)
+            duckdb.OutOfRangeException, duckdb.OutOfMemoryException)
 
 
 def _batches(files: list[str]) -> Iterator[list[str]]:
@@ -494,10 +532,46 @@ def _open_text(file: str) -> Any:
     return open(file, "rb")
 
 
-def _line_problems(path: str, wanted: list[int]) -> list[Problem]:
+_PLACEHOLDER = b'{"resourceSpans":[]}\n'  # stands in for a line too long to read: no span, one problem
+
+
+def _capped_lines(source: Any, cap: int) -> Iterator[tuple[bytes | None, int]]:
+    """(line, size) for every line of ``source``; ``None`` for a line longer than ``cap`` bytes,
+    read through in pieces and dropped. A size of -1 ends it: one line ran past the skip
+    budget (a decompression bomb) and the rest of the file is not read."""
+    while True:
+        line = source.readline(cap + 1)
+        if not line:
+            return
+        if len(line) <= cap or (len(line) == cap + 1 and line.endswith(b"\n")):
+            yield line, len(line)
+            continue
+        size = len(line)
+        while not line.endswith(b"\n"):
+            if size > max(_SKIP_BUDGET, 16 * cap):
+                yield None, -1
+                return
+            line = source.readline(1 << 20)
+            if not line:
+                break
+            size += len(line)
+        yield None, size
+
+
+def _too_long(cap: int, size: int) -> str:
+    mb = cap / 2**20
+    if size < 0:
+        return (f"a line longer than {max(_SKIP_BUDGET, 16 * cap) / 2**30:.0f} GiB (the report reads lines up to "
+                f"{mb:.0f} MiB): skipped, and the rest of the file is not read")
+    return (f"a line of {size / 2**20:,.1f} MiB, past the {mb:.0f} MiB the report reads (more memory with "
+            "--memory-limit reads longer lines): skipped")
+
+
+def _line_problems(path: str, wanted: list[int], cap: int = _LINE_CAP_MAX) -> list[Problem]:
     """Why each of the n-th non-blank lines of ``path`` in ``wanted`` held no span: invalid JSON,
-    not an OTLP trace export, or (no problem) an export with no spans. Reads the file again;
-    only files with such lines come here. Problems carry the physical line number."""
+    not an OTLP trace export, too long to read, or (no problem) an export with no spans. Reads
+    the file again, never holding a line longer than ``cap``; only files with such lines come
+    here. Problems carry the physical line number."""
     import json
 
     todo = set(wanted)
@@ -505,18 +579,20 @@ def _line_problems(path: str, wanted: list[int]) -> list[Problem]:
     number = physical = 0
     try:
         with _open_text(path) as lines:
-            for text in lines:
+            for text, size in _capped_lines(lines, cap):
                 physical += 1
-                if not text.strip():
+                if text is not None and not text.strip():
                     continue
                 number += 1
                 if number not in todo:
+                    if size < 0:
+                        break
                     continue
                 todo.discard(number)
-                message = _why_no_spans(json, text)
+                message = _too_long(cap, size) if text is None else _why_no_spans(json, text)
                 if message:
                     problems.append(Problem(path, physical, message))
-                if not todo:
+                if not todo or size < 0:
                     break
     except (OSError, EOFError, zlib.error, ValueError) as exc:
         problems.append(Problem(path, physical + 1, f"cannot read file: {exc}"))

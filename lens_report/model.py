@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from array import array
 from dataclasses import dataclass, field
@@ -364,12 +365,14 @@ class RankSteps:
     def __len__(self) -> int:
         return len(self.iterations)
 
-    def to_json(self) -> dict[str, Any]:
-        """Column names and one row per (rank, step), seconds as numbers."""
+    def to_json(self, ranks: frozenset[str] | None = None) -> dict[str, Any]:
+        """Column names and one row per (rank, step), seconds as numbers; only the ``ranks`` (labels) given."""
+        keep = None if ranks is None else {i for i, label in enumerate(self.rank_labels) if label in ranks}
         rows = [
             [it, self.rank_labels[r], w / NS_PER_S, p / NS_PER_S, o / NS_PER_S, i / NS_PER_S, x / NS_PER_S]
             for it, r, w, p, o, i, x in zip(self.iterations, self.ranks, self.wall_ns, self.productive_ns,
                                             self.overhead_ns, self.idle_ns, self.wasted_ns)
+            if keep is None or r in keep
         ]
         return {"columns": list(self.COLUMNS), "rows": rows}
 
@@ -489,6 +492,15 @@ class Report:
     rule_counts: dict[str, int] = field(default_factory=dict)
     unfinished: tuple[UnfinishedProcess, ...] = ()
     """Processes whose telemetry never shut down (see :class:`UnfinishedProcess`)."""
+    restart_lost_ns: int | None = None
+    """Rank-seconds lost between attempts of the run (restarts), when known; the badput's ``restarts`` part."""
+
+    @functools.cached_property
+    def aggregates(self) -> Any:
+        """The :class:`~lens_report.aggregates.Aggregates` the report leads with (computed once)."""
+        from .aggregates import aggregate
+
+        return aggregate(self)
 
     @property
     def violation_count(self) -> int:
@@ -507,10 +519,16 @@ class Report:
         order = {label: i for i, label in enumerate(self.rank_steps.rank_labels)}  # numeric: rank 2 before rank 10
         return tuple(sorted(costly, key=lambda r: (-r.straggler_cost_ns, order.get(r.rank, len(order)), r.rank)))
 
-    def to_json(self, *, rank_steps: bool = True) -> dict[str, Any]:
-        """The whole report as a JSON-ready dict (what ``lens report --json`` prints)."""
+    def to_json(self, *, rank_steps: bool = True, top: int | None = None,
+                ranks: frozenset[str] | None = None) -> dict[str, Any]:
+        """The whole report as a JSON-ready dict (what ``lens report --json`` prints).
+
+        It leads with the aggregates (badput, step-time spread, the ``top`` straggler scores,
+        all when None); ``rank_steps`` holds the per-(rank, step) rows of the ``ranks`` (labels)
+        asked for, every rank's when None."""
         data = {
             "run_id": self.run_id,
+            **self.aggregates.to_json(top=top),
             "files": list(self.files),
             "spans": self.span_count,
             "traces": self.trace_count,
@@ -531,5 +549,5 @@ class Report:
                                "unfinished": [u.to_json() for u in self.unfinished]},
         }
         if rank_steps:
-            data["rank_steps"] = self.rank_steps.to_json()
+            data["rank_steps"] = self.rank_steps.to_json(ranks)
         return data

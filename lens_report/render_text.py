@@ -2,12 +2,40 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Iterable
 
 from .model import BUCKETS, NS_PER_S, BucketTotals, Report, RunInfo
 
-__all__ = ["TABLE_HEADER", "UNFINISHED_LISTED", "bucket_cells", "render_runs", "render_text", "step_method_summary",
-           "table"]
+__all__ = ["BADPUT_LABELS", "RANK_HEADER", "RANK_STEP_HEADER", "SPREAD_HEADER", "STRAGGLER_HEADER", "TABLE_HEADER", "UNFINISHED_LISTED", "badput_line",
+           "bucket_cells", "number_ranges", "rank_detail", "render_runs", "render_text", "step_method_summary",
+           "step_spread_rows", "straggler_rows", "table", "terminal_safe"]
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every terminal control character (C0, DEL, C1, line separators and bidi
+    overrides) written as a visible escape such as ``\\x1b``: names, run ids and file names come
+    from the input, and printed raw an escape sequence could retitle or clear the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+
+def number_ranges(values: Iterable[int]) -> str:
+    """Sorted integers as ranges, e.g. ``0-7, 12, 20-21``."""
+    out: list[str] = []
+    run: list[int] = []
+    for value in sorted(set(values)):
+        if run and value == run[-1] + 1:
+            run.append(value)
+            continue
+        if run:
+            out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+        run = [value]
+    if run:
+        out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+    return ", ".join(out)
 
 UNFINISHED_LISTED = 20
 """Processes whose telemetry never shut down that the text and HTML list (JSON lists all)."""
@@ -15,8 +43,17 @@ UNFINISHED_LISTED = 20
 TABLE_HEADER = ["iteration", "wall s", *BUCKETS, "unattributed", "goodput"]
 """Column titles of the one-rank bucket table (steps, then the run row)."""
 
-SPREAD_HEADER = ["iteration", "ranks", "min s", "median s", "max s", *BUCKETS, "goodput", "slowest", "wait rank-s"]
-"""Column titles of the multi-rank step table: the spread of step times over ranks, summed buckets (rank-s)."""
+SPREAD_HEADER = ["iteration", "ranks", "p50 s", "p90 s", "p99 s", "max s", "slowest", "goodput", "wait rank-s"]
+"""Column titles of the multi-rank step table: step time over ranks (quantiles and max), the slowest rank (most
+busy time), goodput, and the rank-seconds the others waited for it."""
+
+STRAGGLER_HEADER = ["rank", "score", "relative", "individual", "at step", "typical step s", "slowest of steps",
+                    "others waited rank-s"]
+"""Column titles of the straggler table: both scores (see :class:`~lens_report.aggregates.StragglerScore`)."""
+
+BADPUT_LABELS = {"overhead": "overhead", "idle": "idle", "wasted": "wasted", "unattributed": "unattributed",
+                 "restarts": "lost to restarts"}
+"""How each badput part is named in text and HTML."""
 
 _METHODS = {
     "pattern": "step spans matching {pattern!r}",
@@ -70,32 +107,109 @@ def _header(report: Report) -> list[str]:
     return [f"lens report: run {report.run_id or '(no run id)'}: {len(report.ranks)} ranks, {counts}"]
 
 
-def _multi_rank(report: Report, top: int) -> list[str]:
-    rows = [[str(step.iteration), str(step.ranks), _s(step.wall_min_ns), _s(step.wall_median_ns),
-             _s(step.wall_max_ns), *(_s(step.totals.bucket_ns[b]) for b in BUCKETS), _percent(step.totals.goodput),
-             step.slowest_rank, _s(step.wait_ns)] for step in report.steps]
-    lines = ["steps: step time over ranks (s); buckets and wait summed over ranks (rank-seconds)"]
-    lines += table(SPREAD_HEADER, rows)
+def badput_line(report: Report) -> str:
+    """One line: run goodput, then the share of every badput part (``-`` for restarts when not known)."""
+    badput = report.aggregates.badput
+    parts = ", ".join(f"{BADPUT_LABELS[part]} {_percent(badput.fraction(part))}"
+                      if part != "restarts" or badput.restarts_known else f"{BADPUT_LABELS[part]} -"
+                      for part in BADPUT_LABELS)
+    return (f"goodput {_percent(badput.goodput)} of {badput.total_ns / NS_PER_S:,.1f} rank-s; "
+            f"badput: {parts}")
+
+
+def step_spread_rows(report: Report) -> list[list[str]]:
+    """Per step: ranks, p50/p90/p99/max step time over ranks, the slowest rank, goodput, wait for it."""
+    rows = {step.iteration: step for step in report.steps}
+    return [[str(s.iteration), str(s.ranks), _s(s.p50_ns), _s(s.p90_ns), _s(s.p99_ns), _s(s.max_ns),
+             rows[s.iteration].slowest_rank if s.iteration in rows else s.max_rank, _percent(s.goodput),
+             _s(rows[s.iteration].wait_ns if s.iteration in rows else 0)] for s in report.aggregates.steps]
+
+
+def straggler_rows(report: Report, top: int) -> list[list[str]]:
+    """The ``top`` stragglers by score, with both scores and what the others waited for them."""
+    rows = {r.rank: r for r in report.ranks}
+    out = []
+    for s in report.aggregates.top(top):
+        row = rows.get(s.rank)
+        out.append([s.rank, f"{s.score:.2f}", f"{s.relative:.2f}", f"{s.individual:.2f}", str(s.individual_step),
+                    _s(s.typical_ns), str(row.slowest_steps if row else 0),
+                    _s(row.straggler_cost_ns if row else 0)])
+    return out
+
+
+def rank_detail(report: Report, ranks: frozenset[str], steps: frozenset[int] | None) -> tuple[list[list[str]],
+                                                                                                list[list[str]]]:
+    """The drill-down of ``ranks`` (labels): (one row per rank: its buckets and scores, one row
+    per (rank, step) of ``steps``, all steps when None: step time, buckets, both ratios)."""
+    scores = {s.rank: s for s in report.aggregates.stragglers}
+    per_rank = [[r.rank, str(r.processes), *bucket_cells(r.totals),
+                 f"{scores[r.rank].relative:.2f}" if r.rank in scores else "-",
+                 f"{scores[r.rank].individual:.2f}" if r.rank in scores else "-"]
+                for r in report.ranks if r.rank in ranks]
+    rs = report.rank_steps
+    median = {s.iteration: s.p50_ns for s in report.aggregates.steps}
+    cells = []
+    for it, r, wall, *buckets in zip(rs.iterations, rs.ranks, rs.wall_ns, rs.productive_ns, rs.overhead_ns,
+                                     rs.idle_ns, rs.wasted_ns):
+        label = rs.rank_labels[r]
+        if label not in ranks or (steps is not None and it not in steps):
+            continue
+        typical = scores[label].typical_ns if label in scores else 0
+        cells.append((r, it, [label, str(it), _s(wall), *map(_s, buckets),
+                              _percent(buckets[0] / wall if wall else None),
+                              f"{wall / median[it]:.2f}" if median.get(it) else "-",
+                              f"{wall / typical:.2f}" if typical else "-"]))
+    cells.sort(key=lambda c: (c[0], c[1]))
+    return per_rank, [c[2] for c in cells]
+
+
+RANK_HEADER = ["rank", "processes", "wall s", *BUCKETS, "unattributed", "goodput", "relative", "individual"]
+"""Column titles of the rank drill-down (``--ranks``): one row per rank."""
+
+RANK_STEP_HEADER = ["rank", "iteration", "step s", *BUCKETS, "goodput", "vs step median", "vs own typical"]
+"""Column titles of the rank drill-down's rows per (rank, step)."""
+
+
+def _multi_rank(report: Report, top: int, ranks: frozenset[str] | None, steps: frozenset[int] | None) -> list[str]:
+    agg = report.aggregates
+    lines = [badput_line(report), ""]
+    top_stragglers = straggler_rows(report, top)
+    lines.append(f"stragglers: top {len(top_stragglers)} of {sum(1 for s in agg.stragglers if s.score > 1)} ranks "
+                 "scoring above 1; relative: median over steps of step time / the step's median rank; individual: "
+                 "slowest step / the rank's own median step (at step)")
+    if top_stragglers:
+        lines += table(STRAGGLER_HEADER, top_stragglers)
+    else:
+        lines.append("  none: every rank took its step's median time in every step")
+    lines += ["", "steps: step time over ranks (s); wait: rank-seconds the others waited for the slowest rank"]
+    lines += table(SPREAD_HEADER, step_spread_rows(report))
     lines += ["", "run: wall is every rank's first-to-last span time, summed (rank-seconds)"]
     lines += table(["", "rank-s", *BUCKETS, "unattributed", "goodput"], [["run", *bucket_cells(report.run)]])
     goodputs = sorted(r.totals.goodput for r in report.ranks if r.totals.goodput is not None)
     if goodputs:
         lines += ["", f"ranks: {len(report.ranks)}; goodput min {_percent(goodputs[0])}, "
-                      f"median {_percent(goodputs[len(goodputs) // 2])}, max {_percent(goodputs[-1])}"]
-    stragglers = report.stragglers[:top]
-    lines += ["", f"stragglers: {len(report.stragglers)} ranks were the slowest of a step; "
-                  f"top {len(stragglers)} by rank-seconds the others waited"]
-    lines += table(["rank", "slowest of steps", "others waited rank-s", "their idle it explains s", "goodput"],
-                   [[r.rank, str(r.slowest_steps), _s(r.straggler_cost_ns), _s(r.idle_explained_ns),
-                     _percent(r.totals.goodput)] for r in stragglers])
+                      f"median {_percent(goodputs[len(goodputs) // 2])}, max {_percent(goodputs[-1])}"
+                      + ("" if ranks else "; per-rank detail: --ranks LIST")]
+    if ranks:
+        per_rank, cells = rank_detail(report, ranks, steps)
+        lines += ["", f"rank detail: {len(per_rank)} rank(s)"]
+        lines += table(RANK_HEADER, per_rank)
+        lines += ["", "per step (s); vs step median: step time / the step's median rank; "
+                      "vs own typical: step time / the rank's median step"]
+        lines += table(RANK_STEP_HEADER, cells)
     return lines
 
 
-def render_text(report: Report, *, top: int = 10) -> str:
-    """The report as tables a person can read in a terminal (a 1-rank run reads as it always did)."""
+def render_text(report: Report, *, top: int = 10, ranks: frozenset[str] | None = None,
+                steps: frozenset[int] | None = None) -> str:
+    """The report as tables a person can read in a terminal (a 1-rank run reads as it always did).
+
+    A multi-rank run leads with goodput and badput, the top stragglers and the spread of step
+    times over ranks; ``ranks`` (labels) adds their detail, per step for ``steps`` (all when None).
+    Terminal control characters from the input are escaped (:func:`terminal_safe`)."""
     lines = [*_header(report), step_method_summary(report), ""]
     if report.multi_rank:
-        lines += _multi_rank(report, top)
+        lines += _multi_rank(report, top, ranks, steps)
     else:
         rows = [[str(step.iteration), *bucket_cells(step.totals)] for step in report.steps]
         rows.append(["run", *bucket_cells(report.run)])
@@ -125,7 +239,7 @@ def render_text(report: Report, *, top: int = 10) -> str:
     lines += [f"  {violation}" for violation in report.violations]
     if total > len(report.violations):
         lines.append(f"  ... {total - len(report.violations)} more not listed")
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(terminal_safe, lines)) + "\n"
 
 
 def render_runs(runs: tuple[RunInfo, ...]) -> str:
@@ -133,4 +247,4 @@ def render_runs(runs: tuple[RunInfo, ...]) -> str:
     rows = [[info.run_id or "(no run id)", str(info.ranks), str(info.processes), str(info.spans),
              "-" if info.start_ns is None or info.end_ns is None else _s(info.end_ns - info.start_ns)]
             for info in runs]
-    return "\n".join(table(["run", "ranks", "processes", "spans", "wall s"], rows)) + "\n"
+    return "\n".join(map(terminal_safe, table(["run", "ranks", "processes", "spans", "wall s"], rows))) + "\n"

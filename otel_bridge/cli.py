@@ -156,7 +156,10 @@ class _Version(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``lens`` argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="lens", description="Lens telemetry tools")
+    from lens_report.cli import OneLineParser
+
+    # every subcommand's parser is of the same class: a bad argument is one line and status 2
+    parser = OneLineParser(prog="lens", description="Lens telemetry tools")
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -232,15 +235,35 @@ def _spec_entries(argv: List[str]) -> List[str]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``lens`` console script; returns the exit status."""
-    args = build_parser().parse_args(_spec_entries(list(sys.argv[1:] if argv is None else argv)))
+    """Run the ``lens`` command for ``argv`` (default ``sys.argv[1:]``); returns the exit status.
+
+    Ctrl-C anywhere is ``lens <command>: interrupted`` on stderr and status 130 (the console
+    script, lens_core._console.main, starts that watch before this module is even imported);
+    a reader that closes stdout early (``lens resolve --json | head -1``) ends it quietly.
+    """
+    from lens_core._console import interrupts_watched, program_name
+
+    from lens_report.interrupts import quiet_broken_pipe
+
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    command = program_name(arguments)
+    try:
+        with interrupts_watched(command):
+            return quiet_broken_pipe(lambda: _run(arguments))
+    except KeyboardInterrupt:  # where no watch could start (SIGINT was ignored, then restored)
+        print(f"{command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(arguments: List[str]) -> int:
+    args = build_parser().parse_args(_spec_entries(arguments))
     if args.command == "resolve" and not (args.spec or args.spec_entries):
         return _error("resolve", "a span-group spec is required (e.g. lens resolve per_step,-job)", EXIT_USAGE)
-    try:
-        return args.func(args)
-    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
-        return _error(args.command, "interrupted", EXIT_INTERRUPTED)
+    return args.func(args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # python -m otel_bridge.cli: the package is imported by now, the rest is watched as the console script is
+    from lens_core._console import main as _console_main
+
+    sys.exit(_console_main())

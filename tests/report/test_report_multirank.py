@@ -79,9 +79,9 @@ def test_text_and_json_carry_the_rank_and_strict_passes_a_healthy_job(ddp, capsy
     text = capsys.readouterr().out
     assert text.splitlines()[0].startswith("lens report: run ddp: 4 ranks, 52 spans")
     step1 = next(line for line in text.splitlines() if line.startswith("1 "))
-    assert step1.split() == ["1", "4", "10.000", "10.000", "10.000", "22.000", "4.000", "14.000", "0.000", "55.0%",
-                             "rank", "2", "6.000"]
-    assert "stragglers: 3 ranks were the slowest of a step" in text
+    # p50, p90, p99 and max step time over ranks, the slowest rank (most busy time), goodput, wait for it
+    assert step1.split() == ["1", "4", "10.000", "10.000", "10.000", "10.000", "rank", "2", "55.0%", "6.000"]
+    assert "stragglers: top 0 of 0 ranks scoring above 1" in text  # every rank's step takes 10 s
     assert main([str(folder), "--json"]) == EXIT_OK
     data = json.loads(capsys.readouterr().out)
     assert [s["slowest_rank"] for s in data["steps"]] == ["rank 2", "rank 3", "rank 1"]

@@ -6,6 +6,8 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from report_helpers import html_of, report_of
 
 from lens_report import render_text
@@ -68,7 +70,7 @@ def test_html_waterfall_is_well_formed_svg_with_a_lane_per_process_and_thread(tm
                            otlp.span(4, "load", 2, 3, 1, bucket="overhead", thread_id=2)],
                           process_pid=77, host_name="node7", nv_dl_rank=5)
     page = html_of(otlp.write(tmp_path / "a.jsonl", driver, worker))
-    svg = ET.fromstring(re.search(r"<svg.*</svg>", page, re.S).group(0))
+    svg = ET.fromstring(re.search(r'<svg id="waterfall".*?</svg>', page, re.S).group(0))
     lanes = [el.findtext("title") for el in svg.iter("text") if el.get("class") == "lane"]
     assert lanes == ["rank 5 · pid 77@node7 / thread 1", "rank 5 · pid 77@node7 / thread 2", "drv"]
     bars = {el.findtext("title").split("\n")[0]: float(el.get("y")) for el in svg.iter("rect")}
@@ -83,7 +85,7 @@ def test_html_stacks_nested_spans_by_depth_within_a_lane(tmp_path, otlp):
         otlp.span(3, "inner", 2, 3, 2, bucket="productive"),
         otlp.span(4, "after", 11, 12),
     ]))
-    svg = ET.fromstring(re.search(r"<svg.*</svg>", html_of(path), re.S).group(0))
+    svg = ET.fromstring(re.search(r'<svg id="waterfall".*?</svg>', html_of(path), re.S).group(0))
     y = {el.findtext("title").split("\n")[0]: float(el.get("y")) for el in svg.iter("rect")}
     assert y["outer"] < y["middle"] < y["inner"]
     assert y["after"] == y["outer"]
@@ -94,3 +96,37 @@ def test_html_notes_spans_it_cannot_draw(tmp_path, otlp):
     page = html_of(path)
     assert page.count('<rect class="span') == 1
     assert "[bad-timing]" not in page and "ends 1.000000 s before it starts; skipped" in page
+
+
+def test_html_waterfall_of_a_chosen_step_has_that_step_as_its_axis_and_clips_longer_spans(tmp_path, otlp):
+    """Regression: with a job span present the waterfall's axis spanned the whole job, so the
+    step asked for (--step 2) was a few pixels wide."""
+    path = otlp.write(tmp_path / "a.jsonl", otlp.request([
+        otlp.span(1, "rl.grpo.job", 0, 1000),
+        otlp.span(2, "rl.grpo.step", 100, 110, 1, iteration=1),
+        otlp.span(3, "rl.grpo.step", 200, 210, 1, iteration=2),
+        otlp.span(4, "train", 200, 208, 3, bucket="productive", iteration=2),
+    ], nv_dl_rank=0))
+    page = html_of(path, steps={2})
+    svg = ET.fromstring(re.search(r'<svg id="waterfall".*?</svg>', page, re.S).group(0))
+    rects = {el.findtext("title").split("\n")[0]: el for el in svg.iter("rect")}
+    assert set(rects) == {"rl.grpo.job", "rl.grpo.step", "train"}  # step 1 is outside the axis
+    step, train, job = rects["rl.grpo.step"], rects["train"], rects["rl.grpo.job"]
+    assert float(train.get("width")) == pytest.approx(0.8 * float(step.get("width")))
+    assert "clipped" in job.get("class") and "clipped" not in step.get("class")
+    assert (float(job.get("x")), float(job.get("width"))) == (float(step.get("x")), float(step.get("width")))
+    assert "clipped: starts 200.000 s before the step; clipped: ends 790.000 s after the step" in job.findtext("title")
+    assert sum(1 for el in svg.iter("path") if el.get("class") == "clip-mark") == 2
+
+
+def test_span_names_cannot_break_out_of_the_pages_script_data(tmp_path, otlp):
+    """The spans the script draws travel as JSON inside a <script> element: a name holding
+    ``</script>`` must stay text there, or the page would run what follows it."""
+    evil = "</script><script>document.title='owned'</script><!--"
+    path = otlp.write(tmp_path / "a.jsonl", otlp.request([
+        otlp.span(1, "rl.grpo.step", 0, 10, iteration=1), otlp.span(2, evil, 1, 5, 1, bucket="productive", iteration=1),
+    ], nv_dl_rank=0))
+    page = html_of(path)
+    assert page.count("<script") == 2 and page.count("</script>") == 2  # the page's own two, no more
+    data = re.search(r'<script type="application/json" id="lens-data">(.*?)</script>', page, re.S)[1]
+    assert evil in json.loads(data)["names"]

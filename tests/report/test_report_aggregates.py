@@ -1,0 +1,122 @@
+"""Known answers for the aggregates the report leads with: badput, step-time quantiles over ranks, straggler scores."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from report_helpers import Otlp, report_of
+from lens_report.aggregates import quantile
+from lens_report.cli import main
+from lens_core.exitcodes import EXIT_OK
+
+RANKS, STEPS, PERIOD = 8, 100, 40
+ALWAYS_SLOW, BECAME_SLOW, SINCE = 3, 6, 80
+
+
+def _wall(rank: int, step: int) -> int:
+    """Step seconds: 10, except rank 3 always 20 and rank 6 30 from step 80 on."""
+    if rank == ALWAYS_SLOW:
+        return 20
+    if rank == BECAME_SLOW and step >= SINCE:
+        return 30
+    return 10
+
+
+def write_two_stragglers(path):
+    """8 ranks × 100 steps, a step every 40 s: productive for all but the last 2 s (overhead)."""
+    lines = []
+    for rank in range(RANKS):
+        spans, n, trace = [], 1, f"{rank + 1:032x}"
+        for step in range(1, STEPS + 1):
+            start, wall = step * PERIOD, _wall(rank, step)
+            spans += [Otlp.span(n, "rl.grpo.step", start, start + wall, iteration=step, trace=trace),
+                      Otlp.span(n + 1, "rl.grpo.policy_training", start, start + wall - 2, n, bucket="productive",
+                                iteration=step, trace=trace),
+                      Otlp.span(n + 2, "rl.grpo.data_processing", start + wall - 2, start + wall, n,
+                                bucket="overhead", iteration=step, trace=trace)]
+            n += 3
+        lines.append(Otlp.request(spans, nv_dl_rank=rank, service_instance_id=f"two-rank{rank}", nemo_run_id="two"))
+    return Otlp.write(path, *lines)
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    path = write_two_stragglers(tmp_path_factory.mktemp("agg") / "traces.jsonl")
+    return path, report_of(path)
+
+
+def test_quantile_interpolates_between_the_closest_ranks():
+    assert quantile([10.0] * 7 + [20.0], 0.9) == pytest.approx(13.0)
+    assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert quantile([5.0], 0.99) == 5.0
+
+
+def test_badput_splits_every_rank_second_and_goodput_leads(two):
+    _, report = two
+    badput = report.aggregates.badput
+    # walls: a rank runs from step 1's start (40 s) to step 100's end
+    walls = [100 * PERIOD + _wall(rank, STEPS) - PERIOD for rank in range(RANKS)]
+    productive = sum(_wall(r, s) - 2 for r in range(RANKS) for s in range(1, STEPS + 1))
+    assert badput.total_ns == sum(walls) * Otlp.S == 31_790 * Otlp.S
+    assert badput.productive_ns == productive * Otlp.S == 7_820 * Otlp.S
+    assert badput.parts_ns["overhead"] == 1_600 * Otlp.S
+    assert badput.parts_ns["unattributed"] == (31_790 - 7_820 - 1_600) * Otlp.S
+    assert badput.goodput == pytest.approx(7_820 / 31_790)
+    assert badput.goodput + sum(badput.fraction(p) for p in ("overhead", "idle", "wasted", "unattributed")) == \
+        pytest.approx(1.0)
+    assert not badput.restarts_known and badput.to_json()["parts"]["restarts"] is None
+
+
+def test_each_step_gives_p50_p90_p99_and_max_over_ranks(two):
+    _, report = two
+    spread = {s.iteration: s for s in report.aggregates.steps}
+    assert len(spread) == STEPS
+    early, late = spread[SINCE - 1], spread[SINCE]
+    S = Otlp.S
+    # 8 ranks: 7 × 10 s and one 20 s; from step 80 six × 10 s, 20 s and 30 s
+    assert (early.p50_ns, early.p90_ns, early.p99_ns, early.max_ns, early.max_rank) == (
+        10 * S, pytest.approx(13 * S), pytest.approx(19.3 * S), 20 * S, "rank 3")
+    assert (late.p50_ns, late.p90_ns, late.p99_ns, late.max_ns, late.max_rank) == (
+        10 * S, pytest.approx(23 * S), pytest.approx(29.3 * S), 30 * S, "rank 6")
+
+
+def test_stragglers_are_found_by_relative_and_by_individual_score(two):
+    """A rank always twice as slow as its peers scores 2 relative; a rank that became 3x slower
+    at step 80 scores ~1 relative (its median step is normal) but 3 individual, at step 80."""
+    _, report = two
+    top = report.aggregates.top(5)
+    assert [s.rank for s in top] == ["rank 6", "rank 3"]
+    became, always = top
+    assert (became.relative, became.individual, became.individual_step, became.flagged_by) == (
+        1.0, 3.0, SINCE, "individual")
+    assert (always.relative, always.individual, always.flagged_by) == (2.0, 1.0, "relative")
+    assert all(s.score == 1.0 for s in report.aggregates.stragglers[2:])
+
+
+def test_text_and_json_lead_with_goodput_and_stragglers_and_drill_into_ranks(two, capsys):
+    path, _ = two
+    assert main([str(path)]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[3].startswith("goodput 24.6% of 31,790.0 rank-s; badput: overhead 5.0%, idle 0.0%, wasted 0.0%, "
+                               "unattributed 70.4%, lost to restarts -")
+    assert lines[5].startswith("stragglers: top 2 of 2 ranks")
+    assert lines[8].split() == ["rank", "6", "3.00", "1.00", "3.00", "80", "10.000", "21", "2730.000"]  # 21 steps × (6 × 20 s + 10 s)
+    assert lines[9].split()[:6] == ["rank", "3", "2.00", "2.00", "1.00", "1"]
+    assert not any(line.startswith("rank detail") for line in lines)
+    assert main([str(path), "--ranks", "6", "--step", "79-80"]) == EXIT_OK
+    text = capsys.readouterr().out
+    detail = text[text.index("\nrank detail") + 1:].splitlines()
+    assert detail[0] == "rank detail: 1 rank(s)"
+    assert detail[3].split()[:4] == ["rank", "6", "1", "3990.000"]
+    per_step = detail[detail.index("") + 1:]
+    cells = [line.split() for line in per_step if line.startswith("rank 6 ")]
+    assert [c[2:4] + c[-2:] for c in cells] == [["79", "10.000", "1.00", "1.00"], ["80", "30.000", "3.00", "3.00"]]
+    assert main([str(path), "--json", "--top", "1", "--ranks", "6"]) == EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    assert list(data)[1:4] == ["badput", "step_time", "straggler_scores"]
+    assert data["badput"]["goodput"] == pytest.approx(7_820 / 31_790)
+    assert [s["rank"] for s in data["straggler_scores"]] == ["rank 6"]
+    assert {row[1] for row in data["rank_steps"]["rows"]} == {"rank 6"}
+    assert data["step_time"][SINCE - 1]["p90_s"] == pytest.approx(23.0)

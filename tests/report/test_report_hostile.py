@@ -1,0 +1,132 @@
+"""Hostile and oversized report input: lines past the cap skipped with a problem, a decompression bomb bounded,
+terminal escapes made visible, every bad argument one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from report_helpers import Otlp, report_of
+from lens_core.exitcodes import EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
+from lens_report import TraceStore
+from lens_report.cli import main
+from lens_report.engine import EXPORTER_MAX_LINE, max_line_bytes
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _line_of(size: int, n: int, rank: int = 0) -> str:
+    """One export line of about ``size`` bytes: a span whose attribute value fills it."""
+    head = Otlp.request([Otlp.span(n, "big", 0, 1, note="")], nv_dl_rank=rank)
+    text = json.dumps(head)
+    return text.replace('"stringValue": ""', '"stringValue": "' + "x" * (size - len(text)) + '"')
+
+
+def test_the_line_cap_follows_the_memory_limit_but_never_drops_below_what_the_exporter_writes():
+    assert max_line_bytes("1GB", 2) == int(1e9 / 16)
+    assert max_line_bytes("256MB", 4) == EXPORTER_MAX_LINE + 2**20
+    assert max_line_bytes("64GiB", 4) == 64 * 2**20
+
+
+def test_a_line_as_long_as_the_exporter_writes_is_read_even_at_the_smallest_memory_limit(tmp_path):
+    """Regression: a batch with a 10 MB attribute became a 44 MB line and the report read 0 of its
+    spans. The exporter now keeps lines within EXPORTER_MAX_LINE; the report reads all of those."""
+    path = tmp_path / "big.jsonl"
+    path.write_text(_line_of(EXPORTER_MAX_LINE - 100, 1) + "\n" + json.dumps(Otlp.request([Otlp.span(2, "small", 1, 2)]))
+                    + "\n")
+    assert os.path.getsize(path) > EXPORTER_MAX_LINE - 200
+    with TraceStore(memory_limit="256MB") as store:
+        store.load([path])
+        assert (store.span_count(), store.problems) == (2, [])
+
+
+def test_a_line_past_the_cap_is_skipped_with_a_problem_and_the_rest_of_the_file_is_read(tmp_path):
+    """Regression: one line past DuckDB's object size cost every span of its file (0 read, exit 3)."""
+    good = [json.dumps(Otlp.request([Otlp.span(n, f"s{n}", n, n + 1)])) for n in (1, 2, 3)]
+    path = tmp_path / "mixed.jsonl"
+    cap = max_line_bytes("256MB", 2)
+    path.write_text("\n".join([good[0], _line_of(3 * cap, 9), good[1], "", good[2]]) + "\n")
+    with TraceStore(memory_limit="256MB", threads=2) as store:
+        store.load([path])
+        assert store.span_count() == 3
+        assert [(p.line, p.message.split(",")[0]) for p in store.problems] == [
+            (2, f"a line of {3 * cap / 2**20:,.1f} MiB")]
+        assert "skipped" in store.problems[0].message
+
+
+@pytest.mark.slow
+def test_a_decompression_bomb_stops_with_one_line_exit_3_and_memory_within_the_limit(tmp_path):
+    """Regression: a 100 KB .zst expanding to one 3 GB line took the report to 6.4 GB RSS under
+    --memory-limit 256MB. The same mechanism, smaller: 12 KB expanding to one 300 MB line."""
+    zstandard = pytest.importorskip("zstandard")
+    bomb = tmp_path / "bomb.jsonl.zst"
+    with open(bomb, "wb") as out, zstandard.ZstdCompressor().stream_writer(out) as writer:
+        writer.write(b'{"resourceSpans":[{"resource":{"attributes":[{"key":"x","value":{"stringValue":"')
+        for _ in range(300):
+            writer.write(b"A" * 2**20)
+        writer.write(b'"}}]}}]}\n')
+    assert bomb.stat().st_size < 100_000
+    # a fresh parent whose only child is the report: its children's peak RSS is the report's
+    measure = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m", "lens_report", str(bomb),
+                           "--memory-limit", "256MB"], capture_output=True, text=True, timeout=600, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    *lines, rss_kb = proc.stderr.splitlines()
+    rss_mb = int(rss_kb) / 1024
+    proc.stderr = "\n".join(lines)
+    assert proc.returncode == EXIT_NO_DATA, proc.stderr
+    assert proc.stderr.splitlines() == [f"lens report: no spans read: {bomb}:1: a line of 300.0 MiB, past the 17 MiB "
+                                        "the report reads (more memory with --memory-limit reads longer lines): skipped"]
+    # never held whole: below the limit and the 300 MB line (before the fix: several times the line)
+    assert rss_mb < 256, rss_mb
+
+
+def test_terminal_control_characters_from_the_input_are_escaped_in_text_output(tmp_path, capsys):
+    """Regression: span names, run ids and file names with terminal escapes were printed raw."""
+    evil = "\x1b]0;owned\x07\x1b[2J"
+    path = tmp_path / f"trace{evil}.jsonl"
+    path.write_text(json.dumps(Otlp.request([Otlp.span(1, f"step{evil}", 0, 1, iteration=1),
+                                             Otlp.span(2, f"work{evil}", 0, 1, 1, bucket="bogus", iteration=1)],
+                                            nemo_run_id=f"run{evil}")) + "\nnot json\n")
+    assert main([str(path)]) == EXIT_OK
+    streams = capsys.readouterr()
+    assert "\x1b" not in streams.out and "\x07" not in streams.out
+    assert "work\\x1b]0;owned\\x07\\x1b[2J" in streams.out  # visible, not acted on
+    assert "trace\\x1b]0;owned" in streams.out  # the file name in the problem line
+    assert main([str(path), "--run", "nope"]) == EXIT_USAGE
+    streams = capsys.readouterr()
+    assert "\x1b" not in streams.out + streams.err and "run\\x1b" in streams.out
+
+
+@pytest.mark.parametrize("args", [
+    ["--top", "99999999999999999999"], ["--top", "-1"], ["--max-violations", "1e9"], ["--step", "0-99999999999"],
+    ["--ranks", "x"], ["--memory-limit", "10KB"], ["--step-pattern", "("], ["--bogus"],
+])
+def test_every_bad_argument_is_one_line_and_exit_2(two_step_file, capsys, args):
+    """Regression: --top 99999999999999999999 exited 1 with a DuckDB exception."""
+    with pytest.raises(SystemExit) as stop:
+        main([str(two_step_file), *args])
+    assert stop.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("lens report: ") and "(see lens report --help)" in err
+
+
+def test_a_selection_that_matches_nothing_is_exit_2_naming_what_exists(tmp_path, capsys):
+    """Regression: --step 99 drew nothing and exited 0."""
+    lines = [Otlp.request([Otlp.span(10 * r + s, "rl.grpo.step", s * 10, s * 10 + 5, iteration=s, trace=f"{r + 1:032x}")
+                           for s in (1, 2, 3)], nv_dl_rank=r, nemo_run_id="sel") for r in range(4)]
+    path = Otlp.write(tmp_path / "t.jsonl", *lines)
+    assert main([str(path), "--step", "99"]) == EXIT_USAGE
+    assert capsys.readouterr().err == "lens report: --step 99 matches no step of run 'sel'; its steps: 1-3\n"
+    assert main([str(path), "--ranks", "7-9", "--html", str(tmp_path / "p.html")]) == EXIT_USAGE
+    assert capsys.readouterr().err == "lens report: --ranks 7-9 matches no rank of run 'sel'; its ranks: 0-3\n"
+    assert not (tmp_path / "p.html").exists()
+    assert main([str(path), "--step", "3-5", "--ranks", "3,4"]) == EXIT_OK  # part of it exists: a note
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["lens report: no step 4-5 in the run; drawing steps 3", "lens report: no rank 4 in the run; showing ranks 3"]
