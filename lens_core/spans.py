@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import _impl, _log, _stepping, redaction, scopes, semconv, state
 from .carrier import usable_carrier
 from .redaction import DEFAULT_REDACT_KEYS, REDACTED, redact_text, redact_value
-from .registry import SpanRegistry
+from .registry import Bucket, SpanRegistry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (import budget)
@@ -176,6 +176,7 @@ _scope_attributes = scopes._ATTRS.get
 _bucket_override = scopes._BUCKET.get
 _LENS_GROUP = semconv.LENS_GROUP
 _LENS_UMBRELLA = semconv.LENS_UMBRELLA
+_BUCKETS = frozenset(Bucket.ALL)
 
 
 def _span_attributes(group, name, attrs, umbrella_requested):
@@ -204,6 +205,14 @@ def _span_attributes(group, name, attrs, umbrella_requested):
                 _warn_once(("umbrella-leaf", name), f"umbrella span {name!r} was opened with leaf group "
                            f"{info.name!r}; emitting it as a leaf (bucket {info.bucket})")
             merged[info.bucket_key] = _bucket_override() or info.bucket
+            given = attrs.get(info.bucket_key) if attrs else None
+            if given is not None and (not isinstance(given, str) or given not in _BUCKETS):
+                # refused where it is emitted: an unknown bucket would be summed nowhere (or
+                # flagged by the report); the group's bucket stands instead
+                _log.warn_once_at_call_site("unknown-bucket", f"span {name!r} was given {info.bucket_key}="
+                                            f"{given!r}, not one of {', '.join(_BUCKETS)}; dropped, it keeps "
+                                            f"{merged[info.bucket_key]!r}")
+                attrs = {k: v for k, v in attrs.items() if k != info.bucket_key}
     if attrs:
         _sanitize_into(merged, attrs)
     return merged

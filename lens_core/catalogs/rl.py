@@ -371,7 +371,7 @@ def register() -> None:
     """Register the catalog (idempotent: an identical re-registration replaces it)."""
     SpanRegistry.register(NAMESPACE, G.ALL, PRESETS, buckets=BUCKETS, umbrellas=UMBRELLAS,
                           allow_override=NAMESPACE in SpanRegistry.namespaces())
-    register_efficiency_categories(EFFICIENCY_CATEGORY_BUCKET)
+    register_efficiency_categories(EFFICIENCY_CATEGORY_BUCKET, TIMER_ONLY_CATEGORIES, CATEGORY_MEASUREMENT)
 
 
 register()
