@@ -256,13 +256,48 @@ class _SpanSteps:
         self.backend.end(self.span, None if isinstance(exc, GeneratorExit) else exc)
 
 
+# Code flags (CPython's CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR): read from the code
+# object rather than through `inspect`, whose import (13-15 ms: dis, ast, tokenize, ...) a
+# library decorating a few functions at import time would otherwise pay.
+_CO_GENERATOR = 0x20
+_CO_COROUTINE = 0x80
+_CO_ASYNC_GENERATOR = 0x200
+
+
+def _function_kind(fn) -> str:
+    """``coroutine``, ``async_generator``, ``generator`` or ``function``: what inspect's
+    iscoroutinefunction / isasyncgenfunction / isgeneratorfunction would say of ``fn``."""
+    marker = getattr(fn, "_is_coroutine_marker", None)
+    if marker is not None:  # inspect.markcoroutinefunction (3.12+): inspect is loaded already
+        import inspect
+
+        if inspect.iscoroutinefunction(fn):
+            return "coroutine"
+    while True:  # what inspect unwraps: bound methods and functools.partial
+        if type(fn).__name__ == "method" and hasattr(fn, "__func__"):
+            fn = fn.__func__
+        elif type(fn).__name__ == "partial" and hasattr(fn, "func"):
+            fn = fn.func
+        else:
+            break
+    if type(fn).__name__ != "function":  # builtins, classes, callables: plain calls
+        return "function"
+    flags = fn.__code__.co_flags
+    if flags & _CO_COROUTINE:
+        return "coroutine"
+    if flags & _CO_ASYNC_GENERATOR:
+        return "async_generator"
+    if flags & _CO_GENERATOR:
+        return "generator"
+    return "function"
+
+
 def _decorator(group, name, tracer, umbrella):
     if not isinstance(group, str):
         raise TypeError(f"span group must be a str, got {type(group).__name__}: {group!r}")
 
     def decorate(fn):
         import functools  # deferred to decoration time: keeps `import lens_core` cheap
-        import inspect
 
         if isinstance(fn, (staticmethod, classmethod)):
             return type(fn)(decorate(fn.__func__))
@@ -280,11 +315,12 @@ def _decorator(group, name, tracer, umbrella):
             attrs = _span_attributes(group, span_name, {}, umbrella)
             return _SpanSteps(backend, backend.start(span_name, attrs, tracer, None))
 
-        if inspect.iscoroutinefunction(fn):
+        kind = _function_kind(fn)
+        if kind == "coroutine":
             wrapper = _stepping.wrap_coroutine_function(fn, start_hooks)
-        elif inspect.isasyncgenfunction(fn):
+        elif kind == "async_generator":
             wrapper = _stepping.wrap_async_generator_function(fn, start_hooks)
-        elif inspect.isgeneratorfunction(fn):
+        elif kind == "generator":
             wrapper = _stepping.wrap_generator_function(fn, start_hooks)
         else:
             wrapper = _impl.gate.wrap_function(fn, group, span_name, tracer, umbrella)
