@@ -26,6 +26,7 @@ __all__ = [
     "K8S_POD_NAME",
     "K8S_POD_UID",
     "LENS_GOODPUT_RATIO",
+    "LENS_GOODPUT_STEP_BUCKET_TIME",
     "LENS_GOODPUT_STEP_CURRENT",
     "LENS_GOODPUT_STEP_DURATION",
     "LENS_GOODPUT_STEP_TIME",
@@ -280,9 +281,10 @@ SETUP_PHASE_TOTAL = "total_setup"
 # Bounded cardinality: one series per rank (per bucket), never per step; the step is a value.
 LENS_GOODPUT_TIME = "lens.goodput.time"  # s, counter: bucketed seconds so far, by rl.bucket
 LENS_GOODPUT_STEP_TIME = "lens.goodput.step.time"  # s, counter: steps' wall time so far
-LENS_GOODPUT_RATIO = "lens.goodput.ratio"  # 1, gauge: productive / step wall time so far
+LENS_GOODPUT_RATIO = "lens.goodput.ratio"  # 1, gauge: productive seconds / the rank's wall time so far
 LENS_GOODPUT_STEP_DURATION = "lens.goodput.step.duration"  # s, gauge: the last step's wall time
 LENS_GOODPUT_STEP_CURRENT = "lens.goodput.step.current"  # {step}, gauge: the last step ended
+LENS_GOODPUT_STEP_BUCKET_TIME = "lens.goodput.step.bucket_time"  # s, gauge: the last step's seconds, by rl.bucket
 
 # ---- metrics: Gym environment servers ------------------------------------------------------
 GYM_ROLLOUT_DURATION = "gym.rollout.duration"  # s, one rollout (an agent server's /run)
