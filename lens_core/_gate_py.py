@@ -10,6 +10,7 @@ if TYPE_CHECKING:  # typing is not imported at run time (import budget)
     from typing import Optional, Type
 
 __all__ = [
+    "GoodputRollup",
     "is_enabled",
     "managed_span",
     "null_span",
@@ -151,3 +152,102 @@ def wrap_function(fn, group, name, tracer, umbrella):
     traced._lens_tracer = tracer
     traced._lens_umbrella = umbrella
     return traced
+
+
+# ---- live goodput: the per-record roll-up (compiled twin in _gate.pyx) -------------------------
+
+_BUCKET_SLOT = {"productive": 0, "overhead": 1, "idle": 2, "wasted": 3}
+
+
+class GoodputRollup:
+    """Per-process roll-up of ended span records into buckets and steps (live goodput).
+
+    ``feed(records, never, skip_category)`` takes records in end order: a counted bucketed span
+    adds its duration to ``totals`` and to its parent's pending entry, every span hands its own
+    entry up to its parent, and a step (unbucketed, ``rl.iteration``, a name ``step_search``
+    finds) takes its entry. Returns ``[(iteration, wall_ns, [ns per bucket] or None)]`` for the
+    steps that ended. ``never`` (names) and ``skip_category`` (efficiency categories) are never
+    counted. Past ``max_pending`` open entries the oldest are dropped (``evicted``)."""
+
+    def __init__(self, step_search, max_pending=65536):
+        self._step_search = step_search
+        self.max_pending = max_pending
+        self.evicted = 0
+        self._pending = {}  # span id -> [ns per bucket] of its ended descendants
+        self._acc = [0, 0, 0, 0]
+        self._first = self._last = None
+        self._names = {}  # name -> 1 a step name, 2 never bucketed, 0 neither
+        self._never = None
+
+    @property
+    def totals(self):
+        """Counted nanoseconds per bucket (productive, overhead, idle, wasted)."""
+        return list(self._acc)
+
+    @property
+    def bounds(self):
+        """``(first start, last end)`` of the records fed so far, or ``(None, None)``."""
+        return (self._first, self._last)
+
+    @property
+    def pending(self):
+        """How many open spans hold an entry."""
+        return len(self._pending)
+
+    def feed(self, records, never, skip_category):
+        """Roll ``records`` up; returns the steps that ended, as ``(iteration, wall_ns, buckets or None)``."""
+        steps = []
+        pending, acc, names = self._pending, self._acc, self._names
+        if never is not self._never:  # the catalog was imported since: classify names again
+            self._never = never
+            names.clear()
+        for r in records:
+            start, end = r.start_ns, r.end_ns
+            if start <= 0 or end <= 0 or end < start:
+                continue  # the report skips bad timings too
+            if self._first is None:
+                self._first, self._last = start, end
+            else:
+                if start < self._first:
+                    self._first = start
+                if end > self._last:
+                    self._last = end
+            dur = end - start
+            attrs = r.attrs
+            own = pending.pop(r.span_id, None) if pending else None
+            name = r.name
+            code = names.get(name)
+            if code is None:
+                code = 2 if name in never else (1 if self._step_search(name) is not None else 0)
+                if len(names) < 4096:
+                    names[name] = code
+            bucket = attrs.get("rl.bucket") if attrs else None
+            counted = False
+            if bucket is None:
+                if code == 1 and attrs:
+                    iteration = attrs.get("rl.iteration")
+                    if iteration is not None:
+                        steps.append((iteration, dur, own))
+                        continue
+            elif code != 2:
+                slot = _BUCKET_SLOT.get(bucket) if type(bucket) is str else None
+                if slot is not None and "lens.umbrella" not in attrs:
+                    category = attrs.get("rl.efficiency.category")
+                    counted = category is None or category not in skip_category
+            if counted:
+                acc[slot] += dur
+                if own is None:
+                    own = [0, 0, 0, 0]
+                own[slot] += dur
+            parent = r.parent_id
+            if own is not None and parent:
+                into = pending.get(parent)
+                if into is None:
+                    if len(pending) >= self.max_pending:
+                        del pending[next(iter(pending))]
+                        self.evicted += 1
+                    pending[parent] = own
+                else:
+                    for i in range(4):
+                        into[i] += own[i]
+        return steps

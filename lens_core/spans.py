@@ -197,8 +197,8 @@ def _span_attributes(group, name, attrs, umbrella_requested):
         if info.umbrella:
             merged[_LENS_UMBRELLA] = True
             if info.bucket_key in attrs:
-                _warn_once(("umbrella-bucket", name), f"span {name!r} of umbrella group {info.name!r} "
-                           f"was given {info.bucket_key}=; umbrellas are never bucketed, dropped")
+                _log.warn_once_at_call_site("umbrella-bucket", f"span {name!r} of umbrella group {info.name!r} "
+                                            f"was given {info.bucket_key}=; umbrellas are never bucketed, dropped")
                 attrs = {k: v for k, v in attrs.items() if k != info.bucket_key}
         else:
             if umbrella_requested:
@@ -213,6 +213,12 @@ def _span_attributes(group, name, attrs, umbrella_requested):
                                             f"{given!r}, not one of {', '.join(_BUCKETS)}; dropped, it keeps "
                                             f"{merged[info.bucket_key]!r}")
                 attrs = {k: v for k, v in attrs.items() if k != info.bucket_key}
+    elif attrs and semconv.RL_BUCKET in attrs:  # an ungated span (span_cm) is held to the same buckets
+        given = attrs[semconv.RL_BUCKET]
+        if not isinstance(given, str) or given not in _BUCKETS:
+            _log.warn_once_at_call_site("unknown-bucket", f"span {name!r} was given {semconv.RL_BUCKET}="
+                                        f"{given!r}, not one of {', '.join(_BUCKETS)}; dropped")
+            attrs = {k: v for k, v in attrs.items() if k != semconv.RL_BUCKET}
     if attrs:
         _sanitize_into(merged, attrs)
     return merged

@@ -39,7 +39,6 @@ MAX_PENDING = 65536
 seconds stay in the rank totals but in no step: a parent that never ends here, such as a remote one)."""
 
 _BUCKETS = Bucket.ALL
-_INDEX = {bucket: i for i, bucket in enumerate(_BUCKETS)}
 _NAME_CACHE_LIMIT = 4096
 _CATALOG = "lens_core.catalogs.rl"
 
@@ -58,8 +57,7 @@ class LiveGoodput:
                  max_pending: int = MAX_PENDING) -> None:
         self.attributes = {semconv.NEMO_RUN_ID: run_id, semconv.NV_DL_RANK: rank}
         self._step = re.compile(step_pattern).search
-        self._is_step = {}  # span name -> does it name a step (bounded cache)
-        self._pending = {}  # span id -> [ns per bucket] of its ended descendants
+        self._rollup = None  # lens_core's GoodputRollup matching the recorder, made at the first batch
         self._max_pending = max_pending
         self.totals = [0, 0, 0, 0]  # counted ns per bucket, this rank
         self.first_ns = None  # the rank's wall: first start ...
@@ -79,58 +77,26 @@ class LiveGoodput:
 
     def observe(self, records) -> None:
         """Roll ended span records up (each once, in end order); publish a snapshot at every step end."""
-        bucket_key, iteration_key, umbrella_key = semconv.RL_BUCKET, semconv.RL_ITERATION, semconv.LENS_UMBRELLA
-        category_key = semconv.RL_EFFICIENCY_CATEGORY
-        pending, totals, index, step_names = self._pending, self.totals, _INDEX, self._is_step
-        never = _never_bucketed()
-        stepped = False
+        if not records:
+            return
+        skip = TIMER_ONLY.union(c for c, b in EFFICIENCY_CATEGORY_BUCKET.items() if b is None)
         with self._lock:
-            first, last = self.first_ns, self.last_ns
-            for r in records:
-                start, end = r.start_ns, r.end_ns
-                if not start or not end or end < start:
-                    continue  # the report skips bad timings too
-                if first is None or start < first:
-                    first = start
-                if last is None or end > last:
-                    last = end
-                attrs = r.attrs
-                name = r.name
-                own = pending.pop(r.span_id, None)
-                bucket = attrs.get(bucket_key) if attrs else None
-                if bucket is None:
-                    is_step = step_names.get(name)
-                    if is_step is None:
-                        is_step = self._step(name) is not None
-                        if len(step_names) < _NAME_CACHE_LIMIT:
-                            step_names[name] = is_step
-                    if is_step and attrs and attrs.get(iteration_key) is not None:
-                        self._end_step(own, end - start, attrs[iteration_key])
-                        stepped = True
-                        continue
-                else:
-                    slot = index.get(bucket) if type(bucket) is str else None
-                    if (slot is not None and not attrs.get(umbrella_key) and name not in never
-                            and not _unbucketed_category(attrs.get(category_key))):
-                        totals[slot] += end - start
-                        if own is None:
-                            own = [0, 0, 0, 0]
-                        own[slot] += end - start
-                if own is not None and r.parent_id:
-                    into = pending.get(r.parent_id)
-                    if into is None:
-                        if len(pending) >= self._max_pending:
-                            pending.pop(next(iter(pending)))
-                            self.evicted += 1
-                        pending[r.parent_id] = own
-                    else:
-                        into[0] += own[0]
-                        into[1] += own[1]
-                        into[2] += own[2]
-                        into[3] += own[3]
-            self.first_ns, self.last_ns = first, last
-            if stepped:
+            if self._rollup is None:
+                self._rollup = _rollup_for(records[0])(self._step, self._max_pending)
+            rollup = self._rollup
+            steps = rollup.feed(records, _never_bucketed(), skip)
+            self.evicted = rollup.evicted
+            self.totals = rollup.totals
+            self.first_ns, self.last_ns = rollup.bounds
+            for iteration, wall_ns, own in steps:
+                self._end_step(own, wall_ns, iteration)
+            if steps:
                 self.snapshot = self._take()
+
+    @property
+    def pending(self) -> int:
+        """Open spans holding an entry (ended descendants' seconds) now."""
+        return self._rollup.pending if self._rollup is not None else 0
 
     def _end_step(self, own, wall_ns, iteration) -> None:
         own = own or [0, 0, 0, 0]
@@ -214,9 +180,12 @@ class LiveGoodput:
         )
 
 
-def _unbucketed_category(category) -> bool:
-    """True for a category whose spans must carry no bucket (collector waits, init/total) or
-    that is timer-only: the report leaves such spans out of every sum."""
-    if category is None:
-        return False
-    return category in TIMER_ONLY or EFFICIENCY_CATEGORY_BUCKET.get(category, "") is None
+def _rollup_for(record):
+    """The roll-up class matching the recorder that made ``record``: compiled records take the
+    compiled one (lens_core._gate), pure-Python ones its twin (lens_core._gate_py)."""
+    compiled = sys.modules.get("lens_core._gate")
+    if compiled is not None and type(record) is compiled.Span:
+        return compiled.GoodputRollup
+    from lens_core import _gate_py
+
+    return _gate_py.GoodputRollup

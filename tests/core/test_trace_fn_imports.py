@@ -102,8 +102,9 @@ def test_a_five_function_consumer_imports_within_twice_lens_core(tmp_path, monke
 
     (tmp_path / "consumer_lib.py").write_text(CONSUMER)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    core = measure("lens_core", runs=5).cumulative_us("lens_core")
+    # both figures from the same interpreter run (the best of 5): lens_core's import nests inside
+    # consumer_lib's, so the ratio is what the five decorations cost on top, free of machine noise
     sample = measure("consumer_lib", runs=5)
-    consumer = sample.cumulative_us("consumer_lib")
-    assert "inspect" not in sample.imported()
+    consumer, core = sample.cumulative_us("consumer_lib"), sample.cumulative_us("lens_core")
+    assert core > 0 and "inspect" not in sample.imported()
     assert consumer <= 2 * core, f"consumer_lib {consumer} us > 2 x lens_core {core} us"

@@ -126,5 +126,5 @@ def test_pending_entries_are_bounded_when_parents_never_end_here():
     records = [make(0, "leaf", 1, 1, 100 + i, 10_000 + i, True, None, 1, 2, {semconv.RL_BUCKET: "productive"},
                     None, None, 0, None) for i in range(50)]
     live.observe(records)
-    assert len(live._pending) == 8 and live.evicted == 42
+    assert live.pending == 8 and live.evicted == 42
     assert live.totals[0] == 50  # still in the rank's totals

@@ -97,3 +97,23 @@ def test_a_collector_category_stays_unbucketed_whatever_is_passed(traced):
     with efficiency_span("idle/refit_event_wait", **{BUCKET: "idle"}):
         pass
     assert BUCKET not in traced.named("rl.idle.refit_event_wait").attributes
+
+
+def test_an_ungated_span_is_held_to_the_four_buckets_too(traced, caplog):
+    """Regression: span_cm (no group) passed rl.bucket="nonsense" through unchecked."""
+    with caplog.at_level(logging.WARNING, "lens_core"):
+        with lens_core.span_cm("ungated", **{BUCKET: "nonsense"}):
+            pass
+        with lens_core.span_cm("ungated.ok", **{BUCKET: "idle"}):
+            pass
+    assert BUCKET not in traced.named("ungated").attributes
+    assert traced.named("ungated.ok").attributes[BUCKET] == "idle"
+    assert any(__file__ in m for m in _lines(caplog, "not one of"))
+
+
+def test_a_bucket_on_an_umbrella_is_dropped_with_a_warning_naming_the_call_site(traced, caplog):
+    with caplog.at_level(logging.WARNING, "lens_core"):
+        with lens_core.umbrella_span(G.U_STEP, "rl.grpo.step", **{BUCKET: "productive"}):
+            pass
+    assert BUCKET not in traced.named("rl.grpo.step").attributes
+    assert any(__file__ in m for m in _lines(caplog, "umbrellas are never bucketed"))
