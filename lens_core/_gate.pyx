@@ -517,6 +517,7 @@ cdef str _K_CATEGORY = "rl.efficiency.category"
 cdef str _K_GROUP = "lens.group"
 
 
+@cython.auto_pickle(False)  # per-process state of an export thread: nothing to pickle
 cdef class GoodputRollup:
     """Per-process roll-up of ended span records into buckets and steps (live goodput).
 

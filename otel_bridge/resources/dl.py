@@ -86,21 +86,35 @@ def _package_key(name: str) -> str:
     return _KEY.sub("_", name.lower().replace("-", "_"))
 
 
-def detect_software(packages=SOFTWARE_PACKAGES) -> dict:
-    """``nv.dl.software.<package>`` = its installed version (``importlib.metadata``), for each of
-    ``packages`` that is installed; keys are lower-case with ``-`` as ``_`` (``megatron_core``).
-    Reads package metadata only (imports none of them). Called for exporting ranks only."""
-    from importlib import metadata
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
 
-    out = {}
-    for package in packages:
+
+def detect_software(packages=SOFTWARE_PACKAGES, paths=None) -> dict:
+    """``nv.dl.software.<package>`` = its installed version, for each of ``packages`` that is
+    installed; keys are lower-case with ``-`` as ``_`` (``megatron_core``). Read from the
+    ``<name>-<version>.dist-info`` directory names on ``paths`` (``sys.path``; the first one
+    found wins, as for ``importlib.metadata``): one directory listing per path entry, where
+    ``importlib.metadata.version`` scans every entry again for each package (~160 ms for these
+    13 on this machine, against ~2 ms). Imports none of the packages. Exporting ranks only."""
+    import os
+    import sys
+
+    wanted = {_canonical(package): package for package in packages}
+    found = {}
+    for entry in (sys.path if paths is None else paths):
         try:
-            version = metadata.version(package)
-        except Exception:  # not installed, or broken metadata: say nothing rather than guess
+            names = os.listdir(entry or ".")
+        except OSError:  # a zip, a missing directory
             continue
-        if version:
-            out[semconv.NV_DL_SOFTWARE + _package_key(package)] = version
-    return out
+        for name in names:
+            if not name.endswith((".dist-info", ".egg-info")):
+                continue
+            project, _, version = name.rsplit(".", 1)[0].partition("-")
+            key = _canonical(project)
+            if key in wanted and key not in found and version:
+                found[key] = version
+    return {semconv.NV_DL_SOFTWARE + _package_key(wanted[key]): version for key, version in found.items()}
 
 
 def _flatten(prefix, mapping, out, what):

@@ -52,6 +52,21 @@ def test_software_versions_come_from_installed_metadata():
     assert found == {semconv.NV_DL_SOFTWARE + "opentelemetry_sdk": metadata.version("opentelemetry-sdk")}
 
 
+def test_software_versions_equal_importlib_metadata_for_every_default_package():
+    """The dist-info listing (one listdir per path entry) says what importlib.metadata says."""
+    from importlib import metadata
+
+    from otel_bridge.resources.dl import SOFTWARE_PACKAGES, _package_key
+
+    expected = {}
+    for package in SOFTWARE_PACKAGES:
+        try:
+            expected[semconv.NV_DL_SOFTWARE + _package_key(package)] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    assert detect_software() == expected and expected
+
+
 def test_training_config_and_targets_flatten_to_dotted_keys():
     attrs = training_attributes({"micro_batch_size": 4, "optimizer": {"lr": 1e-5, "name": "adam"}, "skip": None,
                                  "seq": [1, 2]}, {"steps": 10_000})
