@@ -181,11 +181,16 @@ class LiveGoodput:
 
 
 def _rollup_for(record):
-    """The roll-up class matching the recorder that made ``record``: compiled records take the
-    compiled one (lens_core._gate), pure-Python ones its twin (lens_core._gate_py)."""
+    """The roll-up class matching the recorder that made ``record``: the compiled one
+    (lens_core._gate) takes only the compiled recorder's records, so a dry run on a fresh one
+    tells; pure-Python records take its twin (lens_core._gate_py)."""
     compiled = sys.modules.get("lens_core._gate")
-    if compiled is not None and type(record) is compiled.Span:
-        return compiled.GoodputRollup
+    if compiled is not None:
+        try:
+            compiled.GoodputRollup(lambda name: None).feed([record], {}, frozenset())
+            return compiled.GoodputRollup
+        except TypeError:
+            pass
     from lens_core import _gate_py
 
     return _gate_py.GoodputRollup
