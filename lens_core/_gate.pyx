@@ -698,7 +698,7 @@ cdef class GoodputRollup:
                     counted = True
                     # a leaf a lens group stamped was checked where it was emitted (an umbrella
                     # carries no bucket, an efficiency span is no group's): only others need looking at
-                    if PyDict_GetItem(attrs, _K_GROUP) is NULL or PyDict_GetItem(attrs, _K_CATEGORY) is not NULL:
+                    if PyDict_GetItem(attrs, _K_GROUP) is NULL:
                         if PyDict_GetItem(attrs, _K_UMBRELLA) is not NULL:
                             counted = False
                         else:

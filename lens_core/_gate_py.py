@@ -231,9 +231,13 @@ class GoodputRollup:
                         continue
             elif code != 2:
                 slot = _BUCKET_SLOT.get(bucket) if type(bucket) is str else None
-                if slot is not None and "lens.umbrella" not in attrs:
-                    category = attrs.get("rl.efficiency.category")
-                    counted = category is None or category not in skip_category
+                # a leaf a lens group stamped was checked where it was emitted (an umbrella
+                # carries no bucket, an efficiency span is no group's): only others need looking at
+                if slot is not None:
+                    counted = True
+                    if "lens.group" not in attrs:
+                        category = attrs.get("rl.efficiency.category")
+                        counted = "lens.umbrella" not in attrs and (category is None or category not in skip_category)
             if counted:
                 acc[slot] += dur
                 if own is None:
