@@ -271,7 +271,8 @@ RL_RESPONSE_MEAN_LENGTH = "rl.response.mean_length"  # {token}, gauge: the batch
 
 # ---- metrics: efficiency timers and startup ------------------------------------------------
 EFFICIENCY_METRIC_PREFIX = "efficiency/"  # + category: efficiency/idle/validation, s
-RL_EFFICIENCY_MEASUREMENT = "rl.efficiency.measurement"  # attribute: driver_wall_clock / collector_wall_clock / thread_seconds
+# attribute of efficiency/*: how it was measured (driver_wall_clock, collector_wall_clock, thread_seconds)
+RL_EFFICIENCY_MEASUREMENT = "rl.efficiency.measurement"
 INIT_TOTAL_METRIC = "init/total"  # s, the initial replay-buffer fill (bucket overhead)
 RL_SETUP_DURATION = "rl.setup.duration"  # s, one startup phase; phase=total_setup is the flat total
 RL_SETUP_PHASE = "phase"  # attribute of rl.setup.duration: ray_init, tokenizer, ..., total_setup
