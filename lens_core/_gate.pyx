@@ -510,11 +510,13 @@ cdef str _B_PRODUCTIVE = sys_intern("productive")
 cdef str _B_OVERHEAD = sys_intern("overhead")
 cdef str _B_IDLE = sys_intern("idle")
 cdef str _B_WASTED = sys_intern("wasted")
-cdef str _K_BUCKET = "rl.bucket"
-cdef str _K_ITERATION = "rl.iteration"
-cdef str _K_UMBRELLA = "lens.umbrella"
-cdef str _K_CATEGORY = "rl.efficiency.category"
-cdef str _K_GROUP = "lens.group"
+from lens_core import semconv as _semconv
+
+cdef str _K_BUCKET = _semconv.RL_BUCKET
+cdef str _K_ITERATION = _semconv.RL_ITERATION
+cdef str _K_UMBRELLA = _semconv.LENS_UMBRELLA
+cdef str _K_CATEGORY = _semconv.RL_EFFICIENCY_CATEGORY
+cdef str _K_GROUP = _semconv.LENS_GROUP
 
 
 @cython.auto_pickle(False)  # per-process state of an export thread: nothing to pickle

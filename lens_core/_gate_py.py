@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from . import semconv
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (import budget)
     from types import TracebackType
@@ -157,6 +159,8 @@ def wrap_function(fn, group, name, tracer, umbrella):
 # ---- live goodput: the per-record roll-up (compiled twin in _gate.pyx) -------------------------
 
 _BUCKET_SLOT = {"productive": 0, "overhead": 1, "idle": 2, "wasted": 3}
+_K_BUCKET, _K_ITERATION = semconv.RL_BUCKET, semconv.RL_ITERATION
+_K_GROUP, _K_UMBRELLA, _K_CATEGORY = semconv.LENS_GROUP, semconv.LENS_UMBRELLA, semconv.RL_EFFICIENCY_CATEGORY
 
 
 class GoodputRollup:
@@ -221,11 +225,11 @@ class GoodputRollup:
                 code = 2 if name in never else (1 if self._step_search(name) is not None else 0)
                 if len(names) < 4096:
                     names[name] = code
-            bucket = attrs.get("rl.bucket") if attrs else None
+            bucket = attrs.get(_K_BUCKET) if attrs else None
             counted = False
             if bucket is None:
                 if code == 1 and attrs:
-                    iteration = attrs.get("rl.iteration")
+                    iteration = attrs.get(_K_ITERATION)
                     if iteration is not None:
                         steps.append((iteration, dur, own))
                         continue
@@ -235,9 +239,9 @@ class GoodputRollup:
                 # carries no bucket, an efficiency span is no group's): only others need looking at
                 if slot is not None:
                     counted = True
-                    if "lens.group" not in attrs:
-                        category = attrs.get("rl.efficiency.category")
-                        counted = "lens.umbrella" not in attrs and (category is None or category not in skip_category)
+                    if _K_GROUP not in attrs:
+                        category = attrs.get(_K_CATEGORY)
+                        counted = _K_UMBRELLA not in attrs and (category is None or category not in skip_category)
             if counted:
                 acc[slot] += dur
                 if own is None:
