@@ -20,6 +20,7 @@ MODULES = {
     "lens_core._gate": "lens_core/_gate.pyx",
     "lens_core._native._recorder": "lens_core/_native/_recorder.pyx",
     "lens_core._native._encode": "lens_core/_native/_encode.pyx",
+    "lens_core._native._goodput": "lens_core/_native/_goodput.pyx",
 }
 
 

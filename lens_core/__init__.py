@@ -3,7 +3,13 @@
 from ._impl import IMPLEMENTATION
 from .backend import SpanBackend
 from .config import LensConfig
-from .efficiency import IdleWait, deferred_child_span, efficiency_span, start_efficiency_span
+from .efficiency import (
+    IdleWait,
+    deferred_child_span,
+    efficiency_span,
+    record_efficiency_time,
+    start_efficiency_span,
+)
 from .export_ranks import (
     export_strategies,
     get_export_strategy,
@@ -68,6 +74,7 @@ __all__ = [
     "managed_span",
     "pending_span_groups",
     "per_prompt_scope",
+    "record_efficiency_time",
     "redact_value",
     "register_export_strategy",
     "remote_trace_context",

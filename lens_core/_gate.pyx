@@ -464,7 +464,9 @@ cdef dict _gated_attributes(object info, object group, object name, PyObject** k
         return _slow_attributes(group, name, {kwnames[i]: <object>kwvals[i] for i in range(nkw)}, umbrella_req)
     gi = <tuple>info
     umbrella = gi[1]
-    if (umbrella and gi[2] in kwnames) or (umbrella_req and not umbrella):
+    # a bucket passed by the caller (dropped on umbrellas, validated on leaves) takes the
+    # Python path: it warns, and an override is rare enough not to need C
+    if gi[2] in kwnames or (umbrella_req and not umbrella):
         return _slow_attributes(group, name, {kwnames[i]: <object>kwvals[i] for i in range(nkw)}, umbrella_req)
     scope = _var_get(_attrs_var)
     merged = PyDict_Copy(scope) if scope is not None else {}

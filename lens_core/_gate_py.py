@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (import budget)
     from types import TracebackType

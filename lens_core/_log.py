@@ -1,10 +1,11 @@
 """Warnings from lens_core, importing logging only when there is something to say."""
 
 import _thread
+import os
 
 from . import _lifecycle
 
-__all__ = ["warn", "warn_once"]
+__all__ = ["call_site", "warn", "warn_once", "warn_once_at_call_site"]
 
 _warned = set()
 _lock = _thread.allocate_lock()
@@ -33,6 +34,30 @@ def warn_once(key, message: str) -> bool:
         _warned.add(key)
     warn(message)
     return True
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def call_site() -> str:
+    """``file:line`` of the nearest frame outside lens_core: the instrumented code that called in.
+
+    Only the warning paths call it (a frame walk is not for every span)."""
+    import sys  # sys is always loaded; the import is a dict lookup
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not os.path.abspath(path).startswith(_HERE + os.sep):
+            return f"{path}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+def warn_once_at_call_site(kind: str, message: str) -> bool:
+    """Log ``message`` (prefixed with the caller's ``file:line``) once per call site and ``kind``."""
+    site = call_site()
+    return warn_once((kind, site), f"{site}: {message}")
 
 
 def _after_fork_in_child() -> None:

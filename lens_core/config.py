@@ -93,7 +93,8 @@ class LensConfig(Record):
     1 hour), trace_ranks=all (which exporting ranks record traces; the others still export
     metrics and logs), recorder="native" (or LENS_RECORDER), max_open_spans=10000 (1 to
     10,000,000), buffer_mb=16 (1 to 65536), redact_allow=() (attribute keys never redacted
-    by key; see lens_core.redaction).
+    by key; see lens_core.redaction), goodput_metrics=True (an exporting rank with traces and
+    metrics exports its live goodput: otel_bridge.sdk.goodput).
     """
 
     _defaults = {
@@ -118,6 +119,7 @@ class LensConfig(Record):
         "max_open_spans": 10_000,
         "buffer_mb": 16,
         "redact_allow": (),
+        "goodput_metrics": True,
     }
     _fields = __slots__ = tuple(_defaults)
     enabled: bool
@@ -138,6 +140,7 @@ class LensConfig(Record):
     max_open_spans: int
     buffer_mb: int
     redact_allow: Tuple[str, ...]
+    goodput_metrics: bool
 
     if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
 
@@ -149,7 +152,7 @@ class LensConfig(Record):
                      shutdown_timeout_ms: int = 5_000, trace_ranks: Union[str, ExportRanks] = ExportRanks(),
                      recorder: str = _defaults["recorder"],
                      max_open_spans: int = 10_000, buffer_mb: int = 16,
-                     redact_allow: Union[str, Iterable[str]] = ()) -> None: ...
+                     redact_allow: Union[str, Iterable[str]] = (), goodput_metrics: bool = True) -> None: ...
 
     def _validate(self) -> None:
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
@@ -174,7 +177,7 @@ class LensConfig(Record):
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
         ``_TRACE_RANKS``, ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
         ``_RECORDER``, ``_MAX_OPEN_SPANS``, ``_BUFFER_MB``, ``_REDACT_ALLOW`` (a comma list of
-        attribute keys).
+        attribute keys), ``_GOODPUT_METRICS``.
 
         ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
         service name falls back to ``OTEL_SERVICE_NAME``. A bad value raises ValueError
@@ -215,6 +218,7 @@ class LensConfig(Record):
             ("max_open_spans", "MAX_OPEN_SPANS", "number"),
             ("buffer_mb", "BUFFER_MB", "number"),
             ("redact_allow", "REDACT_ALLOW", "keys"),
+            ("goodput_metrics", "GOODPUT_METRICS", "bool"),
         ):
             var, raw = get(key)
             if var is None:

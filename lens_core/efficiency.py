@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from time import monotonic as _monotonic
+
 from . import _impl, _log, scopes, semconv, state
 from .carrier import usable_carrier
 from .registry import Bucket, SpanRegistry
@@ -18,10 +20,13 @@ __all__ = [
     "EFFICIENCY_CATEGORY_BUCKET",
     "EfficiencySpan",
     "IdleWait",
+    "TIMER_ONLY",
     "category_bucket",
     "deferred_child_span",
     "efficiency_span",
+    "record_efficiency_time",
     "register_efficiency_categories",
+    "set_efficiency_sink",
     "start_efficiency_span",
 ]
 
@@ -30,8 +35,44 @@ __all__ = [
 EFFICIENCY_CATEGORY_BUCKET: Dict[str, Optional[str]] = {}
 
 
-def register_efficiency_categories(mapping: Mapping[str, Optional[str]]) -> None:
-    """Declare categories and their buckets (a bucket name, or None for unbucketed)."""
+#: Categories measured only as efficiency/* metrics, never as spans (their window is already
+#: counted, or they are thread-seconds that can exceed wall time). Extended by consumers.
+TIMER_ONLY: set = set()
+
+#: Category -> rl.efficiency.measurement of its metric (how its seconds were measured).
+_MEASUREMENT: Dict[str, str] = {}
+_DEFAULT_MEASUREMENT = "driver_wall_clock"
+
+# Where efficiency/* seconds go: set by the exporting side (otel_bridge) to a function
+# (metric_name, seconds, attributes) -> None; None records nothing (no metrics pipeline).
+_sink: Any = None
+
+
+def set_efficiency_sink(sink: Any) -> None:
+    """Install ``sink(metric_name, seconds, attributes)`` for efficiency/* timer seconds (None: drop them)."""
+    global _sink
+    _sink = sink
+
+
+def record_efficiency_time(category: str, seconds: float) -> None:
+    """Record ``seconds`` of ``category`` as the ``efficiency/<category>`` metric, labelled with
+    its ``rl.efficiency.measurement``. For waits measured elsewhere (a precomputed backoff), and
+    what a timer-only category's efficiency_span records instead of a span."""
+    sink = _sink
+    if sink is None:
+        return
+    sink(semconv.EFFICIENCY_METRIC_PREFIX + category, float(seconds),
+         {semconv.RL_EFFICIENCY_MEASUREMENT: _MEASUREMENT.get(category, _DEFAULT_MEASUREMENT),
+          semconv.RL_EFFICIENCY_CATEGORY: category})
+
+
+def register_efficiency_categories(mapping: Mapping[str, Optional[str]], timer_only: Any = (),
+                                   measurements: Optional[Mapping[str, str]] = None) -> None:
+    """Declare categories and their buckets (a bucket name, or None for unbucketed), the
+    ``timer_only`` categories (metrics, never spans) and each category's measurement label."""
+    TIMER_ONLY.update(timer_only)
+    if measurements:
+        _MEASUREMENT.update(measurements)
     for category, bucket in mapping.items():
         if bucket is not None and bucket not in Bucket.ALL:
             raise ValueError(f"efficiency category {category!r}: bucket {bucket!r} is not one of "
@@ -65,10 +106,9 @@ def _efficiency_attributes(category, group, attrs):
     merged = dict(scope) if scope else {}
     merged.update(attrs)
     bucket = category_bucket(category)
-    if key in merged and merged[key] != bucket:
-        _log.warn_once(("efficiency-bucket", category),
-                       f"efficiency span {category!r} keeps its category's bucket ({bucket}); "
-                       f"the {key}={merged[key]!r} passed was ignored")
+    if key in attrs and attrs[key] != bucket:
+        _log.warn_once_at_call_site("efficiency-bucket", f"efficiency span {category!r} keeps its category's "
+                                    f"bucket ({bucket}); the {key}={attrs[key]!r} passed was ignored")
     merged.pop(key, None)
     if bucket is not None:  # bucket_scope never applies: the category names the phase
         merged[key] = bucket
@@ -83,7 +123,55 @@ def efficiency_span(category: str, group: str = "efficiency", tracer: Any = None
     backend = state.installed_backend()
     if backend is None or not _impl.gate.is_enabled(group):
         return _impl.gate.null_span
+    if category in TIMER_ONLY:
+        _timer_only_warning(category)
+        return _TimerOnly(category)
     return backend.live(span_name_for(category), _efficiency_attributes(category, group, attrs), tracer)
+
+
+def _timer_only_warning(category):
+    _log.warn_once_at_call_site("timer-only", f"efficiency category {category!r} is timer-only: its "
+                                f"duration is recorded as the {semconv.EFFICIENCY_METRIC_PREFIX}{category} "
+                                f"metric, and no span is emitted (its window is already counted, or it is "
+                                f"thread-seconds that can exceed wall time)")
+
+
+class _TimerOnly:
+    """What efficiency_span returns for a timer-only category: times the block into its metric."""
+
+    __slots__ = ("_category", "_start")
+
+    def __init__(self, category):
+        self._category = category
+
+    def __enter__(self) -> None:
+        self._start = _monotonic()
+        return None
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
+        record_efficiency_time(self._category, _monotonic() - self._start)
+        return False
+
+
+class _TimerOnlyHandle:
+    """What start_efficiency_span returns for a timer-only category: end() records the metric."""
+
+    __slots__ = ("_category", "_start", "span", "polls")
+
+    def __init__(self, category):
+        self._category = category
+        self._start = _monotonic()
+        self.span = None
+        self.polls = 0
+
+    def poll(self, n: int = 1) -> None:
+        self.polls += n
+
+    def end(self, exc: Optional[BaseException] = None) -> None:
+        start, self._start = self._start, None
+        if start is not None:
+            record_efficiency_time(self._category, _monotonic() - start)
 
 
 class EfficiencySpan:
@@ -123,6 +211,9 @@ def start_efficiency_span(category: str, group: str = "efficiency", tracer: Any 
     backend = state.installed_backend()
     if backend is None or not _impl.gate.is_enabled(group):
         return _NULL_EFFICIENCY
+    if category in TIMER_ONLY:
+        _timer_only_warning(category)
+        return _TimerOnlyHandle(category)  # type: ignore[return-value]
     span = backend.start(span_name_for(category), _efficiency_attributes(category, group, attrs), tracer)
     return EfficiencySpan(backend, span)
 

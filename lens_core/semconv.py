@@ -4,6 +4,7 @@ __all__ = [
     "CODE_FILE_PATH",
     "CODE_FUNCTION_NAME",
     "CODE_LINE_NUMBER",
+    "EFFICIENCY_METRIC_PREFIX",
     "GEN_AI_CLIENT_OPERATION_DURATION",
     "GEN_AI_CLIENT_TOKEN_USAGE",
     "GEN_AI_OPERATION_NAME",
@@ -17,12 +18,19 @@ __all__ = [
     "GYM_VERIFY_OUTCOME",
     "GYM_VERIFY_SUCCESS_RATE",
     "HOST_NAME",
+    "INIT_TOTAL_METRIC",
     "K8S_CONTAINER_NAME",
     "K8S_JOB_NAME",
     "K8S_NAMESPACE_NAME",
     "K8S_NODE_NAME",
     "K8S_POD_NAME",
     "K8S_POD_UID",
+    "LENS_GOODPUT_RATIO",
+    "LENS_GOODPUT_STEP_BUCKET_TIME",
+    "LENS_GOODPUT_STEP_CURRENT",
+    "LENS_GOODPUT_STEP_DURATION",
+    "LENS_GOODPUT_STEP_TIME",
+    "LENS_GOODPUT_TIME",
     "LENS_GROUP",
     "LENS_LOSS_SPAN_NAME",
     "LENS_SPANS_CREATED",
@@ -43,9 +51,13 @@ __all__ = [
     "NV_DL_PROVIDER_NAME",
     "NV_DL_RANK",
     "NV_DL_RUN_UUID",
+    "NV_DL_SOFTWARE",
+    "NV_DL_TOPOLOGY_SIZE",
+    "NV_DL_TRAINING_CONFIG",
     "NV_DL_TRAINING_LOSS",
     "NV_DL_TRAINING_SAMPLES_THROUGHPUT",
     "NV_DL_TRAINING_STEP_DURATION",
+    "NV_DL_TRAINING_TARGET",
     "NV_DL_TRAINING_TOKENS_THROUGHPUT",
     "NV_DL_USER",
     "NV_DL_WORLD_SIZE",
@@ -59,6 +71,7 @@ __all__ = [
     "PROCESS_PID",
     "PROCESS_RUNTIME_NAME",
     "PROCESS_RUNTIME_VERSION",
+    "RAY_CLUSTER_SOURCES",
     "RL_ALGORITHM",
     "RL_BACKEND",
     "RL_BUCKET",
@@ -69,6 +82,7 @@ __all__ = [
     "RL_DATA_PLANE_PARTITION",
     "RL_DATA_PLANE_STATUS",
     "RL_EFFICIENCY_CATEGORY",
+    "RL_EFFICIENCY_MEASUREMENT",
     "RL_ENTROPY",
     "RL_EPOCH",
     "RL_GENERATION_DURATION",
@@ -83,19 +97,25 @@ __all__ = [
     "RL_NUM_PROMPT_GROUPS",
     "RL_POLICY_LOSS",
     "RL_PPO_EPOCH",
+    "RL_RAY_CLUSTER_SOURCE",
     "RL_RESPONSE_LENGTH",
     "RL_RESPONSE_MEAN_LENGTH",
     "RL_REWARD_MEAN",
     "RL_ROLLOUT_ATTEMPT",
     "RL_ROLLOUT_DURATION",
+    "RL_SETUP_DURATION",
+    "RL_SETUP_PHASE",
     "RL_TARGET_STEP",
     "RL_TARGET_WEIGHT_VERSION",
     "RL_TOKENS_THROUGHPUT",
     "RL_VALUE_LOSS",
     "RL_WEIGHT_VERSION",
+    "SCHEMA_URL",
+    "SEMCONV_VERSION",
     "SERVICE_INSTANCE_ID",
     "SERVICE_NAME",
     "SERVICE_VERSION",
+    "SETUP_PHASE_TOTAL",
     "SLURM_ARRAY_JOB_ID",
     "SLURM_ARRAY_TASK_ID",
     "SLURM_CLUSTER",
@@ -155,6 +175,14 @@ RL_DATA_PLANE_PARTITION = "rl.data_plane.partition"
 RL_DATA_PLANE_KEYS = "rl.data_plane.keys"
 RL_DATA_PLANE_BYTES = "rl.data_plane.bytes"
 RL_DATA_PLANE_STATUS = "rl.data_plane.status"  # ok / error / timeout
+RL_RAY_CLUSTER_SOURCE = "rl.ray.cluster_source"  # on rl.setup.ray_init: one of RAY_CLUSTER_SOURCES
+RAY_CLUSTER_SOURCES = ("attached_external", "reused_local", "started_local")
+
+# ---- the declared schema: what these names mean, versioned ------------------------------
+# The OpenTelemetry semantic-conventions release the standard names here follow; stamped as the
+# schema_url of every resource and instrumentation scope lens creates.
+SEMCONV_VERSION = "1.30.0"  # code.file.path / code.function.name / code.line.number are 1.30 names
+SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 
 # ---- resource: OpenTelemetry standard ----------------------------------------------------
 SERVICE_NAME = "service.name"
@@ -185,6 +213,14 @@ NV_DL_CAMPAIGN_STAGE = "nv.dl.campaign.stage"  # SFT / RM / RL
 NV_DL_PROVIDER_NAME = "nv.dl.provider.name"
 RL_ALGORITHM = "rl.algorithm"
 RL_MODEL = "rl.model"
+
+# ---- resource: families filled from what the process can know ----------------------------
+# Each family is a prefix; the key names a parallelism size, a package or a setting
+# (nv.dl.topology.size.tensor_parallel, nv.dl.software.torch, nv.dl.training.config.micro_batch_size).
+NV_DL_TOPOLOGY_SIZE = "nv.dl.topology.size."  # int sizes: world, nodes, local, tensor_parallel, ...
+NV_DL_SOFTWARE = "nv.dl.software."  # str: installed package versions
+NV_DL_TRAINING_CONFIG = "nv.dl.training.config."  # the run's settings (bool/int/float/str)
+NV_DL_TRAINING_TARGET = "nv.dl.training.target."  # what the run aims at (steps, tokens, ...)
 
 # ---- resource: the GPU this process drives -----------------------------------------------
 NV_GPU_COUNT = "nv.gpu.count"  # devices visible to the process
@@ -232,6 +268,24 @@ RL_GENERATION_DURATION = "rl.generation.duration"  # s
 RL_ROLLOUT_DURATION = "rl.rollout.duration"  # s
 RL_RESPONSE_LENGTH = "rl.response.length"  # {token}, histogram: one value per response
 RL_RESPONSE_MEAN_LENGTH = "rl.response.mean_length"  # {token}, gauge: the batch mean
+
+# ---- metrics: efficiency timers and startup ------------------------------------------------
+EFFICIENCY_METRIC_PREFIX = "efficiency/"  # + category: efficiency/idle/validation, s
+# attribute of efficiency/*: how it was measured (driver_wall_clock, collector_wall_clock, thread_seconds)
+RL_EFFICIENCY_MEASUREMENT = "rl.efficiency.measurement"
+INIT_TOTAL_METRIC = "init/total"  # s, the initial replay-buffer fill (bucket overhead)
+RL_SETUP_DURATION = "rl.setup.duration"  # s, one startup phase; phase=total_setup is the flat total
+RL_SETUP_PHASE = "phase"  # attribute of rl.setup.duration: ray_init, tokenizer, ..., total_setup
+SETUP_PHASE_TOTAL = "total_setup"
+
+# ---- metrics: live goodput (each exporting rank, at every step end) -----------------------
+# Bounded cardinality: one series per rank (per bucket), never per step; the step is a value.
+LENS_GOODPUT_TIME = "lens.goodput.time"  # s, counter: bucketed seconds so far, by rl.bucket
+LENS_GOODPUT_STEP_TIME = "lens.goodput.step.time"  # s, counter: steps' wall time so far
+LENS_GOODPUT_RATIO = "lens.goodput.ratio"  # 1, gauge: productive seconds / the rank's wall time so far
+LENS_GOODPUT_STEP_DURATION = "lens.goodput.step.duration"  # s, gauge: the last step's wall time
+LENS_GOODPUT_STEP_CURRENT = "lens.goodput.step.current"  # {step}, gauge: the last step ended
+LENS_GOODPUT_STEP_BUCKET_TIME = "lens.goodput.step.bucket_time"  # s, gauge: the last step's seconds, by rl.bucket
 
 # ---- metrics: Gym environment servers ------------------------------------------------------
 GYM_ROLLOUT_DURATION = "gym.rollout.duration"  # s, one rollout (an agent server's /run)

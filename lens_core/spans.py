@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import _impl, _log, _stepping, redaction, scopes, semconv, state
 from .carrier import usable_carrier
 from .redaction import DEFAULT_REDACT_KEYS, REDACTED, redact_text, redact_value
-from .registry import SpanRegistry
+from .registry import Bucket, SpanRegistry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (import budget)
@@ -79,6 +79,7 @@ _scope_attributes = scopes._ATTRS.get
 _bucket_override = scopes._BUCKET.get
 _LENS_GROUP = semconv.LENS_GROUP
 _LENS_UMBRELLA = semconv.LENS_UMBRELLA
+_BUCKETS = frozenset(Bucket.ALL)
 
 
 def _span_attributes(group, name, attrs, umbrella_requested):
@@ -99,14 +100,28 @@ def _span_attributes(group, name, attrs, umbrella_requested):
         if info.umbrella:
             merged[_LENS_UMBRELLA] = True
             if info.bucket_key in attrs:
-                _warn_once(("umbrella-bucket", name), f"span {name!r} of umbrella group {info.name!r} "
-                           f"was given {info.bucket_key}=; umbrellas are never bucketed, dropped")
+                _log.warn_once_at_call_site("umbrella-bucket", f"span {name!r} of umbrella group {info.name!r} "
+                                            f"was given {info.bucket_key}=; umbrellas are never bucketed, dropped")
                 attrs = {k: v for k, v in attrs.items() if k != info.bucket_key}
         else:
             if umbrella_requested:
                 _warn_once(("umbrella-leaf", name), f"umbrella span {name!r} was opened with leaf group "
                            f"{info.name!r}; emitting it as a leaf (bucket {info.bucket})")
             merged[info.bucket_key] = _bucket_override() or info.bucket
+            given = attrs.get(info.bucket_key) if attrs else None
+            if given is not None and (not isinstance(given, str) or given not in _BUCKETS):
+                # refused where it is emitted: an unknown bucket would be summed nowhere (or
+                # flagged by the report); the group's bucket stands instead
+                _log.warn_once_at_call_site("unknown-bucket", f"span {name!r} was given {info.bucket_key}="
+                                            f"{given!r}, not one of {', '.join(_BUCKETS)}; dropped, it keeps "
+                                            f"{merged[info.bucket_key]!r}")
+                attrs = {k: v for k, v in attrs.items() if k != info.bucket_key}
+    elif attrs and semconv.RL_BUCKET in attrs:  # an ungated span (span_cm) is held to the same buckets
+        given = attrs[semconv.RL_BUCKET]
+        if not isinstance(given, str) or given not in _BUCKETS:
+            _log.warn_once_at_call_site("unknown-bucket", f"span {name!r} was given {semconv.RL_BUCKET}="
+                                        f"{given!r}, not one of {', '.join(_BUCKETS)}; dropped")
+            attrs = {k: v for k, v in attrs.items() if k != semconv.RL_BUCKET}
     if attrs:
         _sanitize_into(merged, attrs)
     return merged
@@ -150,13 +165,48 @@ class _SpanSteps:
         self.backend.end(self.span, None if isinstance(exc, GeneratorExit) else exc)
 
 
+# Code flags (CPython's CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR): read from the code
+# object rather than through `inspect`, whose import (13-15 ms: dis, ast, tokenize, ...) a
+# library decorating a few functions at import time would otherwise pay.
+_CO_GENERATOR = 0x20
+_CO_COROUTINE = 0x80
+_CO_ASYNC_GENERATOR = 0x200
+
+
+def _function_kind(fn) -> str:
+    """``coroutine``, ``async_generator``, ``generator`` or ``function``: what inspect's
+    iscoroutinefunction / isasyncgenfunction / isgeneratorfunction would say of ``fn``."""
+    marker = getattr(fn, "_is_coroutine_marker", None)
+    if marker is not None:  # inspect.markcoroutinefunction (3.12+): inspect is loaded already
+        import inspect
+
+        if inspect.iscoroutinefunction(fn):
+            return "coroutine"
+    while True:  # what inspect unwraps: bound methods and functools.partial
+        if type(fn).__name__ == "method" and hasattr(fn, "__func__"):
+            fn = fn.__func__
+        elif type(fn).__name__ == "partial" and hasattr(fn, "func"):
+            fn = fn.func
+        else:
+            break
+    if type(fn).__name__ != "function":  # builtins, classes, callables: plain calls
+        return "function"
+    flags = fn.__code__.co_flags
+    if flags & _CO_COROUTINE:
+        return "coroutine"
+    if flags & _CO_ASYNC_GENERATOR:
+        return "async_generator"
+    if flags & _CO_GENERATOR:
+        return "generator"
+    return "function"
+
+
 def _decorator(group, name, tracer, umbrella):
     if not isinstance(group, str):
         raise TypeError(f"span group must be a str, got {type(group).__name__}: {group!r}")
 
     def decorate(fn):
         import functools  # deferred to decoration time: keeps `import lens_core` cheap
-        import inspect
 
         if isinstance(fn, (staticmethod, classmethod)):
             return type(fn)(decorate(fn.__func__))
@@ -174,11 +224,12 @@ def _decorator(group, name, tracer, umbrella):
             attrs = _span_attributes(group, span_name, {}, umbrella)
             return _SpanSteps(backend, backend.start(span_name, attrs, tracer, None))
 
-        if inspect.iscoroutinefunction(fn):
+        kind = _function_kind(fn)
+        if kind == "coroutine":
             wrapper = _stepping.wrap_coroutine_function(fn, start_hooks)
-        elif inspect.isasyncgenfunction(fn):
+        elif kind == "async_generator":
             wrapper = _stepping.wrap_async_generator_function(fn, start_hooks)
-        elif inspect.isgeneratorfunction(fn):
+        elif kind == "generator":
             wrapper = _stepping.wrap_generator_function(fn, start_hooks)
         else:
             wrapper = _impl.gate.wrap_function(fn, group, span_name, tracer, umbrella)

@@ -45,6 +45,12 @@ from .rollup import (
     build_report,
     list_runs,
 )
+from .rules import (
+    RULE_EFFICIENCY_BUCKET,
+    RULE_UMBRELLA_GROUP_BUCKET,
+    RULE_UNCATALOGUED_BUCKET,
+    RULE_VALIDATION_PRODUCTIVE,
+)
 from .render_html import render_html
 from .render_text import render_text
 from .perfetto import write_trace_events
@@ -76,12 +82,16 @@ __all__ = [
     "RULE_BAD_TIMING",
     "RULE_BUCKETED_OVERLAP",
     "RULE_BUCKETED_UMBRELLA",
+    "RULE_EFFICIENCY_BUCKET",
     "RULE_NESTED_BUCKET",
     "RULE_PARENT_CYCLE",
     "RULE_RANK_OVERFLOW",
     "RULE_STEP_OVERFLOW",
     "RULE_TIMER_ONLY",
+    "RULE_UMBRELLA_GROUP_BUCKET",
+    "RULE_UNCATALOGUED_BUCKET",
     "RULE_UNKNOWN_BUCKET",
+    "RULE_VALIDATION_PRODUCTIVE",
     "RankRow",
     "RankSteps",
     "ReadResult",

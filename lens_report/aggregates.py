@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .model import NS_PER_S
+from ._units import NS_PER_S
 
 if TYPE_CHECKING:
     from .model import Report

@@ -53,7 +53,7 @@ RESOURCE_KEYS = (semconv.SERVICE_NAME, semconv.SERVICE_INSTANCE_ID, semconv.PROC
                  semconv.HOST_NAME, semconv.NV_DL_RANK, semconv.NEMO_RUN_ID)
 """Resource attributes the reader keeps for every span."""
 
-NS_PER_S = 1_000_000_000
+from ._units import NS_PER_S  # noqa: E402 - re-exported: the report's modules import it from here
 """Nanoseconds per second."""
 
 

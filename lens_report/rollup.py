@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 from .classify import load_catalog
+from .rules import VOCABULARY_RULES, vocabulary_violations
 from .engine import TraceStore, insert_rows
 from .model import (
     BUCKETS,
@@ -83,8 +84,9 @@ RULE_TIMER_ONLY = "timer-only"
 RULE_PARENT_CYCLE = "parent-cycle"
 """Parent ids form a cycle; the spans on it have no root."""
 
-RULES = (RULE_BAD_TIMING, RULE_BUCKETED_OVERLAP, RULE_BUCKETED_UMBRELLA, RULE_NESTED_BUCKET, RULE_PARENT_CYCLE,
-         RULE_RANK_OVERFLOW, RULE_STEP_OVERFLOW, RULE_TIMER_ONLY, RULE_UNKNOWN_BUCKET)
+RULES = tuple(sorted((RULE_BAD_TIMING, RULE_BUCKETED_OVERLAP, RULE_BUCKETED_UMBRELLA, RULE_NESTED_BUCKET,
+                      RULE_PARENT_CYCLE, RULE_RANK_OVERFLOW, RULE_STEP_OVERFLOW, RULE_TIMER_ONLY,
+                      RULE_UNKNOWN_BUCKET) + VOCABULARY_RULES))
 """Every invariant the report checks."""
 
 _BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
@@ -398,6 +400,9 @@ def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[st
                   f"buckets of {label} sum to {_seconds(int(buckets))}, more than its wall time {_seconds(int(wall))}",
                   label)
         for label, _, buckets, wall in overflowing]
+    vocabulary, vocabulary_counts = vocabulary_violations(con, limit)  # lens_report.rules
+    found += vocabulary
+    counts.update(vocabulary_counts)
     cycles = _cycles(con)
     counts[RULE_PARENT_CYCLE] = len(cycles)
     found += [(RULE_PARENT_CYCLE, span_id, reason) for span_id, reason in cycles[:limit]]

@@ -19,6 +19,7 @@ from ..registry import Bucket, SpanRegistry
 __all__ = [
     "ALGORITHMS",
     "BUCKETS",
+    "CATEGORY_MEASUREMENT",
     "CHECKPOINT_FINALIZE",
     "COLLECTOR_LOOP_CATEGORIES",
     "DPO",
@@ -29,6 +30,9 @@ __all__ = [
     "Gym",
     "INIT_TOTAL",
     "Idle",
+    "MEASUREMENT_COLLECTOR",
+    "MEASUREMENT_DRIVER",
+    "MEASUREMENT_THREADS",
     "NAMESPACE",
     "NEVER_BUCKETED",
     "PPO",
@@ -36,13 +40,17 @@ __all__ = [
     "RLSpanGroup",
     "RM",
     "SFT",
+    "SFTv2",
     "SPAN_GROUPS",
+    "SingleController",
     "Startup",
     "TIMER_ONLY_CATEGORIES",
+    "TIMER_ONLY_METRIC",
     "UMBRELLAS",
     "UNBUCKETED_SPAN_CATEGORIES",
     "Vllm",
     "Workers",
+    "category_measurement",
     "check_span_name",
     "groups_of_span",
     "register",
@@ -111,6 +119,26 @@ EFFICIENCY_CATEGORY_BUCKET = {
 # windows are already counted (validation is overhead generation) or are thread-seconds
 # that can exceed wall time (batch-worker backoff, failed trajectories).
 TIMER_ONLY_CATEGORIES = ("idle/validation", "idle/buffer_full_backoff", "wasted/failed_trajectory")
+# How an efficiency/* metric's seconds were measured (rl.efficiency.measurement): on the
+# driver's timeline, on the collector's loop thread (sequential, but concurrent with the
+# driver's), or summed over batch-worker threads (can exceed the wall time it happened in).
+MEASUREMENT_DRIVER = "driver_wall_clock"
+MEASUREMENT_COLLECTOR = "collector_wall_clock"
+MEASUREMENT_THREADS = "thread_seconds"
+CATEGORY_MEASUREMENT = {
+    **{category: MEASUREMENT_COLLECTOR for category in COLLECTOR_LOOP_CATEGORIES},
+    "idle/buffer_full_backoff": MEASUREMENT_THREADS,
+    "wasted/failed_trajectory": MEASUREMENT_THREADS,
+}
+
+
+def category_measurement(category: str) -> str:
+    """The ``rl.efficiency.measurement`` of ``category``'s efficiency/* metric (driver wall clock by default)."""
+    return CATEGORY_MEASUREMENT.get(category, MEASUREMENT_DRIVER)
+
+
+TIMER_ONLY_METRIC = "efficiency/"
+"""Metric-name prefix of an efficiency category's timer: ``efficiency/`` + category (``efficiency/idle/validation``)."""
 
 
 # ---- span names -----------------------------------------------------------------------------
@@ -160,6 +188,57 @@ Distillation = _Algorithm("distillation", _COMMON + ("data_processing", "generat
                                                      "policy_training"))
 ALGORITHMS = (GRPO, PPO, SFT, DPO, RM, Distillation)
 """Every algorithm's span names (``GRPO.STEP``, ``PPO.VALUE_TRAINING``, ...)."""
+
+
+class SingleController:
+    """The SingleController path (opened inside the SingleControllerActor, where the run lives): ``rl.sc.*``.
+
+    Phase groups follow the algorithms' Timer keys: the inference preps and value inference are
+    logprob-side overhead, the training prep is data processing, the optimizer step and both
+    trainings are the policy update. ``rl.sc.generate_and_push`` is the per-prompt rollout umbrella.
+    """
+
+    JOB = "rl.sc.job"
+    STEP = "rl.sc.step"
+    LOGPROB_INFERENCE_PREP = "rl.sc.logprob_inference_prep"
+    POLICY_AND_REFERENCE_LOGPROBS = "rl.sc.policy_and_reference_logprobs"
+    VALUE_INFERENCE_PREP = "rl.sc.value_inference_prep"
+    VALUE_INFERENCE = "rl.sc.value_inference"
+    ADVANTAGE_CALCULATION = "rl.sc.advantage_calculation"
+    TRAINING_PREP = "rl.sc.training_prep"
+    POLICY_TRAINING = "rl.sc.policy_training"
+    POLICY_OPTIMIZER_STEP = "rl.sc.policy_optimizer_step"
+    VALUE_TRAINING = "rl.sc.value_training"
+    CHECKPOINTING = "rl.sc.checkpointing"
+    GENERATE_AND_PUSH = "rl.sc.generate_and_push"
+    SPANS = {
+        JOB: (G.JOB,), STEP: (G.STEP,),
+        LOGPROB_INFERENCE_PREP: (G.LOGPROB,), POLICY_AND_REFERENCE_LOGPROBS: (G.LOGPROB,),
+        VALUE_INFERENCE_PREP: (G.LOGPROB,), VALUE_INFERENCE: (G.LOGPROB,),
+        ADVANTAGE_CALCULATION: (G.ADVANTAGE,), TRAINING_PREP: (G.DATA_PROCESSING,),
+        POLICY_TRAINING: (G.POLICY_UPDATE,), POLICY_OPTIMIZER_STEP: (G.POLICY_UPDATE,),
+        VALUE_TRAINING: (G.POLICY_UPDATE,), CHECKPOINTING: (G.CHECKPOINT,),
+        GENERATE_AND_PUSH: (G.PER_PROMPT,),
+    }
+    """Span name -> the groups that may emit it."""
+
+
+class SFTv2:
+    """SFT v2: the driver umbrella, the controller's job and step (all unbucketed), the loader
+    owners' batch reads and preparation (data_processing), the controller's training (policy_update)."""
+
+    DRIVER = "rl.sft_v2.driver"
+    JOB = "rl.sft_v2.job"
+    STEP = "rl.sft_v2.step"
+    READ_BATCH = "rl.sft_v2.read_batch"
+    PREPARE_BATCH = "rl.sft_v2.prepare_batch"
+    POLICY_TRAINING = "rl.sft_v2.policy_training"
+    SPANS = {
+        DRIVER: (G.JOB,), JOB: (G.JOB,), STEP: (G.STEP,),
+        READ_BATCH: (G.DATA_PROCESSING,), PREPARE_BATCH: (G.DATA_PROCESSING,),
+        POLICY_TRAINING: (G.POLICY_UPDATE,),
+    }
+    """Span name -> the groups that may emit it."""
 
 
 class Startup:
@@ -221,7 +300,7 @@ class Gym:
     """NeMo-Gym and single-controller rollout dispatch (umbrellas: these overlap)."""
 
     RUN_ROLLOUTS = "rl.gym.run_rollouts"  # rollout group, or per_prompt from the single controller
-    GENERATE_AND_PUSH = "rl.sc.generate_and_push"  # per_prompt group
+    GENERATE_AND_PUSH = SingleController.GENERATE_AND_PUSH  # per_prompt group
 
 
 CHECKPOINT_FINALIZE = "rl.checkpoint.finalize"
@@ -245,6 +324,8 @@ def _span_groups():
         Gym.RUN_ROLLOUTS: (G.ROLLOUT, G.PER_PROMPT), Gym.GENERATE_AND_PUSH: (G.PER_PROMPT,),
         CHECKPOINT_FINALIZE: (G.CHECKPOINT,),
     })
+    table.update(SingleController.SPANS)
+    table.update(SFTv2.SPANS)
     return table
 
 
@@ -290,7 +371,7 @@ def register() -> None:
     """Register the catalog (idempotent: an identical re-registration replaces it)."""
     SpanRegistry.register(NAMESPACE, G.ALL, PRESETS, buckets=BUCKETS, umbrellas=UMBRELLAS,
                           allow_override=NAMESPACE in SpanRegistry.namespaces())
-    register_efficiency_categories(EFFICIENCY_CATEGORY_BUCKET)
+    register_efficiency_categories(EFFICIENCY_CATEGORY_BUCKET, TIMER_ONLY_CATEGORIES, CATEGORY_MEASUREMENT)
 
 
 register()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lens_core import _log
 
-__all__ = ["active_providers"]
+__all__ = ["active_providers", "missing_extra"]
 
 
 def active_providers(what: str, instrumentor_kwargs=None):
@@ -31,3 +31,11 @@ def active_providers(what: str, instrumentor_kwargs=None):
 
         meter_provider = NoOpMeterProvider()
     return providers.tracer_provider, meter_provider
+
+
+def missing_extra(what: str, hint: str, exc: ImportError) -> None:
+    """Warn once that ``what`` is a no-op because its optional dependency is not installed
+    (an integration must never fail the code it instruments: a rollout actor's constructor)."""
+    _log.warn_once(("contrib-missing-extra", what),
+                   f"{what}: its optional dependency is not installed ({exc}), so nothing is instrumented; "
+                   f"{hint}")

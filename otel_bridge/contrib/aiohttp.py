@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from otel_bridge.contrib._active import active_providers
+from otel_bridge.contrib._active import active_providers, missing_extra
 
 __all__ = ["instrument_aiohttp_client", "uninstrument_aiohttp_client"]
 
@@ -13,12 +13,13 @@ _lock = threading.Lock()
 _instrumented_with = None  # the tracer provider the client is instrumented with, if any
 
 
-def _instrumentor():
+def _instrumentor(what):
+    """The instrumentor, or None (warned once) when the aiohttp extra is not installed."""
     try:
         from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
     except ImportError as exc:
-        raise ImportError(f"instrument_aiohttp_client needs aiohttp and its OpenTelemetry "
-                          f"instrumentation: {_EXTRA_HINT}") from exc
+        missing_extra(what, _EXTRA_HINT, exc)
+        return None
     return AioHttpClientInstrumentor()
 
 
@@ -32,13 +33,16 @@ def instrument_aiohttp_client(**instrumentor_kwargs) -> bool:
     the new providers. ``instrumentor_kwargs`` (``url_filter``, ``request_hook``, ...)
     go to ``AioHttpClientInstrumentor.instrument``. Every request then costs a span,
     whatever span groups are on: call it only where that volume is wanted. When
-    telemetry is not set up it warns once and returns False. Needs
-    ``pip install 'lens-telemetry[aiohttp]'``.
+    telemetry is off or this rank is quiet it warns once and returns False, importing
+    nothing; without ``pip install 'lens-telemetry[aiohttp]'`` it warns once and returns
+    False (never raises: an actor's constructor calling it must not fail).
     """
     global _instrumented_with
-    instrumentor = _instrumentor()
     providers = active_providers("instrument_aiohttp_client", instrumentor_kwargs)
-    if providers is None:
+    if providers is None:  # before any import: a quiet rank loads no OpenTelemetry for this
+        return False
+    instrumentor = _instrumentor("instrument_aiohttp_client")
+    if instrumentor is None:
         return False
     tracer_provider, meter_provider = providers
     with _lock:
@@ -55,7 +59,11 @@ def instrument_aiohttp_client(**instrumentor_kwargs) -> bool:
 def uninstrument_aiohttp_client() -> None:
     """Undo instrument_aiohttp_client for sessions created from now on."""
     global _instrumented_with
-    instrumentor = _instrumentor()
+    if _instrumented_with is None:  # never instrumented here: nothing to import or undo
+        return
+    instrumentor = _instrumentor("uninstrument_aiohttp_client")
+    if instrumentor is None:
+        return
     with _lock:
         if instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.uninstrument()

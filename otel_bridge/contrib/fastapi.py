@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lens_core.semconv import SERVICE_NAME
 
-from otel_bridge.contrib._active import active_providers
+from otel_bridge.contrib._active import active_providers, missing_extra
 
 __all__ = ["instrument_fastapi"]
 
@@ -22,16 +22,17 @@ def instrument_fastapi(app, service_name: str = None, **instrumentor_kwargs) -> 
     ``instrumentor_kwargs`` go to ``FastAPIInstrumentor.instrument_app``; the
     per-message ASGI ``receive``/``send`` spans are left out unless ``exclude_spans``
     says otherwise. Call it after setup_telemetry and before the app serves requests.
-    When telemetry is not set up it warns once and returns False. Needs
-    ``pip install 'lens-telemetry[fastapi]'``.
+    When telemetry is off or this rank is quiet it warns once and returns False, importing
+    nothing; without ``pip install 'lens-telemetry[fastapi]'`` it warns once and returns False
+    (never raises: a server's startup must not fail for its telemetry).
     """
+    providers = active_providers("instrument_fastapi", instrumentor_kwargs)
+    if providers is None:  # before any import: a quiet rank loads no OpenTelemetry for this
+        return False
     try:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
     except ImportError as exc:
-        raise ImportError(f"instrument_fastapi needs FastAPI and its OpenTelemetry instrumentation: "
-                          f"{_EXTRA_HINT}") from exc
-    providers = active_providers("instrument_fastapi", instrumentor_kwargs)
-    if providers is None:
+        missing_extra("instrument_fastapi", _EXTRA_HINT, exc)
         return False
     tracer_provider, meter_provider = providers
     if service_name is not None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
-from lens_core import current_trace_carrier
+from lens_core import current_trace_carrier, state
 from lens_core.carrier import TRACEPARENT, TRACESTATE, canonical_carrier, usable_carrier
+
+from otel_bridge.contrib._active import missing_extra
 
 __all__ = ["MAX_CONTEXT_BYTES", "deserialize_context", "extract_nccl_context", "serialize_context"]
 
@@ -66,13 +68,18 @@ def deserialize_context(data) -> dict | None:
 def extract_nccl_context(data):
     """An OpenTelemetry ``Context`` parented on the carrier in ``data``; ``None`` if it has none.
 
-    Needs the OpenTelemetry API (``pip install 'lens-telemetry[otel]'``).
+    ``None`` too, importing nothing, when telemetry is off or this rank is quiet (no span
+    backend: nothing would be parented on it), and, warned once, without the OpenTelemetry
+    API (``pip install 'lens-telemetry[otel]'``).
     """
+    if state.installed_backend() is None:
+        return None
     carrier = deserialize_context(data)
     if carrier is None:
         return None
     try:
         from opentelemetry.propagate import extract
     except ImportError as exc:
-        raise ImportError("extract_nccl_context needs OpenTelemetry: pip install 'lens-telemetry[otel]'") from exc
+        missing_extra("extract_nccl_context", "pip install 'lens-telemetry[otel]'", exc)
+        return None
     return extract(carrier)

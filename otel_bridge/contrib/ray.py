@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from lens_core import _log, _stepping, current_trace_carrier, remote_trace_context
+from lens_core import _log, _stepping, current_trace_carrier, remote_trace_context, state
 from lens_core.carrier import usable_carrier
+
+from otel_bridge.contrib._active import missing_extra
 
 __all__ = [
     "TRACE_CARRIER_KWARG",
@@ -25,11 +27,14 @@ _no_carrier = set()  # methods seen to reject the keyword: dispatched without it
 _published = set()  # (job id, run id) this driver has published for its workers
 
 
-def _require_ray(what: str) -> None:
+def _have_ray(what: str) -> bool:
+    """True when Ray imports; else warn once that ``what`` carries no trace context."""
     try:
         import ray  # noqa: F401
     except ImportError as exc:
-        raise ImportError(f"{what} needs Ray: {_EXTRA_HINT}") from exc
+        missing_extra(what, _EXTRA_HINT, exc)
+        return False
+    return True
 
 
 # ---- the receiving side -------------------------------------------------------------------
@@ -163,10 +168,15 @@ def dispatch_with_trace_context(remote_method, *args, **kwargs):
     recording). The receiving method should be decorated with @accepts_trace_context.
     If it is not, Ray rejects the keyword on this side; then this warns once per method,
     calls it without the carrier (its spans start their own trace) and keeps doing so.
-    A ``trace_carrier`` the caller passes is sent as given. Needs Ray
-    (``pip install 'lens-telemetry[ray]'``).
+    A ``trace_carrier`` the caller passes is sent as given. With telemetry off or on a
+    quiet rank (no span backend: nothing to carry) it is ``remote_method.remote(*args,
+    **kwargs)`` and imports nothing; without Ray (``pip install 'lens-telemetry[ray]'``) it
+    warns once and calls the method the same way.
     """
-    _require_ray("dispatch_with_trace_context")
+    if state.installed_backend() is None and TRACE_CARRIER_KWARG not in kwargs:
+        return remote_method.remote(*args, **kwargs)
+    if not _have_ray("dispatch_with_trace_context"):
+        return remote_method.remote(*args, **kwargs)
     publish_run_id()
     if TRACE_CARRIER_KWARG in kwargs:
         return remote_method.remote(*args, **kwargs)

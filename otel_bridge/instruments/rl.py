@@ -31,7 +31,14 @@ SPECS = (
                "Length of one generated response.", boundaries=_TOKENS),
     MetricSpec("response_length_mean", semconv.RL_RESPONSE_MEAN_LENGTH, "gauge", "{token}",
                "Mean length of the step's generated responses."),
+    MetricSpec("setup_duration", semconv.RL_SETUP_DURATION, "histogram", "s",
+               "Duration of one startup phase (attribute phase: ray_init, tokenizer, data, nemo_gym_config, "
+               "workers, or total_setup for the flat total).", boundaries=SECONDS_BOUNDARIES),
+    MetricSpec("init_total", semconv.INIT_TOTAL_METRIC, "histogram", "s",
+               "The initial replay-buffer fill before the first step (async GRPO); bucket overhead.",
+               attributes={semconv.RL_BUCKET: "overhead"}, boundaries=SECONDS_BOUNDARIES),
 )
 """Keys: reward_mean, kl, policy_loss, value_loss, entropy, grad_norm, learning_rate,
 tokens_per_second, generation_duration, rollout_duration, response_length (one value per
-response), response_length_mean."""
+response), response_length_mean, setup_duration (pass ``attributes={"phase": ...}``; ``phase=total_setup``
+is the flat startup total), init_total."""

@@ -8,6 +8,13 @@ import os
 import re
 from urllib.parse import unquote_to_bytes
 
+from otel_bridge.resources.dl import (
+    detect_software,
+    detect_topology,
+    process_attributes,
+    topology_attributes,
+    training_attributes,
+)
 from otel_bridge.resources.gpu import detect_gpu
 from otel_bridge.resources.k8s import detect_k8s
 from otel_bridge.resources.local import detect_local
@@ -20,9 +27,14 @@ __all__ = [
     "detect_local",
     "detect_resource_attributes",
     "detect_slurm",
+    "detect_software",
+    "detect_topology",
     "encode_resource_attributes",
     "parse_resource_attributes",
+    "process_attributes",
     "publish_resource_attributes",
+    "topology_attributes",
+    "training_attributes",
 ]
 
 OTEL_RESOURCE_ATTRIBUTES = "OTEL_RESOURCE_ATTRIBUTES"

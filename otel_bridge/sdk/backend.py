@@ -27,7 +27,8 @@ class OTelBackend(SpanBackend):
         from opentelemetry import context, propagate, trace
         from opentelemetry.context import Context
 
-        self._tracer = tracer_provider.get_tracer(INSTRUMENTATION_SCOPE, version or None)
+        self._tracer = tracer_provider.get_tracer(INSTRUMENTATION_SCOPE, version or None,
+                                                  schema_url=semconv.SCHEMA_URL)
         self._attach = context.attach
         # release() is context.detach itself: one Python frame less on every span's exit.
         self.release = self._detach = context.detach

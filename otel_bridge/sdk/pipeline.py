@@ -108,7 +108,9 @@ class _Scope:
     __slots__ = ("name", "version", "schema_url")
 
     def __init__(self, name, version):
-        self.name, self.version, self.schema_url = name, version, ""
+        # Lens's own scope declares the semantic conventions its names follow; the SDK
+        # tracer's scope says the same, so both recorders' spans share this entry
+        self.name, self.version, self.schema_url = name, version, semconv.SCHEMA_URL
 
 
 def _sdk_scope(key):
@@ -414,6 +416,9 @@ class SpanPipeline:
         self.batch_records = batch_records
         self.schedule_delay_s = schedule_delay_s
         self.sdk = None  # the SdkSpanProcessor, set by build_providers
+        # called with every drained batch of ended records, on the export (or closing) thread:
+        # live goodput rolls them up there, off the application's span path
+        self.observer = None
         self.closed = False
         self._fresh_state()
         self._parent_sinks = []
@@ -522,6 +527,12 @@ class SpanPipeline:
                 batch = self.recorder.take(self.batch_records)
                 record_type = self.encoders.Span
                 batch = [r if type(r) is record_type else self.record_of(r) for r in batch]
+                if batch and self.observer is not None:
+                    try:
+                        self.observer(batch)
+                    except Exception as exc:  # an observer's bug must not stop the export
+                        self.observer = None
+                        _log.warn(f"lens telemetry: live goodput stopped after an error: {exc!r}")
                 counts = self.counts()
                 losses = counts if counts.lost and counts.key() != self._reported else None
                 if not batch and losses is None:

@@ -50,11 +50,16 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     from lens_core.config import DEFAULT_SERVICE_NAME
 
     from otel_bridge.resources import detect_resource_attributes
+    from otel_bridge.resources.dl import detect_software, detect_topology
 
     environ = os.environ if environ is None else environ
     caller = dict(resource_attributes or {})
     attrs = dict(Resource.create({}).attributes)  # telemetry.sdk.* and friends
     attrs.update(detect_resource_attributes(environ, local_rank=local_rank))
+    # the nv.dl families a process can know: topology from the launcher, versions from the
+    # installed packages' metadata (read here, on exporting ranks only: a quiet rank pays nothing)
+    attrs.update(detect_topology(environ))
+    attrs.update(detect_software())
     # the caller's rank, if given, names the instance (a singleton actor reports rank 0)
     instance_rank = caller.get(semconv.NV_DL_RANK, rank)
     attrs.update({
@@ -80,7 +85,7 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
         environment.pop(semconv.SERVICE_NAME, None)
     attrs.update(environment)
     attrs.update(caller)
-    return Resource(attrs)
+    return Resource(attrs, semconv.SCHEMA_URL)
 
 
 def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, local_rank: int = 0,

@@ -101,7 +101,7 @@ def test_arbitrary_json_objects_never_raise(obj):
     assert deserialize_context(json.dumps(obj).encode()) is None or "traceparent" in obj
 
 
-def test_extract_gives_a_context_whose_parent_is_the_sender():
+def test_extract_gives_a_context_whose_parent_is_the_sender(recorder):
     context = extract_nccl_context(serialize_context(CARRIER))
     parent = trace.get_current_span(context).get_span_context()
     assert parent.trace_id == 0x0AF7651916CD43DD8448EB211C80319C
@@ -111,3 +111,9 @@ def test_extract_gives_a_context_whose_parent_is_the_sender():
 
 def test_extract_of_malformed_bytes_is_none():
     assert extract_nccl_context(b"\x00garbage") is None
+
+
+def test_extract_is_a_no_op_importing_nothing_when_telemetry_is_off():
+    """Regression: a quiet rank's extract_nccl_context loaded OpenTelemetry to parent spans nobody records."""
+    assert lens_core.installed_backend() is None
+    assert extract_nccl_context(serialize_context(CARRIER)) is None

@@ -22,6 +22,35 @@ def test_a_quiet_rank_setup_imports_no_sdk_uuid_or_platform():
     assert result.stdout.strip() == "[]"
 
 
+def test_a_quiet_ranks_meter_tracer_and_integrations_import_no_opentelemetry():
+    """Regression: handle.meter on a quiet rank imported the OpenTelemetry API (19 modules, ~85 ms),
+    and instrument_aiohttp_client loaded 57 OpenTelemetry modules before returning False."""
+    result = run_script(
+        "import sys\n"
+        "import otel_bridge\n"
+        "from lens_core import LensConfig\n"
+        "handle = otel_bridge.setup_telemetry(LensConfig(enabled=True, export_ranks='first'), rank=1, world_size=8)\n"
+        "handle.meter.create_counter('c').add(1)\n"
+        "handle.meter.create_histogram('h').record(1.5)\n"
+        "handle.meter.create_gauge('g').set(2)\n"
+        "with handle.tracer.start_as_current_span('s') as span:\n"
+        "    span.set_attribute('k', 1)\n"
+        "    assert not span.is_recording()\n"
+        "from otel_bridge.contrib.aiohttp import instrument_aiohttp_client, uninstrument_aiohttp_client\n"
+        "from otel_bridge.contrib.fastapi import instrument_fastapi\n"
+        "from otel_bridge.contrib.nccl import extract_nccl_context, serialize_context\n"
+        "from otel_bridge.contrib.ray import dispatch_with_trace_context\n"
+        "assert instrument_aiohttp_client() is False and instrument_fastapi(object()) is False\n"
+        "uninstrument_aiohttp_client()\n"
+        "assert extract_nccl_context(serialize_context({'traceparent': "
+        "'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'})) is None\n"
+        "class M:\n    def remote(self, *a, **k): return k\n"
+        "assert dispatch_with_trace_context(M()) == {}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'opentelemetry', 'aiohttp', 'fastapi', 'ray'}))\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 def _budget(*args):
     return subprocess.run([sys.executable, str(SCRIPT), "--runs", "1", *args], capture_output=True, text=True,
                           timeout=120, cwd=REPO_ROOT)

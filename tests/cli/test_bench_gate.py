@@ -39,6 +39,7 @@ GOOD = {
     "test_enabled_managed_span[python-native]": 4.0, "test_pipeline_native_otlp_http": 1.0,
     "test_pipeline_native_file": 1.0,
     "test_enabled_span_with_a_new_text[sdk]": 12.0, "test_enabled_span_with_a_new_text[native]": 1.5,
+    "test_live_goodput_rollup[cython]": 1.0, "test_live_goodput_rollup[python]": 4.0,
 }
 GOOD_EXTRA = {
     "test_managed_span_disabled[cython]": {"paired_reference_min_s": 1.2, "paired_nullcontext_min_s": 0.25},
@@ -50,8 +51,10 @@ GOOD_EXTRA = {
     "test_pipeline_native_file": {"lens_cpu_min_s": 0.5, "sdk_cpu_min_s": 11.0},
     "test_enabled_span_with_a_new_text[sdk]": {"paired_seen_min_s": 11.4},
     "test_enabled_span_with_a_new_text[native]": {"paired_seen_min_s": 0.8},
+    "test_live_goodput_rollup[cython]": {"paired_rollup_min_s": 0.04},
+    "test_live_goodput_rollup[python]": {"paired_rollup_min_s": 0.6},
 }
-CHECKS = 11
+CHECKS = 13
 
 
 def test_every_ratio_within_bounds_passes(tmp_path, capsys):

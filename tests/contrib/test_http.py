@@ -113,13 +113,22 @@ def test_both_instrumentations_warn_and_do_nothing_without_telemetry(caplog):
     ("otel_bridge.contrib.fastapi", "instrument_fastapi(None)", "fastapi", "fastapi"),
     ("otel_bridge.contrib.aiohttp", "instrument_aiohttp_client()", "aiohttp", "aiohttp"),
 ])
-def test_helpers_import_cleanly_and_raise_import_error_naming_the_extra_without_the_framework(
+def test_helpers_warn_once_and_return_false_naming_the_extra_without_the_framework(
         module, function, framework, extra):
-    code = (f"import sys\nsys.modules[{framework!r}] = None\n"
+    """Regression: instrument_aiohttp_client raised ImportError without the extra, failing the
+    constructor of the actor that called it; and with telemetry off it loaded 57 OpenTelemetry modules."""
+    code = (f"import logging, sys\nsys.modules[{framework!r}] = None\n"
+            "records = []\n"
+            "class H(logging.Handler):\n    def emit(self, r): records.append(r.getMessage())\n"
+            "logging.getLogger('lens_core').addHandler(H())\n"
             f"import {module} as m\n"
             "assert not [n for n in sys.modules if n.startswith('opentelemetry')]\n"
-            f"try:\n    m.{function}\n"
-            f"except ImportError as exc:\n    assert \"lens-telemetry[{extra}]\" in str(exc), exc\n"
-            "else:\n    raise SystemExit('no ImportError')\n")
+            f"assert m.{function} is False  # telemetry off: nothing imported\n"
+            "assert not [n for n in sys.modules if n.startswith('opentelemetry')]\n"
+            "import otel_bridge\nfrom lens_core import LensConfig\n"
+            "otel_bridge.setup_telemetry(LensConfig(enabled=True, exporter='none'))\n"
+            f"assert m.{function} is False and m.{function} is False\n"
+            f"hits = [r for r in records if \"lens-telemetry[{extra}]\" in r]\n"
+            "assert len(hits) == 1, records\n")
     proc = run_python(code)
     assert proc.returncode == 0, proc.stderr

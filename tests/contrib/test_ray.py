@@ -158,11 +158,21 @@ def test_generators_hold_the_remote_context_only_while_running(recorder):
     assert between == [{}] * 4  # the consumer never runs inside the remote context
 
 
-def test_dispatch_raises_import_error_naming_the_extra_without_ray():
-    code = ("import sys\nsys.modules['ray'] = None\n"
+def test_dispatch_without_ray_warns_once_and_calls_the_method_without_a_carrier():
+    """Regression: dispatch_with_trace_context raised ImportError without the ray extra."""
+    code = ("import logging, sys\nsys.modules['ray'] = None\n"
+            "records = []\n"
+            "class H(logging.Handler):\n    def emit(self, r): records.append(r.getMessage())\n"
+            "logging.getLogger('lens_core').addHandler(H())\n"
             "import otel_bridge.contrib.ray as r\n"
-            "try:\n    r.dispatch_with_trace_context(object())\n"
-            "except ImportError as exc:\n    assert \"lens-telemetry[ray]\" in str(exc), exc\n"
-            "else:\n    raise SystemExit('no ImportError')\n")
+            "class Method:\n    def remote(self, *a, **k): return (a, k)\n"
+            "assert r.dispatch_with_trace_context(Method(), 1) == ((1,), {})  # telemetry off\n"
+            "assert not [n for n in sys.modules if n.startswith('opentelemetry')]\n"
+            "assert records == []\n"
+            "import otel_bridge\nfrom lens_core import LensConfig\n"
+            "otel_bridge.setup_telemetry(LensConfig(enabled=True, exporter='none'))\n"
+            "assert r.dispatch_with_trace_context(Method(), 2) == ((2,), {})\n"
+            "assert r.dispatch_with_trace_context(Method(), 3) == ((3,), {})\n"
+            "assert len([m for m in records if 'lens-telemetry[ray]' in m]) == 1, records\n")
     proc = run_python(code)
     assert proc.returncode == 0, proc.stderr

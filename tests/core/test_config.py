@@ -285,3 +285,10 @@ def test_export_ranks_sample_exports_the_asked_fraction_at_any_size(fraction):
     chosen = exporting(f"sample:{fraction}", 1000)
     assert 0 in chosen
     assert abs(len(chosen) - 1000 * fraction) <= 1
+
+
+def test_goodput_metrics_is_on_by_default_and_read_from_the_environment():
+    assert LensConfig().goodput_metrics is True
+    assert from_env(LENS_GOODPUT_METRICS="0").goodput_metrics is False
+    with pytest.raises(ValueError, match="LENS_GOODPUT_METRICS"):
+        from_env(LENS_GOODPUT_METRICS="maybe")

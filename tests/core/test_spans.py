@@ -180,8 +180,9 @@ def test_explicit_bucket_on_an_umbrella_group_is_dropped_with_a_warning(recorder
     with lens_core.managed_span("job", "job", **{"rl.bucket": "idle"}):
         pass
     assert recorder.spans[0].attributes == {}
-    assert lens_warnings(caplog) == [
-        "span 'job' of umbrella group 'job' was given rl.bucket=; umbrellas are never bucketed, dropped"]
+    (warning,) = lens_warnings(caplog)  # prefixed with the call site (this file's line)
+    assert warning.startswith(__file__ + ":") and warning.endswith(
+        "span 'job' of umbrella group 'job' was given rl.bucket=; umbrellas are never bucketed, dropped")
 
 
 def test_umbrella_span_on_a_leaf_group_warns_once_per_name_and_keeps_the_bucket(recorder, caplog):

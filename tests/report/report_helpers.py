@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("duckdb")
 
+from lens_core.catalogs.rl import SPAN_GROUPS  # noqa: E402
 from lens_report import TraceStore, build_report  # noqa: E402
 
 S = 1_000_000_000
@@ -58,12 +59,19 @@ class Otlp:
         bucket: str | None = None,
         iteration: int | None = None,
         trace: str = TRACE,
+        unstamped: bool = False,
         **attributes: Any,
     ) -> dict[str, Any]:
-        """A span with id ``sid(n)``, times in seconds after T0, and rl.* attributes when given."""
+        """A span with id ``sid(n)``, times in seconds after T0, and rl.* attributes when given.
+
+        A bucketed span whose name the RL catalog does not know is stamped ``lens.group=test``
+        as lens would stamp it (its group is a registered leaf), unless ``unstamped`` (a foreign
+        emitter's span: the ``uncatalogued-bucket`` rule's input)."""
         attrs = {key.replace("_", "."): value for key, value in attributes.items()}
         if bucket is not None:
             attrs["rl.bucket"] = bucket
+            if not unstamped and "lens.group" not in attrs and name not in SPAN_GROUPS:
+                attrs["lens.group"] = "test"
         if iteration is not None:
             attrs["rl.iteration"] = iteration
         span = {
