@@ -163,8 +163,13 @@ class _HTTPHandler(BaseHTTPRequestHandler):
         except Exception:  # bad compression or protobuf: the client sent garbage
             return self._reply(400)
         headers = {key.lower(): value for key, value in self.headers.items()}
-        if self.server.receiver.delay_s:  # a slow collector
-            time.sleep(self.server.receiver.delay_s)
+        receiver = self.server.receiver
+        if receiver.delay_s:  # a slow collector
+            time.sleep(receiver.delay_s)
+        if receiver.drain_spans_per_s and signal == "traces":  # a collector that drains N spans/s
+            spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+            with receiver._drain_lock:  # one request drained at a time, whatever the client's concurrency
+                time.sleep(spans / receiver.drain_spans_per_s)
         self.server.receiver._record(ReceivedRequest(signal, "http", request, headers))
         self._reply(200, response_cls().SerializeToString())
 
@@ -187,8 +192,13 @@ class OTLPReceiver:
     signal paths ``/v1/traces``, ``/v1/metrics``, ``/v1/logs`` go after it).
     """
 
-    def __init__(self, delay_s: float = 0.0) -> None:
+    def __init__(self, delay_s: float = 0.0, drain_spans_per_s: float = 0.0, http_port: int = 0) -> None:
         self.delay_s = delay_s  # the HTTP receiver waits this long before taking a request
+        # The HTTP receiver takes a traces request only after (its spans / this) seconds,
+        # one request at a time: a collector that drains this many spans a second (0: no limit).
+        self.drain_spans_per_s = drain_spans_per_s
+        self._drain_lock = threading.Lock()
+        self._http_port_wanted = http_port  # 0: a free port; else this one (a restart on the same port)
         self._received: list[ReceivedRequest] = []
         self._condition = threading.Condition()
         self._grpc_server: grpc.Server | None = None
@@ -215,7 +225,7 @@ class OTLPReceiver:
         self.grpc_port = self._grpc_server.add_insecure_port("127.0.0.1:0")
         self._grpc_server.start()
 
-        self._http_server = ThreadingHTTPServer(("127.0.0.1", 0), _HTTPHandler)
+        self._http_server = ThreadingHTTPServer(("127.0.0.1", self._http_port_wanted), _HTTPHandler)
         self._http_server.daemon_threads = True
         self._http_server.receiver = self
         self.http_port = self._http_server.server_address[1]

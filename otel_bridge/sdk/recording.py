@@ -8,7 +8,7 @@ import os
 
 from lens_core import semconv
 
-__all__ = ["RECORDERS", "build_span_pipeline", "exception_attributes", "sampling_mode"]
+__all__ = ["RECORDERS", "build_span_pipeline", "exception_attributes", "sampling_mode", "spool_run_dir"]
 
 #: Values of ``LENS_RECORDER``: ``native`` records Lens spans as compact records (no SDK
 #: span object per span); ``sdk`` creates SDK spans (for span processors of your own).
@@ -36,7 +36,8 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
     tracer_provider = TracerProvider(resource=resource, id_generator=SeedIndependentIdGenerator(),
                                      sampler=sampler, shutdown_on_exit=False)
     pipeline = SpanPipeline(recorder, sink, scopes=ScopeTable("lens", lens_version()), encoders=impl,
-                            resource=resource, retarget=_retargeter(run_id))
+                            resource=resource, retarget=_retargeter(run_id),
+                            spool_factory=_spool_factory(config, run_id, rank))
     pipeline.sdk = SdkSpanProcessor(pipeline, config.max_open_spans)
     tracer_provider.add_span_processor(pipeline.sdk)
     native = None
@@ -66,6 +67,22 @@ def _sink(exporter_name, config, run_id, rank, span_exporter, impl):
         return FileSink(JsonLinesWriter(config.file_dir or exporters.DEFAULT_FILE_DIR, run_id, rank, "traces"),
                         impl.encode_traces_json)
     return SdkExporterSink(exporters.console_span_exporter())
+
+
+def _spool_factory(config, run_id, rank):
+    """() -> this process's Spool under ``<spool_dir>/<run_id>``; None when LENS_SPOOL_MB is 0."""
+    if not config.spool_mb:
+        return None
+    from otel_bridge.sdk.spool import Spool, default_spool_dir
+
+    directory = os.path.join(config.spool_dir or default_spool_dir(), spool_run_dir(run_id))
+    return lambda: Spool(directory, config.spool_mb << 20, rank=rank)
+
+
+def spool_run_dir(run_id) -> str:
+    """The spool's directory name for ``run_id`` (a plain name: separators and dots made safe)."""
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(run_id))
+    return name if name.strip(".") else "_" + name
 
 
 def _retargeter(run_id):
