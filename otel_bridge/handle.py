@@ -281,8 +281,8 @@ class TelemetryHandle:
         if pipeline is None:
             return finished and ok
         counts = pipeline.final_counts()
-        lost = max(0, counts.created - counts.exported)
-        if finished and ok and lost == 0:
+        lost = max(0, counts.created - counts.exported - counts.spooled)
+        if finished and ok and lost == 0 and not counts.spooled:
             return True
         where = "" if finished else f"shutdown did not finish within {self._timeout_ms} ms; "
         parts = [f"{n} {what}" for n, what in ((counts.dropped, "dropped (buffer full)"),
@@ -291,6 +291,9 @@ class TelemetryHandle:
         detail = f" ({', '.join(parts)})" if parts else ""
         if pipeline.last_error:
             detail += f"; last export error: {pipeline.last_error}"
+        if counts.spooled:  # not lost: the next process of the run, or `lens replay`, sends them
+            detail += (f"; {counts.spooled} more wait in the disk spool ({pipeline.spool.directory}) for the "
+                       "next process of this run or `lens replay`")
         _log.warn(f"lens telemetry (run {self.run_id}, rank {self.rank}): {where}{lost} of "
                   f"{counts.created} spans were not exported{detail}")
         return False

@@ -451,6 +451,15 @@ _RETRY_S = (0.25, 0.5, 1.0, 2.0, 4.0)  # the sender's waits between tries of a r
 _RECORD_BYTES_GUESS = 512  # a record's size when the recorder does not say (an older recorder)
 
 
+class _InOutbox:
+    """Where the request being delivered came from: the outbox (not the spool)."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item):
+        self.item = item
+
+
 class SpanPipeline:
     """Exports what the recorder queues, on one daemon thread; bounded flush and shutdown.
 
@@ -504,6 +513,7 @@ class SpanPipeline:
         self._outbox = collections.deque()  # (payload, spans, bytes), oldest first
         self._outbox_bytes = 0
         self._flush_requested = self._flush_done = 0
+        self._last_delivery_ok = True
         self._stopping = self._sender_stopping = False
         self._thread = self._sender = None
         self._pid = os.getpid()
@@ -758,13 +768,15 @@ class SpanPipeline:
         """(payload, spans, adopted, where) of the oldest undelivered request, or None."""
         with self._box_lock:
             if self._outbox:
-                payload, spans, _ = self._outbox[0]
-                return payload, spans, False, None
+                item = self._outbox[0]
+                return item[0], item[1], False, _InOutbox(item)
         return self.spool.peek()
 
     def _delivered(self, where, spans, adopted, ok):
         with self._box_lock:
-            if where is None:
+            if type(where) is _InOutbox:
+                if not self._outbox or self._outbox[0] is not where.item:
+                    return  # shutdown moved it to the spool meanwhile: it stays there
                 _, _, size = self._outbox.popleft()
                 self._outbox_bytes -= size
             else:
@@ -807,6 +819,7 @@ class SpanPipeline:
                 ok, error, retryable = self.sink.deliver(payload, spans)
             except Exception as exc:
                 ok, error, retryable = False, f"{type(exc).__name__}: {exc}", True
+        self._last_delivery_ok = ok
         if ok or not retryable:
             if not ok:
                 self.last_error = error
@@ -880,42 +893,39 @@ class SpanPipeline:
 
     def _close_spooled(self, deadline, ok) -> bool:
         # Let the sender deliver until a little before the deadline, then stop it and keep
-        # the rest on disk.
+        # the rest on disk. A delivery still under way is not waited for: its request stays
+        # where it is (sent twice at worst, never lost).
         spool = self.spool
         if self._sender is not None and self._sender.is_alive():
             margin = min(0.5, max(0.0, deadline - time.monotonic()) / 5)
             while self._in_flight() and time.monotonic() < deadline - margin:
                 time.sleep(0.002)
         self._sender_stopping = True
-        if not self._send_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            return False  # a delivery is still under way: its request stays where it is
+        if not self._export_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return False
         try:
-            if not self._export_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                return False
-            try:
-                with self._box_lock:
-                    outbox, self._outbox, self._outbox_bytes = self._outbox, collections.deque(), 0
-                    for payload, spans, _ in outbox:  # in order, ahead of nothing: the spool was empty
-                        if not spool.append(payload, spans):
-                            self.failed += spans
-                            ok = False
-                counts = self.final_counts()
-                if counts.created:
-                    ok = self._final_record(counts) and ok
-            finally:
-                self._export_lock.release()
+            with self._box_lock:
+                outbox, self._outbox, self._outbox_bytes = self._outbox, collections.deque(), 0
+                for payload, spans, _ in outbox:  # in order: the spool was empty while the outbox held any
+                    if not spool.append(payload, spans):
+                        self.failed += spans
+                        ok = False
+                behind = bool(outbox) or spool.has_pending()
+            counts = self.final_counts()
+            if counts.created:
+                ok = self._final_record(counts, behind or not self._last_delivery_ok) and ok
         finally:
-            self._send_lock.release()
+            self._export_lock.release()
             spool.close()
         return ok and not counts.spooled
 
-    def _final_record(self, counts) -> bool:
-        """Send the final loss record now, or spool it behind the spans it counts."""
-        record = self._loss_record(counts, final=True)
-        payload, kept = self._encode([record])
+    def _final_record(self, counts, spool_it) -> bool:
+        """Send the final loss record now, or (``spool_it``: spans wait before it, or the
+        collector did not answer last time) spool it behind the spans it counts."""
+        payload, kept = self._encode([self._loss_record(counts, final=True)])
         if not kept:
             return False
-        if not self.spool.has_pending():
+        if not spool_it:
             try:
                 sent, error, _ = self.sink.deliver(payload, 0)
             except Exception as exc:
@@ -923,7 +933,8 @@ class SpanPipeline:
             if sent:
                 return True
             self.last_error = error
-        return self.spool.append(payload, 0) and False
+        self.spool.append(payload, 0)
+        return False
 
     def stop_sink(self, timeout_s: float) -> None:
         """Shut the sink down (stops exporter retry loops)."""

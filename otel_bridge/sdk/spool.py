@@ -25,7 +25,7 @@ import threading
 import time
 import zlib
 
-__all__ = ["DEFAULT_SPOOL_MB", "SEGMENT_BYTES", "Spool", "SpoolError", "default_spool_dir", "read_segment"]
+__all__ = ["DEFAULT_SPOOL_MB", "SEGMENT_BYTES", "Spool", "SpoolError", "default_spool_dir", "read_segment", "replay"]
 
 #: LENS_SPOOL_MB when unset: disk the spool may use per process before spans are dropped.
 DEFAULT_SPOOL_MB = 256
@@ -312,3 +312,51 @@ class Spool:
         self._queue.clear()
         self._writing = None
         self.closed = True
+
+
+def replay(directory: str, deliver, *, run_id=None, retries: int = 3):
+    """Send what ended processes left in the spool under ``directory`` (every run, or only
+    ``run_id``'s) through ``deliver(payload, spans) -> (ok, error, retryable)``, oldest
+    first per run; returns (spans delivered, spans not delivered, torn records, last error).
+    A record the collector rejects outright (not retryable) is dropped; one it could not
+    take after ``retries`` tries stays spooled for the next replay."""
+    from otel_bridge.sdk.recording import spool_run_dir
+
+    if run_id is not None:
+        runs = [spool_run_dir(run_id)]
+    else:
+        try:
+            runs = sorted(name for name in os.listdir(directory) if os.path.isdir(os.path.join(directory, name)))
+        except FileNotFoundError:
+            runs = []
+    delivered = undelivered = torn = 0
+    error = None
+    for run in runs:
+        path = os.path.join(directory, run)
+        if not os.path.isdir(path):
+            continue
+        spool = Spool(path, 1 << 62)
+        try:
+            spool.adopt()
+            torn += spool.torn
+            while True:
+                head = spool.peek()
+                if head is None:
+                    break
+                payload, count, _, token = head
+                for attempt in range(retries):
+                    ok, error, retryable = deliver(payload, count)
+                    if ok or not retryable:
+                        break
+                    time.sleep(min(2.0, 0.25 * 2 ** attempt))
+                if not ok and retryable:
+                    undelivered += spool.adopted_spans
+                    break
+                if ok:
+                    delivered += count
+                else:
+                    undelivered += count
+                spool.done(token)
+        finally:
+            spool.close()
+    return delivered, undelivered, torn, error

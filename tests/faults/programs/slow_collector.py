@@ -1,7 +1,7 @@
 """TOTAL spans from a tight loop to an OTLP/HTTP collector (OTEL_EXPORTER_OTLP_ENDPOINT) that is
 slow or goes away mid-run; PAUSE_AT > 0 prints "paused" after that many spans and waits for a
-line on stdin (the test stops and restarts the collector meanwhile). Prints the loop's
-seconds and shutdown's result."""
+line on stdin (the test stops and restarts the collector meanwhile). SHUTDOWN_MS (default
+120000) is shutdown's timeout. Prints the loop's seconds and shutdown's result."""
 
 import sys
 import time
@@ -9,6 +9,7 @@ import time
 from common import setup, span
 
 total, pause_at = int(sys.argv[1]), int(sys.argv[2])
+shutdown_ms = int(sys.argv[3]) if len(sys.argv) > 3 else 120_000
 handle = setup()
 started = time.perf_counter()
 for i in range(total):
@@ -20,4 +21,4 @@ for i in range(total):
     with span("g", "tight"):
         pass
 elapsed = time.perf_counter() - started
-print(f"{elapsed:.4f}", handle.shutdown(timeout_ms=120_000), flush=True)
+print(f"{elapsed:.4f}", handle.shutdown(timeout_ms=shutdown_ms), flush=True)
