@@ -291,11 +291,16 @@ class TelemetryHandle:
         detail = f" ({', '.join(parts)})" if parts else ""
         if pipeline.last_error:
             detail += f"; last export error: {pipeline.last_error}"
+        spooled = ""
         if counts.spooled:  # not lost: the next process of the run, or `lens replay`, sends them
-            detail += (f"; {counts.spooled} more wait in the disk spool ({pipeline.spool.directory}) for the "
-                       "next process of this run or `lens replay`")
+            spooled = (f"{counts.spooled} of {counts.created} spans wait in the disk spool "
+                       f"({pipeline.spool.directory}) for the next process of this run or `lens replay`")
+            if not lost:
+                _log.warn(f"lens telemetry (run {self.run_id}, rank {self.rank}): {where}{spooled}{detail}")
+                return False
+            spooled = "; " + spooled
         _log.warn(f"lens telemetry (run {self.run_id}, rank {self.rank}): {where}{lost} of "
-                  f"{counts.created} spans were not exported{detail}")
+                  f"{counts.created} spans were not exported{detail}{spooled}")
         return False
 
     def install_signal_handlers(self, signals: Optional[Iterable[int]] = None) -> None:

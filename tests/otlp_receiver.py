@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import socket
 import threading
 import time
 import zlib
@@ -140,6 +141,14 @@ class _HTTPHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
 
+    def setup(self) -> None:
+        super().setup()
+        self.server.receiver._connections.add(self.connection)  # so stop() can close kept-alive ones
+
+    def finish(self) -> None:
+        self.server.receiver._connections.discard(self.connection)
+        super().finish()
+
     def do_POST(self) -> None:  # noqa: N802 - http.server name
         signal = _SIGNAL_BY_PATH.get(urlsplit(self.path).path)
         length = self.headers.get("Content-Length")
@@ -198,6 +207,7 @@ class OTLPReceiver:
         # one request at a time: a collector that drains this many spans a second (0: no limit).
         self.drain_spans_per_s = drain_spans_per_s
         self._drain_lock = threading.Lock()
+        self._connections: set[Any] = set()  # open HTTP connections (keep-alive outlives serve_forever)
         self._http_port_wanted = http_port  # 0: a free port; else this one (a restart on the same port)
         self._received: list[ReceivedRequest] = []
         self._condition = threading.Condition()
@@ -241,6 +251,11 @@ class OTLPReceiver:
         if self._http_server is not None:
             self._http_server.shutdown()
             self._http_server.server_close()
+            for connection in list(self._connections):  # a stopped collector answers no one
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
             self._http_thread.join(5)
             self._http_server = None
 

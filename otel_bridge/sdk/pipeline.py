@@ -47,13 +47,14 @@ class LossCounts:
     """A process's span accounting (what the loss record and the shutdown warning say)."""
 
     __slots__ = ("created", "exported", "dropped", "failed", "unended", "truncated", "spooled", "replayed",
-                 "invalid", "torn", "restarts")
+                 "invalid", "torn", "restarts", "fields_invalid")
 
     def __init__(self, created=0, exported=0, dropped=0, failed=0, unended=0, truncated=0, spooled=0,
-                 replayed=0, invalid=0, torn=0, restarts=0):
+                 replayed=0, invalid=0, torn=0, restarts=0, fields_invalid=0):
         self.created, self.exported, self.dropped = created, exported, dropped
         self.failed, self.unended, self.truncated = failed, unended, truncated
         self.spooled, self.replayed, self.invalid, self.torn, self.restarts = spooled, replayed, invalid, torn, restarts
+        self.fields_invalid = fields_invalid
 
     @property
     def lost(self) -> int:
@@ -71,13 +72,14 @@ class LossCounts:
         }
         for key, value in ((semconv.LENS_SPANS_SPOOLED, self.spooled), (semconv.LENS_SPANS_REPLAYED, self.replayed),
                            (semconv.LENS_SPANS_INVALID, self.invalid), (semconv.LENS_SPOOL_TORN, self.torn),
-                           (semconv.LENS_EXPORT_RESTARTS, self.restarts)):
+                           (semconv.LENS_EXPORT_RESTARTS, self.restarts),
+                           (semconv.LENS_FIELDS_INVALID, self.fields_invalid)):
             if value:
                 attributes[key] = value
         return attributes
 
     def key(self):
-        return (self.dropped, self.failed, self.unended, self.invalid, self.torn, self.restarts)
+        return (self.dropped, self.failed, self.unended, self.invalid, self.torn, self.restarts, self.fields_invalid)
 
 
 class ScopeTable:
@@ -445,6 +447,145 @@ class SdkSpanProcessor:
         return self._pipeline.flush(timeout_millis / 1000)
 
 
+# ---- bad values ---------------------------------------------------------------------------
+
+_U64 = 1 << 64
+_I64_MAX = (1 << 63) - 1
+
+
+def _is_int(value) -> bool:
+    return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
+
+
+class _Fixer:
+    """Checks a span's values as OTLP needs them; a bad one is replaced or dropped and
+    counted (``fixed``; ``first`` says what the first one was). Used where SDK spans become
+    records, and on a native record the encoder refused."""
+
+    __slots__ = ("fixed", "first")
+
+    def __init__(self):
+        self.fixed = 0
+        self.first = None
+
+    def _bad(self, what):
+        self.fixed += 1
+        if self.first is None:
+            self.first = what
+
+    def text(self, value, what="a text"):
+        if value is None or type(value) is str:
+            return value
+        if isinstance(value, str):
+            return str.__str__(value)
+        self._bad(f"{what} of type {type(value).__name__}")
+        if isinstance(value, (bytes, bytearray)):
+            return bytes(value).decode("utf-8", "replace")
+        try:
+            return str(value)
+        except Exception:
+            return repr(type(value))
+
+    def description(self, value):
+        """A status description: a str, else dropped (as the SDK drops it)."""
+        if value is None or isinstance(value, str):
+            return self.text(value)
+        self._bad(f"a status description of type {type(value).__name__}")
+        return None
+
+    def name(self, value):
+        return self.text(value, "a span name") if value is not None else self._unnamed()
+
+    def _unnamed(self):
+        self._bad("a span name of None")
+        return "unnamed"
+
+    def kind(self, value):
+        if _is_int(value) and 1 <= value <= 5:
+            return value
+        self._bad(f"span kind {value!r}")
+        return 1
+
+    def status_code(self, value):
+        if _is_int(value) and 0 <= value <= 2:
+            return value
+        self._bad(f"status code {value!r}")
+        return 0
+
+    def count(self, value):
+        if _is_int(value) and 0 <= value < 1 << 31:
+            return value
+        self._bad(f"a dropped count {value!r}")
+        return 0
+
+    def time(self, value):
+        """``value`` if a valid OTLP time (int ns, 0 <= t <= int64 max), else None."""
+        return value if _is_int(value) and 0 <= value <= _I64_MAX else None
+
+    def times(self, start, end):
+        good_start, good_end = self.time(start), self.time(end)
+        if good_start is None:
+            self._bad(f"start time {start!r}")
+            good_start = good_end if good_end is not None else time.time_ns()
+        if good_end is None:
+            self._bad(f"end time {end!r}")
+            good_end = good_start
+        return good_start, good_end
+
+    def events(self, events, fallback_ns):
+        if not events:
+            return events
+        kept = []
+        for event in events:
+            try:
+                name, timestamp, attrs = event
+            except Exception:
+                self._bad("an event that is not (name, time, attributes)")
+                continue
+            if self.time(timestamp) is None:
+                self._bad(f"event time {timestamp!r}")
+                continue  # the event is dropped: a guessed time would misplace it
+            kept.append((self.text(name, "an event name") or "", timestamp,
+                         attrs if isinstance(attrs, dict) else {}))
+        return kept or None
+
+    def links(self, links):
+        if not links:
+            return links
+        kept = []
+        for link in links:
+            try:
+                trace_id, span_id, state, attrs, remote = link
+            except Exception:
+                self._bad("a link that is not a span context")
+                continue
+            if not (_is_int(trace_id) and 0 < trace_id < 1 << 128 and _is_int(span_id) and 0 < span_id < _U64):
+                self._bad(f"a link to trace {trace_id!r} span {span_id!r}")
+                continue
+            kept.append((trace_id, span_id, state if type(state) is str else None,
+                         attrs if isinstance(attrs, dict) else {}, bool(remote)))
+        return kept or None
+
+    def record(self, r):
+        """Fix a record in place (a native one the encoder refused)."""
+        r.name = self.name(r.name)
+        r.start_ns, r.end_ns = self.times(r.start_ns, r.end_ns)
+        r.events = self.events(r.events, r.start_ns)
+        r.links = self.links(r.links)
+        r.status_msg = self.description(r.status_msg) if r.status_code == 2 else None
+        if r.trace_state is not None and type(r.trace_state) is not str:
+            self._bad("a trace state that is not a str")
+            r.trace_state = None
+        if r.thread_name is not None and type(r.thread_name) is not str:
+            r.thread_name = self.text(r.thread_name, "a thread name")
+        if not isinstance(r.attrs, dict):
+            self._bad("attributes that are not a dict")
+            r.attrs = {}
+        elif any(type(k) is not str for k in r.attrs):
+            self._bad("an attribute key that is not a str")
+            r.attrs = {self.text(k): v for k, v in r.attrs.items()}
+
+
 # ---- the pipeline --------------------------------------------------------------------------
 
 _RETRY_S = (0.25, 0.5, 1.0, 2.0, 4.0)  # the sender's waits between tries of a request the collector did not take
@@ -505,6 +646,7 @@ class SpanPipeline:
 
     def _fresh_state(self):
         self.exported = self.failed = self.invalid = self.replayed = self.spill_dropped = 0
+        self.fields_invalid = 0
         self.last_error = None
         self._reported = None
         self._export_lock = threading.Lock()
@@ -535,7 +677,9 @@ class SpanPipeline:
     # ---- records ----------------------------------------------------------------------
 
     def record_of(self, span):
-        """An SDK ReadableSpan as a record."""
+        """An SDK ReadableSpan as a record; bad values (a name, times, a status description,
+        events, links) are dropped or replaced here, counted in ``fields_invalid``."""
+        fix = _Fixer()
         ctx, parent = span.context, span.parent
         state = ctx.trace_state.to_header() if ctx.trace_state else None
         events = [(e.name, e.timestamp, dict(e.attributes or {})) for e in span.events] or None
@@ -543,12 +687,22 @@ class SpanPipeline:
                   (l.context.trace_state.to_header() if l.context.trace_state else None) or None,
                   dict(l.attributes or {}), bool(l.context.is_remote)) for l in span.links] or None
         status = span.status
-        return self.encoders.make_record(
-            self.scopes.index(span.instrumentation_scope), span.name, span.kind.value + 1,
+        code = fix.status_code(getattr(status.status_code, "value", status.status_code))
+        start_ns, end_ns = fix.times(span.start_time, span.end_time)
+        record = self.encoders.make_record(
+            self.scopes.index(span.instrumentation_scope), fix.name(span.name), fix.kind(span.kind.value + 1),
             ctx.trace_id, ctx.span_id, parent.span_id if parent else 0, bool(parent and parent.is_remote),
-            state or None, span.start_time, span.end_time, dict(span.attributes or {}), events, links,
-            status.status_code.value, status.description if status.status_code.value == 2 else None,
-            (span.dropped_attributes, span.dropped_events, span.dropped_links), span)
+            state or None, start_ns, end_ns, dict(span.attributes or {}), fix.events(events, start_ns),
+            fix.links(links), code, fix.description(status.description) if code == 2 else None,
+            tuple(fix.count(n) for n in (span.dropped_attributes, span.dropped_events, span.dropped_links)), span)
+        self._count_fixed(fix)
+        return record
+
+    def _count_fixed(self, fix):
+        if fix.fixed:
+            self.fields_invalid += fix.fixed
+            self._warn_once("fields", f"lens telemetry: a span carried a bad value ({fix.first}); it was dropped "
+                                      f"or replaced and the span kept (counted in {semconv.LENS_FIELDS_INVALID})")
 
     def final_counts(self) -> LossCounts:
         """The accounting at the end: whatever was counted as created but neither exported,
@@ -573,7 +727,7 @@ class SpanPipeline:
         torn = spool.torn if spool is not None else 0
         return LossCounts(created, self.exported, rec.dropped + self.spill_dropped, self.failed, max(0, unended),
                           truncated, spooled=spooled, replayed=self.replayed, invalid=self.invalid, torn=torn,
-                          restarts=self.restarts)
+                          restarts=self.restarts, fields_invalid=self.fields_invalid)
 
     # ---- the threads -----------------------------------------------------------------------
 
@@ -691,8 +845,9 @@ class SpanPipeline:
                                    f"{semconv.LENS_SPANS_INVALID}")
 
     def _encode(self, records):
-        """(payload, records encoded): a record the encoder refuses is dropped alone and
-        counted, never the batch."""
+        """(payload, records encoded): a record the encoder refuses has its bad values
+        dropped or replaced (counted) and is tried again; if it still fails it is dropped
+        alone and counted, never the batch."""
         encode = self.sink.encode
         try:
             return encode(self, records), records
@@ -703,8 +858,18 @@ class SpanPipeline:
             try:
                 encode(self, [r])
                 good.append(r)
+                continue
             except Exception as exc:
-                self._invalid(1, exc)
+                error = exc
+            fix = _Fixer()
+            try:
+                fix.record(r)
+                encode(self, [r])
+            except Exception as exc:
+                self._invalid(1, exc if fix.fixed else error)
+                continue
+            self._count_fixed(fix)
+            good.append(r)
         return encode(self, good), good
 
     def _send(self, batch, losses=None, final=False) -> bool:

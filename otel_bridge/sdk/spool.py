@@ -135,9 +135,14 @@ class Spool:
     def _new_segment(self):
         import fcntl
 
+        old = self._writing
+        if old is not None and old.pending == 0:
+            self._remove(old)  # fully delivered while it was being written: nothing left in it
         name = f"{self._prefix}{self._seq:06d}{_SUFFIX}"
         self._seq += 1
-        fd = os.open(name, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600, dir_fd=self._dir_fd)
+        # Not O_APPEND: on Linux a pwrite to an O_APPEND file appends whatever the offset,
+        # so marking a record sent would corrupt the segment. Records go at our own offset.
+        fd = os.open(name, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=self._dir_fd)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # ours while this process lives
         segment = _Segment(name, fd, 0, False)
         self._writing = segment
@@ -154,7 +159,7 @@ class Spool:
             try:
                 if segment is None or segment.size >= SEGMENT_BYTES:
                     segment = self._new_segment()
-                written = os.write(segment.fd, record)
+                written = os.pwrite(segment.fd, record, segment.size)
             except OSError:
                 written = -1
             if written != len(record):
@@ -179,14 +184,20 @@ class Spool:
         return bool(self._queue)
 
     def peek(self):
-        """(payload, count, adopted, token) of the oldest pending record, or None."""
-        with self._lock:
-            if not self._queue:
-                return None
-            entry = self._queue[0]
-            segment, offset, count, length = entry
-            payload = os.pread(segment.fd, length, offset + _HEADER.size)
-            return payload, count, segment.adopted, entry
+        """(payload, count, adopted, token) of the oldest pending record, or None. A record
+        whose checksum no longer matches (the disk changed it) is skipped and counted torn."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    return None
+                entry = self._queue[0]
+                segment, offset, count, length = entry
+                head = os.pread(segment.fd, _HEADER.size, offset)
+                payload = os.pread(segment.fd, length, offset + _HEADER.size)
+                if len(head) == _HEADER.size and len(payload) == length and _HEADER.unpack(head)[4] == _crc(count, payload):
+                    return payload, count, segment.adopted, entry
+                self.torn += 1
+            self.done(entry)
 
     def done(self, token) -> None:
         """The record ``token`` (from peek) was delivered, or given up: mark it sent; a
