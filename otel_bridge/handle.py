@@ -122,6 +122,8 @@ class TelemetryHandle:
         self._timeout_ms = None
         self._result = None  # the first shutdown's result, once known
         self._claims = {}
+        self._close_started = False  # the closing thread was started
+        self._shutdown_thread = None  # the thread that called shutdown() first
         self._noop = None
         self._tracer = None
         self._previous_handlers = {}
@@ -208,13 +210,20 @@ class TelemetryHandle:
         global _active
         with self._lock:  # re-entrant: a signal handler may run this on the same thread
             first = self._deadline is None
-            if first:
+            if first:  # (what a signal landing here sees: _deadline, set last, decides "first")
                 self._timeout_ms = timeout_ms or self.config.shutdown_timeout_ms
+                self._shutdown_thread = threading.get_ident()
+                if not self.is_exporting:
+                    self._result = True
                 self._deadline = time.monotonic() + self._timeout_ms / 1000
         if not first:
+            if self._shutdown_thread == threading.get_ident() and not self._close_started:
+                # A signal handler interrupted this thread's own shutdown() before it started
+                # the closing thread: that call resumes only after this one returns, so
+                # waiting for it would wait out the whole deadline. Start it from here.
+                self._start_close()
             return self._await_result()
         if not self.is_exporting:
-            self._result = True
             return True
         with _setup_lock:
             if _active is self:
@@ -224,8 +233,18 @@ class TelemetryHandle:
             from otel_bridge.logging_bridge import detach_logging_bridge
 
             detach_logging_bridge(self.providers.logger_provider)
-        _start_bounded(self._close, "lens-shutdown")
+        self._start_close()
         return self._await_result()
+
+    def _start_close(self) -> None:
+        # Flagged only once started: a signal landing in between may start a second thread,
+        # which finds the close claimed and returns (never a thread that nobody starts).
+        _start_bounded(self._close_once, "lens-shutdown")
+        self._close_started = True
+
+    def _close_once(self) -> None:
+        if self._claim("close"):
+            self._close()
 
     def _await_result(self) -> bool:
         # Polls rather than joins or waits on an Event: a signal handler that interrupted

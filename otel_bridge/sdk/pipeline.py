@@ -1028,6 +1028,8 @@ class SpanPipeline:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.002)
+            if not self._thread.is_alive():
+                self._ensure_threads()  # it died on this flush's batch: a new one finishes the flush
         return self.recorder.queued() == 0
 
     def close(self, deadline: float) -> bool:

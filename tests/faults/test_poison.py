@@ -3,6 +3,8 @@ with real processes under both recorders. The bad field is dropped or replaced (
 lens.fields.invalid) or, failing that, the one span is dropped (counted failed and invalid);
 the batch, the export thread and the final loss record survive."""
 
+import json
+
 import pytest
 
 from trace_files import count_spans, final_losses, read_spans
@@ -39,3 +41,19 @@ def test_one_poisoned_span_among_4000_costs_at_most_itself(tmp_path, case, recor
     # the poisoned span is kept (its bad field dropped or replaced) or, if dropped, counted
     assert len(names) == 1 or (invalid == 1 and losses["lens.spans.failed"] == 1)
     assert stdout.strip() == ("True" if len(names) == 1 else "False")
+
+
+def test_an_export_thread_that_dies_is_replaced_and_the_loss_and_restart_are_counted(recorder):
+    """Regression: an export thread ended by an exception it did not catch (here a span
+    exporter raising SystemExit) stayed dead: every later force_flush returned False and
+    nothing more was exported, the final loss record included."""
+    proc = start("thread_death.py", LENS_RECORDER=recorder)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr[-3000:]
+    before, after, final, first, second, ok = stdout.split(" ", 3)[:3] + stdout.split()[-3:]
+    final = json.loads(stdout.split(" ", 2)[2].rsplit(" ", 3)[0])
+    record_figure(f"export thread killed once ({recorder})", created=2000, exported_after=int(after),
+                  reported_failed=final["lens.spans.failed"], reported_restarts=final["lens.export.restarts"])
+    assert int(before) == 0 and int(after) == 1000 and second == "True"
+    assert final["lens.spans.failed"] == 1000 and final["lens.export.restarts"] == 1
+    assert "thread died; a new one took over" in stderr
