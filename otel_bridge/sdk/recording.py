@@ -184,7 +184,7 @@ def exception_attributes(exc, escaped=False) -> dict:
     import traceback
 
     from lens_core.redaction import redact_text
-    from lens_core.spans import describe_exception
+    from lens_core.attributes import describe_exception
 
     kind = type(exc)
     module, qualname = kind.__module__, kind.__qualname__
