@@ -48,6 +48,7 @@ cdef class Recorder:
     cdef public Py_ssize_t buffer_bytes
     cdef public Py_ssize_t queue_limit
     cdef list _queue
+    cdef Py_ssize_t _bytes_in, _bytes_out  # budgeted bytes queued (app side) / taken (export side)
     cdef Span _head
     cdef Span _tail
     cdef public Py_ssize_t open_count

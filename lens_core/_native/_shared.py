@@ -18,6 +18,7 @@ from lens_core.carrier import TRACEPARENT, TRACESTATE, format_traceparent, parse
 
 __all__ = [
     "OTel",
+    "LARGE_VALUE",
     "RECORD_BYTES",
     "SPAN_TYPES",
     "STATUS_ERROR",
@@ -27,8 +28,10 @@ __all__ = [
     "add_link",
     "ask_sampler",
     "attach_carrier",
+    "attributes_extra",
     "carrier_of",
     "describe_exception",
+    "events_extra",
     "exception_event",
     "links_of",
     "merge_attributes",
@@ -37,16 +40,68 @@ __all__ = [
     "parent_context",
     "parent_of",
     "parse_carrier",
+    "record_size",
     "remote_span",
     "set_status",
     "span_context",
+    "value_extra",
 ]
 
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
 
-#: Bytes one queued record is budgeted at (a measured Span with a few attributes); the
-#: queue holds at most ``buffer_bytes // RECORD_BYTES`` records before it drops.
+#: Bytes one queued record is budgeted at (a measured Span with a few attributes), plus
+#: the length of each long value it holds (record_size); the queued records' sizes add up
+#: to at most ``buffer_bytes``, so the queue holds at most ``buffer_bytes // RECORD_BYTES``.
 RECORD_BYTES = 512
+
+#: A text or bytes value longer than this adds its length to its record's size (shorter
+#: ones are inside RECORD_BYTES).
+LARGE_VALUE = 64
+
+
+def value_extra(value) -> int:
+    """What ``value`` adds to a record's size beyond RECORD_BYTES (long texts and bytes,
+    and those inside a sequence)."""
+    kind = type(value)
+    if kind is str or kind is bytes or kind is bytearray:
+        n = len(value)
+        return n if n > LARGE_VALUE else 0
+    if kind is tuple or kind is list:
+        return sum(len(v) for v in value if type(v) in (str, bytes) and len(v) > LARGE_VALUE) + 8 * len(value)
+    if kind is int or kind is float or kind is bool or value is None:
+        return 0
+    if isinstance(value, (str, bytes)):
+        return len(value) if len(value) > LARGE_VALUE else 0
+    return 0
+
+
+def attributes_extra(attrs) -> int:
+    """What an attribute mapping's values add to a record's size."""
+    if not attrs:
+        return 0
+    try:
+        return sum(value_extra(v) for v in attrs.values())
+    except Exception:  # a mapping that will not be read here will not be encoded either
+        return 0
+
+
+def events_extra(events) -> int:
+    """What events (native ``(name, time, attrs)`` tuples or SDK Events) add to a record's size."""
+    extra = 0
+    for event in events or ():
+        attrs = event[2] if type(event) is tuple and len(event) == 3 else getattr(event, "attributes", None)
+        extra += 64 + attributes_extra(attrs)
+    return extra
+
+
+def record_size(record) -> int:
+    """Bytes a queued record (a native span or an SDK ReadableSpan) is budgeted at:
+    RECORD_BYTES plus its long attribute and event values. The same for a record at
+    enqueue and at take (an ended span no longer changes)."""
+    attrs = getattr(record, "attrs", None)
+    if attrs is None:
+        attrs = getattr(record, "attributes", None)
+    return RECORD_BYTES + attributes_extra(attrs) + events_extra(getattr(record, "events", None))
 
 #: The span classes of the loaded recorders (each adds its own at import): a Lens span's ids
 #: are read from its fields, any other span's from get_span_context().

@@ -620,7 +620,8 @@ class SpanPipeline:
         self.scopes = scopes
         self.encoders = encoders
         self.batch_records = batch_records
-        self.batch_bytes = batch_bytes
+        # A batch in flight is held twice (records and their encoding): an eighth of the buffer each.
+        self.batch_bytes = max(1 << 20, min(batch_bytes, getattr(recorder, "buffer_bytes", 16 << 20) // 8))
         self.schedule_delay_s = schedule_delay_s
         # () -> Spool (raises OSError when the directory is unusable); None: no spool
         self._spool_factory = spool_factory if getattr(sink, "spoolable", False) else None
@@ -926,8 +927,9 @@ class SpanPipeline:
         return False
 
     def _outbox_limit(self) -> int:
-        # Encoded requests waiting in memory share LENS_BUFFER_MB with the recorder's queue.
-        return max(1 << 20, getattr(self.recorder, "buffer_bytes", 16 << 20) // 4)
+        # Encoded requests waiting in memory: an eighth of LENS_BUFFER_MB on top of the
+        # recorder's queue (the spool takes the rest).
+        return max(1 << 20, getattr(self.recorder, "buffer_bytes", 16 << 20) // 8)
 
     def _head(self):
         """(payload, spans, adopted, where) of the oldest undelivered request, or None."""
