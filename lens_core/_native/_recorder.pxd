@@ -53,6 +53,7 @@ cdef class Recorder:
     cdef Span _tail
     cdef public Py_ssize_t open_count
     cdef public uint64_t created, ended, dropped, evicted, evicted_ended, truncated
+    cdef public uint64_t fields_invalid  # bad values dropped or replaced where they entered
     cdef public bint closed
     cdef int _mode
     cdef uint64_t _ratio_bound

@@ -85,6 +85,7 @@ class Recorder:
     max_open: int
     buffer_bytes: int
     queue_limit: int
+    fields_invalid: int
     open_count: int
     created: int
     ended: int

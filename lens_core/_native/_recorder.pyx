@@ -241,9 +241,9 @@ cdef class Span:
             _shared.add_link(self._rec, self, context, attributes)
 
     def update_name(self, name):
-        """Rename the span."""
+        """Rename the span (a name that is not a str is converted, counted)."""
         if self._state == _OPEN:
-            self.name = str(name)
+            self.name = name if type(name) is str else _shared.span_name(self._rec, name)
 
     def set_status(self, status, description=None):
         """Set the status (a Status or a StatusCode); OK is final, UNSET is ignored."""
@@ -256,9 +256,9 @@ cdef class Span:
             _shared.exception_event(self._rec, self, exception, attributes, timestamp, escaped)
 
     def end(self, end_time=None):
-        """End the span (once); ``end_time`` in ns, default now."""
+        """End the span (once); ``end_time`` in ns, default now (also for an invalid one, counted)."""
         if self._state == _OPEN:
-            self._rec._end(self, end_time or 0)
+            self._rec._end(self, 0 if end_time is None else _shared.end_time(self._rec, end_time))
 
     @property
     def context(self):
@@ -517,6 +517,8 @@ cdef class Recorder:
         cdef bint sampled
         context = span._context
         span._context = None
+        if type(span.name) is not str:  # managed_span("g", None), an int or bytes name
+            span.name = _shared.span_name(self, span.name)
         parent = None
         if context is None:
             ctx = self._current_context()
@@ -725,6 +727,7 @@ cdef class Recorder:
         self._head = self._tail = None
         self.open_count = 0
         self.created = self.ended = self.dropped = self.evicted = self.evicted_ended = self.truncated = 0
+        self.fields_invalid = 0
 
     # ---- helpers the twin's methods call ---------------------------------------------------
 

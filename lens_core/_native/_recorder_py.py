@@ -152,7 +152,7 @@ class Span:
     def update_name(self, name) -> None:
         """Rename the span."""
         if self._state == _OPEN:
-            self.name = str(name)
+            self.name = name if type(name) is str else _shared.span_name(self._rec, name)
 
     def set_status(self, status, description=None) -> None:
         """Set the status (a Status or a StatusCode); OK is final, UNSET is ignored."""
@@ -167,7 +167,7 @@ class Span:
     def end(self, end_time=None) -> None:
         """End the span (once); ``end_time`` in ns, default now."""
         if self._state == _OPEN:
-            self._rec._end(self, end_time or 0)
+            self._rec._end(self, 0 if end_time is None else _shared.end_time(self._rec, end_time))
 
     # ---- read-only views the SDK's ReadableSpan also offers --------------------------------
 
@@ -243,6 +243,7 @@ class Recorder:
         self._head = self._tail = None  # the open-span ledger: a doubly linked list, oldest first
         self.open_count = 0
         self.created = self.ended = self.dropped = self.evicted = self.evicted_ended = self.truncated = 0
+        self.fields_invalid = 0
         self.closed = False
         self._pid = os.getpid()
         self._sampler_mode = SAMPLE_ALWAYS_ON
@@ -356,6 +357,8 @@ class Recorder:
     # ---- the hot path ------------------------------------------------------------------
 
     def _start(self, span) -> None:
+        if type(span.name) is not str:  # managed_span("g", None), an int or bytes name
+            span.name = _shared.span_name(self, span.name)
         parent = self._parent_of(span._context)
         span._context = None
         if parent is None:
@@ -531,6 +534,7 @@ class Recorder:
         self._head = self._tail = None
         self.open_count = 0
         self.created = self.ended = self.dropped = self.evicted = self.evicted_ended = self.truncated = 0
+        self.fields_invalid = 0
         self._random = __import__("random").Random(os.urandom(32))
         self._pid = os.getpid()
 

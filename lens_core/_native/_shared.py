@@ -29,8 +29,11 @@ __all__ = [
     "ask_sampler",
     "attach_carrier",
     "attributes_extra",
+    "bad_field",
+    "check_time",
     "carrier_of",
     "describe_exception",
+    "end_time",
     "events_extra",
     "exception_event",
     "links_of",
@@ -44,6 +47,7 @@ __all__ = [
     "remote_span",
     "set_status",
     "span_context",
+    "span_name",
     "value_extra",
 ]
 
@@ -210,17 +214,84 @@ def merge_attributes(rec, span, attributes) -> None:
     _sanitize_into(span.attrs, attributes)
 
 
+# ---- values checked where they enter (both recorders): a bad one is dropped or replaced,
+# counted in the recorder's fields_invalid (lens.fields.invalid) and warned about once; the
+# span is kept and the caller never sees an exception (OpenTelemetry's API never raises).
+
+_TIME_MAX = (1 << 63) - 1  # OTLP times are fixed64; the recorders keep them as int64
+
+
+def bad_field(rec, what) -> None:
+    """Count a bad value ``rec`` dropped or replaced; warn the first time."""
+    rec.fields_invalid += 1
+    from lens_core import _log
+
+    _log.warn_once("lens-bad-field", f"lens: a span was given a bad value ({what}); it was dropped or "
+                                     "replaced and the span kept (counted in lens.fields.invalid)")
+
+
+def check_time(rec, value, what):
+    """``value`` if a valid time in ns (an int, 0 <= t < 2**63), else None (counted)."""
+    if type(value) is int and 0 <= value <= _TIME_MAX:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _TIME_MAX:
+        return int(value)
+    bad_field(rec, f"{what} {_short(value)}")
+    return None
+
+
+def end_time(rec, value) -> int:
+    """An ``end(end_time=...)`` argument as ns; 0 (now) when it is not a valid time."""
+    if value is None:
+        return 0
+    checked = check_time(rec, value, "end time")
+    return checked if checked is not None else 0
+
+
+def span_name(rec, name) -> str:
+    """A span name as str (a non-str one converted, counted)."""
+    if type(name) is str:
+        return name
+    if isinstance(name, str):
+        return str.__str__(name)
+    bad_field(rec, f"a span name of type {type(name).__name__}")
+    if name is None:
+        return "unnamed"
+    if isinstance(name, (bytes, bytearray)):
+        return bytes(name).decode("utf-8", "replace")
+    try:
+        return str(name)
+    except Exception:
+        return type(name).__name__
+
+
+def _short(value) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def add_event(rec, span, name, attributes, timestamp) -> None:
+    if timestamp is None or timestamp == 0:
+        timestamp = time.time_ns()
+    elif check_time(rec, timestamp, "event time") is None:
+        return  # the event is dropped: a guessed time would misplace it
     if span.events is None:
         span.events = []
-    span.events.append((str(name), timestamp or time.time_ns(), sanitize_attributes(attributes)))
+    span.events.append((span_name(rec, name), timestamp, sanitize_attributes(attributes)))
 
 
 def add_link(rec, span, context, attributes) -> None:
+    trace_id, span_id = context.trace_id, context.span_id
+    if not (type(trace_id) is int and 0 < trace_id < 1 << 128 and type(span_id) is int and 0 < span_id < 1 << 64):
+        bad_field(rec, f"a link to trace {_short(trace_id)} span {_short(span_id)}")
+        return
     state = context.trace_state.to_header() if context.trace_state else None
     if span.links is None:
         span.links = []
-    span.links.append((context.trace_id, context.span_id, state or None, sanitize_attributes(attributes),
+    span.links.append((trace_id, span_id, state or None, sanitize_attributes(attributes),
                        bool(context.is_remote)))
 
 
@@ -229,6 +300,12 @@ def set_status(rec, span, status, description) -> None:
     value = getattr(code, "value", code)
     if description is None:
         description = getattr(status, "description", None)
+    if not (type(value) is int and 0 <= value <= 2):
+        bad_field(rec, f"status {_short(status)}")
+        return
+    if description is not None and not isinstance(description, str):
+        bad_field(rec, f"a status description of type {type(description).__name__}")
+        description = None  # dropped, as the SDK drops it
     if span.status_code == STATUS_OK or value == STATUS_UNSET:
         return
     span.status_code = value

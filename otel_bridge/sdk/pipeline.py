@@ -728,7 +728,8 @@ class SpanPipeline:
         torn = spool.torn if spool is not None else 0
         return LossCounts(created, self.exported, rec.dropped + self.spill_dropped, self.failed, max(0, unended),
                           truncated, spooled=spooled, replayed=self.replayed, invalid=self.invalid, torn=torn,
-                          restarts=self.restarts, fields_invalid=self.fields_invalid)
+                          restarts=self.restarts,
+                          fields_invalid=self.fields_invalid + getattr(rec, "fields_invalid", 0))
 
     # ---- the threads -----------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ pytest.importorskip("opentelemetry.sdk")
 
 CASES = ["name-none", "name-int", "name-bytes", "event-negative", "event-huge", "event-str",
          "status-int-description", "update-name-int", "link-huge-trace-id", "raw-link-huge-trace-id",
-         "raw-end-time-str", "raw-event-str", "raw-start-time-negative"]
+         "raw-end-time-str", "raw-event-str", "raw-start-time-negative", "end-time-str", "end-time-huge",
+         "status-code-bad"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -41,6 +42,7 @@ def test_one_poisoned_span_among_4000_costs_at_most_itself(tmp_path, case, recor
     # the poisoned span is kept (its bad field dropped or replaced) or, if dropped, counted
     assert len(names) == 1 or (invalid == 1 and losses["lens.spans.failed"] == 1)
     assert stdout.strip() == ("True" if len(names) == 1 else "False")
+    assert "Traceback" not in stderr  # the bad call itself never raised into the program
 
 
 def test_an_export_thread_that_dies_is_replaced_and_the_loss_and_restart_are_counted(recorder):

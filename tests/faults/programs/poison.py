@@ -26,6 +26,12 @@ def poison():
         timestamp = {"event-negative": -1, "event-huge": 2**70, "event-str": "now"}[case]
         with span("g", "poisoned") as s:
             s.add_event("e", timestamp=timestamp)
+    elif case in ("end-time-str", "end-time-huge"):
+        with span("g", "poisoned") as s:
+            s.end(end_time="x" if case == "end-time-str" else 2**70)
+    elif case == "status-code-bad":
+        with span("g", "poisoned") as s:
+            s.set_status(7, "seven")
     elif case == "status-int-description":
         with span("g", "poisoned") as s:
             s.set_status(StatusCode.ERROR, 12345)
