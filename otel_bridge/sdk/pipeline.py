@@ -28,6 +28,7 @@ from lens_core import _log, semconv
 from otel_bridge._signals import signals_to_main_thread
 
 __all__ = [
+    "DeferredSink",
     "FileSink",
     "LossCounts",
     "NullSink",
@@ -36,6 +37,7 @@ __all__ = [
     "SdkExporterSink",
     "SdkSpanProcessor",
     "SpanPipeline",
+    "grpc_fork_support_disabled",
 ]
 
 _MISSING = object()
@@ -183,6 +185,11 @@ class OtlpSink:
             self._exporter.shutdown()
 
     def for_child(self):
+        if hasattr(self._exporter, "_lens_grpc") and grpc_fork_support_disabled():
+            # gRPC's core cannot be used in a child forked after it started, with its fork
+            # support off (16 of 20 children segfaulted): the child's spans wait in the spool,
+            # and the parent (or the next process of the run, or `lens replay`) sends them.
+            return DeferredSink(self._encode)
         return OtlpSink(self._factory, self._encode)
 
     def before_fork(self):
@@ -207,6 +214,38 @@ class OtlpSink:
             from grpc._cython import cygrpc
 
             cygrpc.fork_register_channel(channel)
+
+
+def grpc_fork_support_disabled(environ=os.environ) -> bool:
+    """True when GRPC_ENABLE_FORK_SUPPORT turns gRPC's fork support off explicitly (unset,
+    gRPC's core keeps its own fork handlers, and a forked child may build a channel)."""
+    return environ.get("GRPC_ENABLE_FORK_SUPPORT", "").strip().lower() in ("0", "false", "no", "off")
+
+
+class DeferredSink:
+    """A forked child's sink when it must not use its parent's transport: encoded requests
+    go to the spool only, for the parent (which adopts them once this process has ended),
+    the next process of the run or ``lens replay``."""
+
+    spoolable = True
+    deferred = True  # nothing is sent from this process
+
+    def __init__(self, encoder):
+        self._encode = encoder
+
+    def encode(self, pipeline, records):
+        """``records`` as one OTLP request (protobuf bytes)."""
+        return self._encode(pipeline.resource_pb, pipeline.scopes.pb, records)
+
+    def deliver(self, data, count):
+        """Never sends: (False, why, retryable)."""
+        return False, "this forked child cannot use gRPC (GRPC_ENABLE_FORK_SUPPORT is off): spooled", True
+
+    def shutdown(self, timeout_s):
+        pass
+
+    def for_child(self):
+        return self
 
 
 def _adapt_otlp(exporter):
@@ -589,7 +628,8 @@ class _Fixer:
 # ---- the pipeline --------------------------------------------------------------------------
 
 _RETRY_S = (0.25, 0.5, 1.0, 2.0, 4.0)  # the sender's waits between tries of a request the collector did not take
-_RECORD_BYTES_GUESS = 512  # a record's size when the recorder does not say (an older recorder)
+_RECORD_BYTES_GUESS = 512
+_ADOPT_EVERY_S = 2.0  # how often the sender looks for spool segments that ended processes left  # a record's size when the recorder does not say (an older recorder)
 
 
 class _InOutbox:
@@ -739,7 +779,7 @@ class SpanPipeline:
             return
         if self._thread is None:
             self._thread = self._start_thread(self._run, "lens-export")
-        if self.spool is not None and self._sender is None:
+        if self.spool is not None and self._sender is None and not getattr(self.sink, "deferred", False):
             self._sender = self._start_thread(self._send_loop, "lens-send")
 
     @staticmethod
@@ -915,7 +955,9 @@ class SpanPipeline:
         size = len(payload)
         with self._box_lock:
             spool = self.spool
-            if not spool.has_pending() and (not self._outbox or self._outbox_bytes + size <= self._outbox_limit()):
+            if getattr(self.sink, "deferred", False):
+                pass  # nothing is sent from this process: straight to the spool
+            elif not spool.has_pending() and (not self._outbox or self._outbox_bytes + size <= self._outbox_limit()):
                 self._outbox.append((payload, spans, size))
                 self._outbox_bytes += size
                 return True
@@ -965,9 +1007,15 @@ class SpanPipeline:
         except OSError as exc:
             self._internal_error(exc)
         tries = 0
+        next_adopt = time.monotonic() + _ADOPT_EVERY_S
         while not self._sender_stopping:
             try:
                 tries = self._send_one(tries)
+                if time.monotonic() >= next_adopt:
+                    # Ended processes of this run (forked children that could not send
+                    # themselves, restarted ranks) may have left spans: adopt them.
+                    next_adopt = time.monotonic() + _ADOPT_EVERY_S
+                    self.spool.adopt()
             except Exception as exc:
                 self._internal_error(exc)
                 time.sleep(_POLL_S)
@@ -1067,6 +1115,10 @@ class SpanPipeline:
         # where it is (sent twice at worst, never lost).
         spool = self.spool
         if self._sender is not None and self._sender.is_alive():
+            try:
+                spool.adopt()  # children that ended since the last look: delivered with ours
+            except OSError:
+                pass
             margin = min(0.5, max(0.0, deadline - time.monotonic()) / 5)
             while self._in_flight() and time.monotonic() < deadline - margin:
                 time.sleep(0.002)
@@ -1083,7 +1135,8 @@ class SpanPipeline:
                 behind = bool(outbox) or spool.has_pending()
             counts = self.final_counts()
             if counts.created:
-                ok = self._final_record(counts, behind or not self._last_delivery_ok) and ok
+                spool_it = behind or not self._last_delivery_ok or getattr(self.sink, "deferred", False)
+                ok = self._final_record(counts, spool_it) and ok
         finally:
             self._export_lock.release()
             spool.close()
