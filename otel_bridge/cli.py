@@ -83,14 +83,6 @@ def _cmd_import_budget(args: argparse.Namespace) -> int:
 
 def _cmd_bench_gate(args: argparse.Namespace) -> int:
     """Delegate to lens_ci.benchgate."""
-    replay = sub.add_parser("replay", help="send spans left in the disk spool to the OTLP collector",
-                            description="Send the spans that ended processes left in the disk spool "
-                            "(LENS_SPOOL_DIR) to the collector named by OTEL_EXPORTER_OTLP_*; prints "
-                            "delivered/undelivered/torn as JSON.")
-    replay.add_argument("--spool-dir", help="the spool directory (default: LENS_SPOOL_DIR, else <tmp>/lens-spool-<uid>)")
-    replay.add_argument("--run-id", help="only this run's spool (default: every run's)")
-    replay.set_defaults(func=_cmd_replay)
-
     from lens_ci import benchgate
 
     return benchgate.run(args)
