@@ -46,7 +46,7 @@ GOOD_EXTRA = {
     "test_enabled_managed_span[python-native]": {"paired_sdk_min_s": 12.0, "impl": "python"},
     "test_pipeline_native_otlp_http": {"lens_cpu_min_s": 0.3, "sdk_cpu_min_s": 9.0},
     "test_pipeline_native_file": {"lens_cpu_min_s": 0.5, "sdk_cpu_min_s": 11.0},
-    "test_pipeline_slow_collector_spool": {"spool_loop_min_s": 1.5, "nospool_loop_min_s": 1.5},
+    "test_pipeline_slow_collector_spool": {"spool_app_thread_cpu_s": 0.4, "nospool_app_thread_cpu_s": 0.38},
     "test_enabled_span_with_a_new_text[sdk]": {"paired_seen_min_s": 11.4},
     "test_enabled_span_with_a_new_text[native]": {"paired_seen_min_s": 0.8},
 }
