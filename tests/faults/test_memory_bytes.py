@@ -42,3 +42,27 @@ def test_a_hung_collector_and_100kb_values_stay_within_the_buffer_setting(tmp_pa
     assert int(created) == spans + 50  # and the warm-up
     assert int(dropped) > 0 if spool_mb == 0 else True  # the buffer really filled
     assert float(grown) <= BUFFER_MB + 16
+
+
+@pytest.mark.parametrize("implementation", ["cython", "python"])
+def test_the_buffer_holds_bytes_not_records(implementation):
+    """Regression: a 1 MB buffer held 2,048 records whatever their size (2,048 x 100 KB =
+    200 MB): it now holds what fits in 1 MB, in both recorder implementations, and gives the
+    bytes back as the export side takes them."""
+    from lens_core import _native
+
+    try:
+        impl = _native.load(implementation)
+    except ImportError:
+        pytest.skip("compiled recorder not built")
+    rec = impl.Recorder(buffer_bytes=1 << 20)
+
+    def record(value):
+        return impl.make_record(0, "big", 1, 1, 1, 0, False, None, 1, 2, {"v": value}, None, None, 0, None)
+
+    accepted = sum(rec.add_record(record(f"{i:02d}" * 50_000)) for i in range(50))  # 100 KB each
+    assert 9 <= accepted <= 10 and rec.dropped == 50 - accepted
+    assert (1 << 20) - 100_512 < rec.queued_bytes() <= 1 << 20
+    assert len(rec.take(100)) == accepted and rec.queued_bytes() == 0
+    small = sum(rec.add_record(record("s")) for _ in range(3000))
+    assert small == (1 << 20) // impl.RECORD_BYTES  # short values: the old record budget
