@@ -2,7 +2,7 @@
 created and delivered, then print what it cost as one JSON line.
 
     python bench/pipeline_run.py SIDE SINK N OUT
-    SIDE: native | native-python | sdk-recorder | otel-sdk
+    SIDE: native | native-nospool (LENS_SPOOL_MB=0) | native-python | sdk-recorder | otel-sdk
     SINK: otlp-http ENDPOINT (OUT is the endpoint) | file (OUT is a directory)
 
 ``otel-sdk`` is the OpenTelemetry SDK as its own setup builds it: a TracerProvider with a
@@ -42,19 +42,23 @@ def _lens(side, sink, n, out):
     else:
         exporter = "file"
     config = LensConfig(enabled=True, span_groups="g", exporter=exporter, file_dir=out, run_id="bench",
-                        metrics_enabled=False, recorder="sdk" if side == "sdk-recorder" else "native")
+                        metrics_enabled=False, recorder="sdk" if side == "sdk-recorder" else "native",
+                        spool_mb=0 if side == "native-nospool" else 256,
+                        spool_dir=os.path.join(os.environ.get("TMPDIR", "/tmp"), f"lens-bench-spool-{os.getpid()}"))
     handle = setup_telemetry(config, rank=0, world_size=1, local_rank=0)
     span = lens_core.managed_span
     base_rss = _rss_mb()
-    cpu0, wall0 = time.process_time(), time.perf_counter()
+    cpu0, wall0, thread0 = time.process_time(), time.perf_counter(), time.thread_time()
     for _ in range(n):
         with span("g", "work", a=1, b="x", c=2.5):
             pass
     app_cpu = time.process_time() - cpu0
+    app_thread_cpu, loop_wall = time.thread_time() - thread0, time.perf_counter() - wall0
     ok = handle.shutdown(timeout_ms=120_000)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     counts = handle.pipeline.counts()
-    return {"cpu_s": cpu, "wall_s": wall, "app_cpu_s": app_cpu, "created": counts.created,
+    return {"cpu_s": cpu, "wall_s": wall, "app_cpu_s": app_cpu, "app_thread_cpu_s": app_thread_cpu,
+            "loop_wall_s": loop_wall, "created": counts.created,
             "exported": counts.exported, "dropped": counts.dropped, "failed": counts.failed, "ok": ok,
             "impl": lens_core.IMPLEMENTATION, "base_rss_mb": base_rss}
 

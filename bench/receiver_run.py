@@ -1,7 +1,8 @@
 """A real OTLP receiver (tests/otlp_receiver.py) in its own process, for benchmarks whose CPU
 must not include the receiving side. Prints its HTTP and gRPC endpoints as one JSON line,
 then answers each line on stdin: ``count`` (spans received so far, less loss records),
-``clear``, ``quit``."""
+``clear``, ``drain N`` (take at most N spans a second over HTTP from now on; 0: no limit),
+``quit``."""
 
 import json
 import os
@@ -21,6 +22,9 @@ def main():
                 print(len(receiver.spans()), flush=True)
             elif command == "clear":
                 receiver.clear()
+                print("ok", flush=True)
+            elif command.startswith("drain "):
+                receiver.drain_spans_per_s = float(command.split()[1])
                 print("ok", flush=True)
             elif command == "quit":
                 return

@@ -109,3 +109,33 @@ def test_pipeline_native_otlp_http(benchmark, receiver, tmp_path):
 def test_pipeline_native_file(benchmark, receiver, tmp_path):
     """Native recorder to OTLP/JSON files vs SDK BatchSpanProcessor + compact console exporter to a file."""
     _pair(benchmark, "native", "file", receiver, tmp_path)
+
+
+@pytest.mark.benchmark(group="pipeline")
+def test_pipeline_slow_collector_spool(benchmark, receiver, tmp_path):
+    """The application thread's cost of 200k tight-loop spans, all delivered both ways: to a
+    collector draining 20k spans/s with the disk spool (default settings), and to a collector
+    that takes everything at once without the spool (LENS_SPOOL_MB=0: the export path as it
+    was before the spool). Paired rounds; the gate compares the application thread's own CPU
+    time (the loop's wall time, also recorded, includes waiting for the interpreter lock while
+    the export thread encodes)."""
+    endpoint, ask = receiver
+    best = {}
+    try:
+        for i in range(ROUNDS):
+            for side, drain in (("native", "20000"), ("native-nospool", "0")):
+                assert ask(f"drain {drain}") == "ok" and ask("clear") == "ok"
+                result = _run(side, "otlp-http", endpoint)
+                delivered = int(ask("count"))
+                assert delivered == SPANS and result["dropped"] == 0 and result["ok"], (side, delivered, result)
+                if side not in best or result["app_thread_cpu_s"] < best[side]["app_thread_cpu_s"]:
+                    best[side] = result
+    finally:
+        assert ask("drain 0") == "ok"
+    spool, fast = best["native"], best["native-nospool"]
+    benchmark.extra_info.update({
+        "spans": SPANS, "spool_loop_min_s": spool["loop_wall_s"], "nospool_loop_min_s": fast["loop_wall_s"],
+        "spool_app_thread_cpu_s": spool["app_thread_cpu_s"], "nospool_app_thread_cpu_s": fast["app_thread_cpu_s"],
+        "loop_ratio": spool["loop_wall_s"] / fast["loop_wall_s"],
+    })
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)

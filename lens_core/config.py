@@ -40,6 +40,7 @@ NUMERIC_RANGES = {
     "shutdown_timeout_ms": (1, 3_600_000, "milliseconds"),
     "max_open_spans": (1, 10_000_000, "spans"),
     "buffer_mb": (1, 65_536, "MB"),
+    "spool_mb": (0, 1_048_576, "MB"),
 }
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -94,7 +95,10 @@ class LensConfig(Record):
     metrics and logs), recorder="native" (or LENS_RECORDER), max_open_spans=10000 (1 to
     10,000,000), buffer_mb=16 (1 to 65536), redact_allow=() (attribute keys never redacted
     by key; see lens_core.redaction), goodput_metrics=True (an exporting rank with traces and
-    metrics exports its live goodput: otel_bridge.sdk.goodput).
+    metrics exports its live goodput: otel_bridge.sdk.goodput),
+    spool_dir=None (``<tmp>/lens-spool-<uid>``: where
+    encoded spans wait on disk while the collector is slow or down), spool_mb=256 (0 to
+    1048576; 0 turns the spool off).
     """
 
     _defaults = {
@@ -120,6 +124,8 @@ class LensConfig(Record):
         "buffer_mb": 16,
         "redact_allow": (),
         "goodput_metrics": True,
+        "spool_dir": None,
+        "spool_mb": 256,
     }
     _fields = __slots__ = tuple(_defaults)
     enabled: bool
@@ -141,6 +147,8 @@ class LensConfig(Record):
     buffer_mb: int
     redact_allow: Tuple[str, ...]
     goodput_metrics: bool
+    spool_dir: Optional[str]
+    spool_mb: int
 
     if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
 
@@ -152,7 +160,8 @@ class LensConfig(Record):
                      shutdown_timeout_ms: int = 5_000, trace_ranks: Union[str, ExportRanks] = ExportRanks(),
                      recorder: str = _defaults["recorder"],
                      max_open_spans: int = 10_000, buffer_mb: int = 16,
-                     redact_allow: Union[str, Iterable[str]] = (), goodput_metrics: bool = True) -> None: ...
+                     redact_allow: Union[str, Iterable[str]] = (), goodput_metrics: bool = True,
+                     spool_dir: Optional[str] = None, spool_mb: int = 256) -> None: ...
 
     def _validate(self) -> None:
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
@@ -167,6 +176,9 @@ class LensConfig(Record):
         if self.recorder not in RECORDERS:
             raise ValueError(f"recorder={self.recorder!r}: allowed: {', '.join(RECORDERS)}")
         object.__setattr__(self, "redact_allow", parse_redact_allow(self.redact_allow))
+        if self.spool_dir is not None and (not isinstance(self.spool_dir, str) or not self.spool_dir.strip()
+                                           or "\x00" in self.spool_dir):
+            raise ValueError(f"spool_dir={self.spool_dir!r}: must be a directory path (a non-empty str) or None")
         if not isinstance(self.service_name, str) or not self.service_name.strip():
             raise ValueError(f"service_name={self.service_name!r}: must be a non-empty string")
 
@@ -177,7 +189,7 @@ class LensConfig(Record):
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
         ``_TRACE_RANKS``, ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
         ``_RECORDER``, ``_MAX_OPEN_SPANS``, ``_BUFFER_MB``, ``_REDACT_ALLOW`` (a comma list of
-        attribute keys), ``_GOODPUT_METRICS``.
+        attribute keys), ``_GOODPUT_METRICS``, ``_SPOOL_DIR``, ``_SPOOL_MB``.
 
         ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
         service name falls back to ``OTEL_SERVICE_NAME``. A bad value raises ValueError
@@ -219,6 +231,8 @@ class LensConfig(Record):
             ("buffer_mb", "BUFFER_MB", "number"),
             ("redact_allow", "REDACT_ALLOW", "keys"),
             ("goodput_metrics", "GOODPUT_METRICS", "bool"),
+            ("spool_dir", "SPOOL_DIR", "str"),
+            ("spool_mb", "SPOOL_MB", "number"),
         ):
             var, raw = get(key)
             if var is None:

@@ -25,6 +25,8 @@ __all__ = [
     "K8S_NODE_NAME",
     "K8S_POD_NAME",
     "K8S_POD_UID",
+    "LENS_EXPORT_RESTARTS",
+    "LENS_FIELDS_INVALID",
     "LENS_GOODPUT_RATIO",
     "LENS_GOODPUT_STEP_BUCKET_TIME",
     "LENS_GOODPUT_STEP_CURRENT",
@@ -36,10 +38,14 @@ __all__ = [
     "LENS_SPANS_CREATED",
     "LENS_SPANS_DROPPED",
     "LENS_SPANS_FAILED",
+    "LENS_SPANS_INVALID",
+    "LENS_SPANS_REPLAYED",
+    "LENS_SPANS_SPOOLED",
     "LENS_SPANS_TRUNCATED",
     "LENS_SPANS_UNENDED",
     "LENS_SPAN_CLAMPED",
     "LENS_SPAN_TRUNCATED",
+    "LENS_SPOOL_TORN",
     "LENS_TELEMETRY_FINAL",
     "LENS_TRUNCATION_REASON",
     "LENS_UMBRELLA",
@@ -154,6 +160,12 @@ LENS_SPANS_FAILED = "lens.spans.failed"  # lost: an export failed (collector gon
 LENS_SPANS_UNENDED = "lens.spans.unended"  # lost: never ended (evicted from the bounded open-span ledger), or not delivered by the end
 LENS_SPANS_TRUNCATED = "lens.spans.truncated"  # not lost: still open at shutdown, ended there and marked
 LENS_TELEMETRY_FINAL = "lens.telemetry.final"  # true on the record written when the process's telemetry shut down
+LENS_SPANS_SPOOLED = "lens.spans.spooled"  # not lost: in the disk spool, not yet delivered (the next process of the run or `lens replay` sends them)
+LENS_SPANS_REPLAYED = "lens.spans.replayed"  # other (ended) processes' spooled spans this process delivered
+LENS_SPANS_INVALID = "lens.spans.invalid"  # of the failed: spans that could not be encoded (bad input), each dropped alone
+LENS_FIELDS_INVALID = "lens.fields.invalid"  # bad values (a name, a timestamp, a status, a link) dropped or replaced; their spans kept
+LENS_SPOOL_TORN = "lens.spool.torn"  # spool records skipped for a torn tail or a bad checksum (a crash mid-write)
+LENS_EXPORT_RESTARTS = "lens.export.restarts"  # export threads that died and were replaced
 
 # ---- RL span tags (categorical: "which one?", not "how much?") --------------------------
 RL_ITERATION = "rl.iteration"  # 1-based training step across the whole run

@@ -1,4 +1,4 @@
-"""The ``lens`` command: demo, report, resolve, import-budget, emit-spans, bench-gate.
+"""The ``lens`` command: demo, report, resolve, import-budget, emit-spans, bench-gate, replay.
 
 Conventions every subcommand keeps: stdout carries only the command's data (a JSON stream
 stays parseable), notes and errors go to stderr, an error is one line naming the command
@@ -154,6 +154,46 @@ class _Version(argparse.Action):
         parser.exit(EXIT_OK)
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    """Send the spans ended processes left in the disk spool to the OTLP collector."""
+    import os
+
+    try:
+        from otel_bridge import exporters
+        from otel_bridge.sdk.spool import SpoolError, default_spool_dir, replay
+        from otel_bridge.sdk.pipeline import OtlpSink
+    except ImportError as exc:
+        return _error("replay", f"needs the OpenTelemetry SDK and OTLP exporters ({exc}); "
+                      "install 'lens-telemetry[otel]'", EXIT_USAGE)
+    from lens_core import _impl
+
+    directory = args.spool_dir or os.environ.get("LENS_SPOOL_DIR", "").strip() or default_spool_dir()
+    if not os.path.isdir(directory):
+        return _error("replay", f"no spool directory {directory}", EXIT_NO_DATA)
+    sink = None
+    try:
+        protocol = exporters.resolve_otlp_protocol("traces")
+        sink = OtlpSink(lambda: exporters.otlp_span_exporter(protocol), _impl.recorder().encode_traces_pb)
+        sink.exporter  # a bad OTEL_EXPORTER_OTLP_* setting fails here, with its own message
+        delivered, undelivered, torn, error = replay(directory, sink.deliver, run_id=args.run_id)
+    except (SpoolError, ValueError) as exc:
+        return _error("replay", str(exc), EXIT_USAGE)
+    finally:
+        if sink is not None:
+            try:
+                sink.shutdown(0)
+            except Exception:
+                pass
+    print(json.dumps({"delivered": delivered, "undelivered": undelivered, "torn": torn}))
+    if undelivered:
+        return _error("replay", f"{undelivered} spooled spans were not delivered ({error}); they stay spooled",
+                      EXIT_FAILED)
+    if not delivered:
+        print(f"lens replay: nothing spooled under {directory}", file=sys.stderr)
+        return EXIT_NO_DATA
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``lens`` argument parser with every subcommand."""
     from lens_report.cli import OneLineParser
@@ -200,6 +240,14 @@ def build_parser() -> argparse.ArgumentParser:
     emit.add_argument("file", help='JSON list of {"name", "start", "end", "attributes"?, "parent"?} or -')
     emit.add_argument("--exporter", choices=("otlp", "console", "file", "none"), help="override LENS_EXPORTER")
     emit.set_defaults(func=_cmd_emit_spans)
+
+    replay = sub.add_parser("replay", help="send spans left in the disk spool to the OTLP collector",
+                            description="Send the spans that ended processes left in the disk spool "
+                            "(LENS_SPOOL_DIR) to the collector named by OTEL_EXPORTER_OTLP_*; prints "
+                            "delivered/undelivered/torn as JSON.")
+    replay.add_argument("--spool-dir", help="the spool directory (default: LENS_SPOOL_DIR, else <tmp>/lens-spool-<uid>)")
+    replay.add_argument("--run-id", help="only this run's spool (default: every run's)")
+    replay.set_defaults(func=_cmd_replay)
 
     from lens_ci import benchgate
 

@@ -123,6 +123,8 @@ class TelemetryHandle:
         self._timeout_ms = None
         self._result = None  # the first shutdown's result, once known
         self._claims = {}
+        self._close_started = False  # the closing thread was started
+        self._shutdown_thread = None  # the thread that called shutdown() first
         self._noop = None
         self._tracer = None
         self.goodput = None  # the LiveGoodput of an exporting rank with traces and metrics
@@ -224,13 +226,20 @@ class TelemetryHandle:
         global _active
         with self._lock:  # re-entrant: a signal handler may run this on the same thread
             first = self._deadline is None
-            if first:
+            if first:  # (what a signal landing here sees: _deadline, set last, decides "first")
                 self._timeout_ms = timeout_ms or self.config.shutdown_timeout_ms
+                self._shutdown_thread = threading.get_ident()
+                if not self.is_exporting:
+                    self._result = True
                 self._deadline = time.monotonic() + self._timeout_ms / 1000
         if not first:
+            if self._shutdown_thread == threading.get_ident() and not self._close_started:
+                # A signal handler interrupted this thread's own shutdown() before it started
+                # the closing thread: that call resumes only after this one returns, so
+                # waiting for it would wait out the whole deadline. Start it from here.
+                self._start_close()
             return self._await_result()
         if not self.is_exporting:
-            self._result = True
             return True
         with _setup_lock:
             if _active is self:
@@ -241,8 +250,18 @@ class TelemetryHandle:
             from otel_bridge.logging_bridge import detach_logging_bridge
 
             detach_logging_bridge(self.providers.logger_provider)
-        _start_bounded(self._close, "lens-shutdown")
+        self._start_close()
         return self._await_result()
+
+    def _start_close(self) -> None:
+        # Flagged only once started: a signal landing in between may start a second thread,
+        # which finds the close claimed and returns (never a thread that nobody starts).
+        _start_bounded(self._close_once, "lens-shutdown")
+        self._close_started = True
+
+    def _close_once(self) -> None:
+        if self._claim("close"):
+            self._close()
 
     def _await_result(self) -> bool:
         # Polls rather than joins or waits on an Event: a signal handler that interrupted
@@ -300,8 +319,8 @@ class TelemetryHandle:
         if pipeline is None:
             return finished and ok
         counts = pipeline.final_counts()
-        lost = max(0, counts.created - counts.exported)
-        if finished and ok and lost == 0:
+        lost = max(0, counts.created - counts.exported - counts.spooled)
+        if finished and ok and lost == 0 and not counts.spooled:
             return True
         where = "" if finished else f"shutdown did not finish within {self._timeout_ms} ms; "
         parts = [f"{n} {what}" for n, what in ((counts.dropped, "dropped (buffer full)"),
@@ -310,8 +329,16 @@ class TelemetryHandle:
         detail = f" ({', '.join(parts)})" if parts else ""
         if pipeline.last_error:
             detail += f"; last export error: {pipeline.last_error}"
+        spooled = ""
+        if counts.spooled:  # not lost: the next process of the run, or `lens replay`, sends them
+            spooled = (f"{counts.spooled} of {counts.created} spans wait in the disk spool "
+                       f"({pipeline.spool.directory}) for the next process of this run or `lens replay`")
+            if not lost:
+                _log.warn(f"lens telemetry (run {self.run_id}, rank {self.rank}): {where}{spooled}{detail}")
+                return False
+            spooled = "; " + spooled
         _log.warn(f"lens telemetry (run {self.run_id}, rank {self.rank}): {where}{lost} of "
-                  f"{counts.created} spans were not exported{detail}")
+                  f"{counts.created} spans were not exported{detail}{spooled}")
         return False
 
     def install_signal_handlers(self, signals: Optional[Iterable[int]] = None) -> None:

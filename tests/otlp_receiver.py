@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import socket
 import threading
 import time
 import zlib
@@ -140,6 +141,14 @@ class _HTTPHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
 
+    def setup(self) -> None:
+        super().setup()
+        self.server.receiver._connections.add(self.connection)  # so stop() can close kept-alive ones
+
+    def finish(self) -> None:
+        self.server.receiver._connections.discard(self.connection)
+        super().finish()
+
     def do_POST(self) -> None:  # noqa: N802 - http.server name
         signal = _SIGNAL_BY_PATH.get(urlsplit(self.path).path)
         length = self.headers.get("Content-Length")
@@ -163,8 +172,13 @@ class _HTTPHandler(BaseHTTPRequestHandler):
         except Exception:  # bad compression or protobuf: the client sent garbage
             return self._reply(400)
         headers = {key.lower(): value for key, value in self.headers.items()}
-        if self.server.receiver.delay_s:  # a slow collector
-            time.sleep(self.server.receiver.delay_s)
+        receiver = self.server.receiver
+        if receiver.delay_s:  # a slow collector
+            time.sleep(receiver.delay_s)
+        if receiver.drain_spans_per_s and signal == "traces":  # a collector that drains N spans/s
+            spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+            with receiver._drain_lock:  # one request drained at a time, whatever the client's concurrency
+                time.sleep(spans / receiver.drain_spans_per_s)
         self.server.receiver._record(ReceivedRequest(signal, "http", request, headers))
         self._reply(200, response_cls().SerializeToString())
 
@@ -187,8 +201,14 @@ class OTLPReceiver:
     signal paths ``/v1/traces``, ``/v1/metrics``, ``/v1/logs`` go after it).
     """
 
-    def __init__(self, delay_s: float = 0.0) -> None:
+    def __init__(self, delay_s: float = 0.0, drain_spans_per_s: float = 0.0, http_port: int = 0) -> None:
         self.delay_s = delay_s  # the HTTP receiver waits this long before taking a request
+        # The HTTP receiver takes a traces request only after (its spans / this) seconds,
+        # one request at a time: a collector that drains this many spans a second (0: no limit).
+        self.drain_spans_per_s = drain_spans_per_s
+        self._drain_lock = threading.Lock()
+        self._connections: set[Any] = set()  # open HTTP connections (keep-alive outlives serve_forever)
+        self._http_port_wanted = http_port  # 0: a free port; else this one (a restart on the same port)
         self._received: list[ReceivedRequest] = []
         self._condition = threading.Condition()
         self._grpc_server: grpc.Server | None = None
@@ -215,7 +235,7 @@ class OTLPReceiver:
         self.grpc_port = self._grpc_server.add_insecure_port("127.0.0.1:0")
         self._grpc_server.start()
 
-        self._http_server = ThreadingHTTPServer(("127.0.0.1", 0), _HTTPHandler)
+        self._http_server = ThreadingHTTPServer(("127.0.0.1", self._http_port_wanted), _HTTPHandler)
         self._http_server.daemon_threads = True
         self._http_server.receiver = self
         self.http_port = self._http_server.server_address[1]
@@ -231,6 +251,11 @@ class OTLPReceiver:
         if self._http_server is not None:
             self._http_server.shutdown()
             self._http_server.server_close()
+            for connection in list(self._connections):  # a stopped collector answers no one
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
             self._http_thread.join(5)
             self._http_server = None
 

@@ -48,10 +48,12 @@ cdef class Recorder:
     cdef public Py_ssize_t buffer_bytes
     cdef public Py_ssize_t queue_limit
     cdef list _queue
+    cdef Py_ssize_t _bytes_in, _bytes_out  # budgeted bytes queued (app side) / taken (export side)
     cdef Span _head
     cdef Span _tail
     cdef public Py_ssize_t open_count
     cdef public uint64_t created, ended, dropped, evicted, evicted_ended, truncated
+    cdef public uint64_t fields_invalid  # bad values dropped or replaced where they entered
     cdef public bint closed
     cdef int _mode
     cdef uint64_t _ratio_bound

@@ -15,6 +15,7 @@ from cpython.dict cimport PyDict_GetItem
 from libc.stdint cimport uint64_t, int64_t
 from cpython.dict cimport PyDict_Copy, PyDict_SetItem, PyDict_Next, PyDict_Size, PyDict_Update, PyDict_DelItem
 from cpython.list cimport PyList_Append, PyList_GET_SIZE
+from cpython.unicode cimport PyUnicode_GET_LENGTH
 
 cdef extern from "Python.h":
     int PyContextVar_Get(object var, PyObject* default_value, PyObject** value) except -1
@@ -66,6 +67,8 @@ __all__ = [
 KIND_INTERNAL = 1
 SAMPLE_ALWAYS_ON, SAMPLE_ALWAYS_OFF, SAMPLE_RATIO, SAMPLE_PARENT_RATIO, SAMPLE_CUSTOM = range(5)
 RECORD_BYTES = _shared.RECORD_BYTES
+cdef Py_ssize_t _RECORD_BYTES_C = _shared.RECORD_BYTES
+cdef Py_ssize_t _LARGE_VALUE_C = _shared.LARGE_VALUE
 make_record_py = None  # set below
 
 cdef enum:
@@ -237,9 +240,9 @@ cdef class Span:
             _shared.add_link(self._rec, self, context, attributes)
 
     def update_name(self, name):
-        """Rename the span."""
+        """Rename the span (a name that is not a str is converted, counted)."""
         if self._state == _OPEN:
-            self.name = str(name)
+            self.name = name if type(name) is str else _shared.span_name(self._rec, name)
 
     def set_status(self, status, description=None):
         """Set the status (a Status or a StatusCode); OK is final, UNSET is ignored."""
@@ -252,9 +255,9 @@ cdef class Span:
             _shared.exception_event(self._rec, self, exception, attributes, timestamp, escaped)
 
     def end(self, end_time=None):
-        """End the span (once); ``end_time`` in ns, default now."""
+        """End the span (once); ``end_time`` in ns, default now (also for an invalid one, counted)."""
         if self._state == _OPEN:
-            self._rec._end(self, end_time or 0)
+            self._rec._end(self, 0 if end_time is None else _shared.end_time(self._rec, end_time))
 
     @property
     def context(self):
@@ -316,6 +319,30 @@ def make_record(scope, name, kind, trace_id, span_id, parent_id, parent_remote, 
 
 # ---- the recorder --------------------------------------------------------------------------
 
+cdef Py_ssize_t _record_size(object record) except -1:
+    """_shared.record_size, compiled for this module's spans (the common case: a few short
+    attributes, no events, costs one pass over the attribute dict)."""
+    cdef Py_ssize_t size = _RECORD_BYTES_C, n
+    cdef Span span
+    if type(record) is not Span:
+        return _shared.record_size(record)
+    span = <Span>record
+    attrs = span.attrs
+    if type(attrs) is dict:
+        for value in (<dict>attrs).values():
+            if type(value) is str:
+                n = PyUnicode_GET_LENGTH(value)
+                if n > _LARGE_VALUE_C:
+                    size += n
+            elif type(value) is not int and type(value) is not float and type(value) is not bool:
+                size += _shared.value_extra(value)
+    elif attrs is not None:
+        size += _shared.attributes_extra(attrs)
+    if span.events is not None:
+        size += _shared.events_extra(span.events)
+    return size
+
+
 @cython.final
 @cython.auto_pickle(False)
 cdef class Recorder:
@@ -332,8 +359,9 @@ cdef class Recorder:
                              f"(buffer_bytes at least {RECORD_BYTES})")
         self.max_open = max_open
         self.buffer_bytes = buffer_bytes
-        self.queue_limit = buffer_bytes // RECORD_BYTES
+        self.queue_limit = buffer_bytes // RECORD_BYTES  # the most records the bytes allow
         self._queue = []
+        self._bytes_in = self._bytes_out = 0
         self._threading = threading
         self._current_thread = threading.current_thread
         self._mode = _M_ALWAYS_ON
@@ -484,6 +512,8 @@ cdef class Recorder:
         cdef bint sampled
         context = span._context
         span._context = None
+        if type(span.name) is not str:  # managed_span("g", None), an int or bytes name
+            span.name = _shared.span_name(self, span.name)
         parent = None
         if context is None:
             ctx = self._current_context()
@@ -576,13 +606,17 @@ cdef class Recorder:
         return 0
 
     cdef bint _enqueue_c(self, object record) except -1:
-        cdef Py_ssize_t queued = PyList_GET_SIZE(self._queue)
-        if queued >= self.queue_limit:
+        # Bounded in bytes, not records: a record is budgeted at RECORD_BYTES plus its long
+        # values (_record_size), so 100 KB attribute values fill the buffer 200x sooner.
+        cdef Py_ssize_t size = _record_size(record)
+        cdef Py_ssize_t held = self._bytes_in - self._bytes_out
+        if held + size > self.buffer_bytes and PyList_GET_SIZE(self._queue):
             self.dropped += 1
             return False
         PyList_Append(self._queue, record)
         self.ended += 1
-        if queued >= self.queue_limit >> 1:
+        self._bytes_in += size
+        if held >= self.buffer_bytes >> 1:
             # More than half full: let the export thread have the interpreter lock if it
             # is waiting for it (a tight loop otherwise holds it for whole switch
             # intervals). This never waits for the exporter: if it is busy elsewhere
@@ -601,17 +635,27 @@ cdef class Recorder:
 
     def take(self, limit):
         """Up to ``limit`` queued records, oldest first (the export thread's side)."""
+        cdef Py_ssize_t taken = 0
         queue = self._queue
         if PyList_GET_SIZE(queue) <= limit:
             self._queue = []
-            return queue
-        batch = queue[:limit]
-        del queue[:limit]
+            batch = queue
+        else:
+            batch = queue[:limit]
+            del queue[:limit]
+        # Sizes are recomputed, the same as at enqueue: an ended record no longer changes.
+        for record in batch:
+            taken += _record_size(record)
+        self._bytes_out += taken
         return batch
 
     def queued(self):
         """Records waiting for export."""
         return PyList_GET_SIZE(self._queue)
+
+    def queued_bytes(self):
+        """Bytes the queued records are budgeted at (at most ``buffer_bytes``)."""
+        return max(0, self._bytes_in - self._bytes_out)
 
     # ---- the open-span ledger ----------------------------------------------------------
 
@@ -679,9 +723,11 @@ cdef class Recorder:
 
     def _after_fork(self):
         self._queue = []
+        self._bytes_in = self._bytes_out = 0
         self._head = self._tail = None
         self.open_count = 0
         self.created = self.ended = self.dropped = self.evicted = self.evicted_ended = self.truncated = 0
+        self.fields_invalid = 0
 
     # ---- helpers the twin's methods call ---------------------------------------------------
 

@@ -42,6 +42,7 @@ __all__ = [
 KIND_INTERNAL = 1  # OTLP SpanKind values: 1 internal, 2 server, 3 client, 4 producer, 5 consumer
 
 RECORD_BYTES = _shared.RECORD_BYTES
+_record_size = _shared.record_size
 
 # Sampling modes a Recorder decides itself (the SDK's built-in samplers); anything else is
 # SAMPLE_CUSTOM: the SDK sampler object is asked for every span.
@@ -151,7 +152,7 @@ class Span:
     def update_name(self, name) -> None:
         """Rename the span."""
         if self._state == _OPEN:
-            self.name = str(name)
+            self.name = name if type(name) is str else _shared.span_name(self._rec, name)
 
     def set_status(self, status, description=None) -> None:
         """Set the status (a Status or a StatusCode); OK is final, UNSET is ignored."""
@@ -166,7 +167,7 @@ class Span:
     def end(self, end_time=None) -> None:
         """End the span (once); ``end_time`` in ns, default now."""
         if self._state == _OPEN:
-            self._rec._end(self, _shared.int64(end_time) if end_time else 0)
+            self._rec._end(self, 0 if end_time is None else _shared.end_time(self._rec, end_time))
 
     # ---- read-only views the SDK's ReadableSpan also offers --------------------------------
 
@@ -232,14 +233,17 @@ class Recorder:
                              f"(buffer_bytes at least {RECORD_BYTES})")
         self.max_open = max_open
         self.buffer_bytes = buffer_bytes
-        self.queue_limit = buffer_bytes // RECORD_BYTES
+        self.queue_limit = buffer_bytes // RECORD_BYTES  # the most records the bytes allow
+        self._bytes_in = self._bytes_out = 0  # budgeted bytes queued / taken (app side / export side)
         self._threading = threading
         self._random = random.Random(os.urandom(32))
         self._lock = _thread.allocate_lock()  # app-side counters only; shutdown never takes it
         self._queue = []
+        self._bytes_in = self._bytes_out = 0
         self._head = self._tail = None  # the open-span ledger: a doubly linked list, oldest first
         self.open_count = 0
         self.created = self.ended = self.dropped = self.evicted = self.evicted_ended = self.truncated = 0
+        self.fields_invalid = 0
         self.closed = False
         self._pid = os.getpid()
         self._sampler_mode = SAMPLE_ALWAYS_ON
@@ -349,6 +353,8 @@ class Recorder:
     # ---- the hot path ------------------------------------------------------------------
 
     def _start(self, span) -> None:
+        if type(span.name) is not str:  # managed_span("g", None), an int or bytes name
+            span.name = _shared.span_name(self, span.name)
         parent = self._parent_of(span._context)
         span._context = None
         if parent is None:
@@ -401,19 +407,24 @@ class Recorder:
             # that was interrupted while holding one. Truncated spans were open, so the
             # ledger's bound already bounds them.
             self._queue.append(span)
+            self._bytes_in += _record_size(span)
         else:
             self._enqueue(span)
 
     def _enqueue(self, record) -> bool:
-        queued = len(self._queue)
-        if queued >= self.queue_limit:
+        # Bounded in bytes, not records: a record is budgeted at RECORD_BYTES plus its long
+        # values (record_size), so 100 KB attribute values fill the buffer 200x sooner.
+        size = _record_size(record)
+        held = self._bytes_in - self._bytes_out
+        if held + size > self.buffer_bytes and self._queue:
             with self._lock:
                 self.dropped += 1
             return False
         self._queue.append(record)
         with self._lock:
             self.ended += 1
-        if queued >= self.queue_limit >> 1:
+            self._bytes_in += size
+        if held >= self.buffer_bytes >> 1:
             time.sleep(0)  # more than half full: let the export thread in (never waits for it)
         return True
 
@@ -428,14 +439,22 @@ class Recorder:
         queue = self._queue
         if len(queue) <= limit:
             self._queue = []  # one assignment: appends race only with this swap, which is atomic
-            return queue
-        batch = queue[:limit]
-        del queue[:limit]
+            batch = queue
+        else:
+            batch = queue[:limit]
+            del queue[:limit]
+        # Only this (the export) thread writes _bytes_out; sizes are recomputed, the same as
+        # at enqueue, since an ended record no longer changes.
+        self._bytes_out += sum(_record_size(r) for r in batch)
         return batch
 
     def queued(self) -> int:
         """Records waiting for export."""
         return len(self._queue)
+
+    def queued_bytes(self) -> int:
+        """Bytes the queued records are budgeted at (at most ``buffer_bytes``)."""
+        return max(0, self._bytes_in - self._bytes_out)
 
     # ---- the open-span ledger ----------------------------------------------------------
 
@@ -507,9 +526,11 @@ class Recorder:
 
         self._lock = _thread.allocate_lock()
         self._queue = []
+        self._bytes_in = self._bytes_out = 0
         self._head = self._tail = None
         self.open_count = 0
         self.created = self.ended = self.dropped = self.evicted = self.evicted_ended = self.truncated = 0
+        self.fields_invalid = 0
         self._random = __import__("random").Random(os.urandom(32))
         self._pid = os.getpid()
 

@@ -18,6 +18,7 @@ from lens_core.carrier import TRACEPARENT, TRACESTATE, format_traceparent, parse
 
 __all__ = [
     "OTel",
+    "LARGE_VALUE",
     "RECORD_BYTES",
     "SPAN_TYPES",
     "STATUS_ERROR",
@@ -27,9 +28,13 @@ __all__ = [
     "add_link",
     "ask_sampler",
     "attach_carrier",
+    "attributes_extra",
+    "bad_field",
+    "check_time",
     "carrier_of",
     "describe_exception",
-    "event_time",
+    "end_time",
+    "events_extra",
     "exception_event",
     "int64",
     "links_of",
@@ -39,17 +44,70 @@ __all__ = [
     "parent_context",
     "parent_of",
     "parse_carrier",
+    "record_size",
     "remote_span",
     "set_status",
     "span_context",
+    "span_name",
+    "value_extra",
 ]
 
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
-#: Bytes one queued record is budgeted at (a measured Span with a few attributes); the
-#: queue holds at most ``buffer_bytes // RECORD_BYTES`` records before it drops.
+#: Bytes one queued record is budgeted at (a measured Span with a few attributes), plus
+#: the length of each long value it holds (record_size); the queued records' sizes add up
+#: to at most ``buffer_bytes``, so the queue holds at most ``buffer_bytes // RECORD_BYTES``.
 RECORD_BYTES = 512
+
+#: A text or bytes value longer than this adds its length to its record's size (shorter
+#: ones are inside RECORD_BYTES).
+LARGE_VALUE = 64
+
+
+def value_extra(value) -> int:
+    """What ``value`` adds to a record's size beyond RECORD_BYTES (long texts and bytes,
+    and those inside a sequence)."""
+    kind = type(value)
+    if kind is str or kind is bytes or kind is bytearray:
+        n = len(value)
+        return n if n > LARGE_VALUE else 0
+    if kind is tuple or kind is list:
+        return sum(len(v) for v in value if type(v) in (str, bytes) and len(v) > LARGE_VALUE) + 8 * len(value)
+    if kind is int or kind is float or kind is bool or value is None:
+        return 0
+    if isinstance(value, (str, bytes)):
+        return len(value) if len(value) > LARGE_VALUE else 0
+    return 0
+
+
+def attributes_extra(attrs) -> int:
+    """What an attribute mapping's values add to a record's size."""
+    if not attrs:
+        return 0
+    try:
+        return sum(value_extra(v) for v in attrs.values())
+    except Exception:  # a mapping that will not be read here will not be encoded either
+        return 0
+
+
+def events_extra(events) -> int:
+    """What events (native ``(name, time, attrs)`` tuples or SDK Events) add to a record's size."""
+    extra = 0
+    for event in events or ():
+        attrs = event[2] if type(event) is tuple and len(event) == 3 else getattr(event, "attributes", None)
+        extra += 64 + attributes_extra(attrs)
+    return extra
+
+
+def record_size(record) -> int:
+    """Bytes a queued record (a native span or an SDK ReadableSpan) is budgeted at:
+    RECORD_BYTES plus its long attribute and event values. The same for a record at
+    enqueue and at take (an ended span no longer changes)."""
+    attrs = getattr(record, "attrs", None)
+    if attrs is None:
+        attrs = getattr(record, "attributes", None)
+    return RECORD_BYTES + attributes_extra(attrs) + events_extra(getattr(record, "events", None))
 
 #: The span classes of the loaded recorders (each adds its own at import): a Lens span's ids
 #: are read from its fields, any other span's from get_span_context().
@@ -173,31 +231,89 @@ def int64(value) -> int:
     return value
 
 
-def event_time(timestamp) -> int:
-    """An event's time in ns: the caller's (a float's fraction dropped), or now when none was
-    given or it is no time at all (not a number, NaN, not positive, past 64 bits): an event
-    time the encoders cannot write would fail the whole batch it is exported in."""
-    if timestamp:
-        try:
-            value = int64(timestamp)
-        except (TypeError, ValueError, OverflowError):
-            value = 0
-        if value > 0:
-            return value
-    return time.time_ns()
+# ---- values checked where they enter (both recorders): a bad one is dropped or replaced,
+# counted in the recorder's fields_invalid (lens.fields.invalid) and warned about once; the
+# span is kept and the caller never sees an exception (OpenTelemetry's API never raises).
+
+_TIME_MAX = (1 << 63) - 1  # OTLP times are fixed64; the recorders keep them as int64
+
+
+def bad_field(rec, what) -> None:
+    """Count a bad value ``rec`` dropped or replaced; warn the first time."""
+    rec.fields_invalid += 1
+    from lens_core import _log
+
+    _log.warn_once("lens-bad-field", f"lens: a span was given a bad value ({what}); it was dropped or "
+                                     "replaced and the span kept (counted in lens.fields.invalid)")
+
+
+def check_time(rec, value, what):
+    """``value`` as a time in ns if it is one (an int, or a finite float truncated, with
+    0 <= t < 2**63), else None (counted)."""
+    if type(value) is int and 0 <= value <= _TIME_MAX:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _TIME_MAX:
+        return int(value)
+    if isinstance(value, float) and 0 <= value <= _TIME_MAX:  # NaN fails both comparisons
+        return int(value)
+    bad_field(rec, f"{what} {_short(value)}")
+    return None
+
+
+def end_time(rec, value) -> int:
+    """An ``end(end_time=...)`` argument as ns; 0 (now) when it is not a valid time."""
+    if value is None:
+        return 0
+    checked = check_time(rec, value, "end time")
+    return checked if checked is not None else 0
+
+
+def span_name(rec, name) -> str:
+    """A span name as str (a non-str one converted, counted)."""
+    if type(name) is str:
+        return name
+    if isinstance(name, str):
+        return str.__str__(name)
+    bad_field(rec, f"a span name of type {type(name).__name__}")
+    if name is None:
+        return "unnamed"
+    if isinstance(name, (bytes, bytearray)):
+        return bytes(name).decode("utf-8", "replace")
+    try:
+        return str(name)
+    except Exception:
+        return type(name).__name__
+
+
+def _short(value) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def add_event(rec, span, name, attributes, timestamp) -> None:
+    if timestamp is None or timestamp == 0:
+        timestamp = time.time_ns()
+    else:
+        timestamp = check_time(rec, timestamp, "event time")
+        if timestamp is None:
+            return  # the event is dropped: a guessed time would misplace it
     if span.events is None:
         span.events = []
-    span.events.append((str(name), event_time(timestamp), sanitize_attributes(attributes)))
+    span.events.append((span_name(rec, name), timestamp, sanitize_attributes(attributes)))
 
 
 def add_link(rec, span, context, attributes) -> None:
+    trace_id, span_id = context.trace_id, context.span_id
+    if not (type(trace_id) is int and 0 < trace_id < 1 << 128 and type(span_id) is int and 0 < span_id < 1 << 64):
+        bad_field(rec, f"a link to trace {_short(trace_id)} span {_short(span_id)}")
+        return
     state = context.trace_state.to_header() if context.trace_state else None
     if span.links is None:
         span.links = []
-    span.links.append((context.trace_id, context.span_id, state or None, sanitize_attributes(attributes),
+    span.links.append((trace_id, span_id, state or None, sanitize_attributes(attributes),
                        bool(context.is_remote)))
 
 
@@ -206,6 +322,12 @@ def set_status(rec, span, status, description) -> None:
     value = getattr(code, "value", code)
     if description is None:
         description = getattr(status, "description", None)
+    if not (type(value) is int and 0 <= value <= 2):
+        bad_field(rec, f"status {_short(status)}")
+        return
+    if description is not None and not isinstance(description, str):
+        bad_field(rec, f"a status description of type {type(description).__name__}")
+        description = None  # dropped, as the SDK drops it
     if span.status_code == STATUS_OK or value == STATUS_UNSET:
         return
     span.status_code = value

@@ -17,6 +17,7 @@ thread; a multiprocessing child flushes before it exits (otel_bridge.handle).
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
@@ -28,6 +29,7 @@ from otel_bridge.lifecycle import on_fork
 from otel_bridge.sdk import upstream
 
 __all__ = [
+    "DeferredSink",
     "FileSink",
     "LossCounts",
     "NullSink",
@@ -36,6 +38,7 @@ __all__ = [
     "SdkExporterSink",
     "SdkSpanProcessor",
     "SpanPipeline",
+    "grpc_fork_support_disabled",
 ]
 
 _MISSING = object()
@@ -46,11 +49,15 @@ FORK_WAIT_S = 2.0  # the longest a fork waits for an export under way
 class LossCounts:
     """A process's span accounting (what the loss record and the shutdown warning say)."""
 
-    __slots__ = ("created", "exported", "dropped", "failed", "unended", "truncated")
+    __slots__ = ("created", "exported", "dropped", "failed", "unended", "truncated", "spooled", "replayed",
+                 "invalid", "torn", "restarts", "fields_invalid")
 
-    def __init__(self, created=0, exported=0, dropped=0, failed=0, unended=0, truncated=0):
+    def __init__(self, created=0, exported=0, dropped=0, failed=0, unended=0, truncated=0, spooled=0,
+                 replayed=0, invalid=0, torn=0, restarts=0, fields_invalid=0):
         self.created, self.exported, self.dropped = created, exported, dropped
         self.failed, self.unended, self.truncated = failed, unended, truncated
+        self.spooled, self.replayed, self.invalid, self.torn, self.restarts = spooled, replayed, invalid, torn, restarts
+        self.fields_invalid = fields_invalid
 
     @property
     def lost(self) -> int:
@@ -58,17 +65,24 @@ class LossCounts:
         return self.dropped + self.failed + self.unended
 
     def as_attributes(self) -> dict:
-        """The loss record's attributes."""
-        return {
+        """The loss record's attributes (the spool's and the export thread's only when not zero)."""
+        attributes = {
             semconv.LENS_SPANS_CREATED: self.created,
             semconv.LENS_SPANS_DROPPED: self.dropped,
             semconv.LENS_SPANS_FAILED: self.failed,
             semconv.LENS_SPANS_UNENDED: self.unended,
             semconv.LENS_SPANS_TRUNCATED: self.truncated,
         }
+        for key, value in ((semconv.LENS_SPANS_SPOOLED, self.spooled), (semconv.LENS_SPANS_REPLAYED, self.replayed),
+                           (semconv.LENS_SPANS_INVALID, self.invalid), (semconv.LENS_SPOOL_TORN, self.torn),
+                           (semconv.LENS_EXPORT_RESTARTS, self.restarts),
+                           (semconv.LENS_FIELDS_INVALID, self.fields_invalid)):
+            if value:
+                attributes[key] = value
+        return attributes
 
     def key(self):
-        return (self.dropped, self.failed, self.unended)
+        return (self.dropped, self.failed, self.unended, self.invalid, self.torn, self.restarts, self.fields_invalid)
 
 
 class ScopeTable:
@@ -146,24 +160,39 @@ class OtlpSink:
             self._exporter = _adapt_otlp(self._factory())
         return self._exporter
 
-    def send(self, pipeline, records):
-        data = self._encode(pipeline.resource_pb, pipeline.scopes.pb, records)
+    #: Encoded requests can wait in the spool (otel_bridge.sdk.spool) and be sent later.
+    spoolable = True
+
+    def encode(self, pipeline, records):
+        """``records`` as one OTLP request (protobuf bytes)."""
+        return self._encode(pipeline.resource_pb, pipeline.scopes.pb, records)
+
+    def deliver(self, data, count):
+        """Send one encoded request: (ok, error, retryable); not retryable only when the
+        collector rejected the request itself (HTTP 4xx other than 408 and 429)."""
         exporter = self.exporter
         if hasattr(exporter, "_lens_grpc"):
-            result = upstream.grpc_export(exporter, _Encoded(data, len(records)))
+            result = upstream.grpc_export(exporter, _Encoded(data, count))
             ok = getattr(result, "name", "") == "SUCCESS"
-            return ok, None if ok else f"{type(exporter).__name__} returned {getattr(result, 'name', result)}"
+            return ok, None if ok else f"{type(exporter).__name__} returned {getattr(result, 'name', result)}", True
         result = upstream.http_export(exporter, data)
         if result.success:
-            return True, None
-        detail = result.error or (f"HTTP {result.status_code} {result.reason or ''}".strip() if result.status_code else "")
-        return False, f"{type(exporter).__name__}: {detail or 'export failed'}"
+            return True, None, False
+        code = result.status_code
+        detail = result.error or (f"HTTP {code} {result.reason or ''}".strip() if code else "")
+        retryable = not code or not 400 <= code < 500 or code in (408, 429)
+        return False, f"{type(exporter).__name__}: {detail or 'export failed'}", retryable
 
     def shutdown(self, timeout_s):
         if self._exporter is not None:
             self._exporter.shutdown()
 
     def for_child(self):
+        if hasattr(self._exporter, "_lens_grpc") and grpc_fork_support_disabled():
+            # gRPC's core cannot be used in a child forked after it started, with its fork
+            # support off (16 of 20 children segfaulted): the child's spans wait in the spool,
+            # and the parent (or the next process of the run, or `lens replay`) sends them.
+            return DeferredSink(self._encode)
         return OtlpSink(self._factory, self._encode)
 
     def before_fork(self):
@@ -184,6 +213,38 @@ class OtlpSink:
         channel, self._hidden = getattr(self, "_hidden", None), None
         if channel is not None:
             upstream.grpc_fork_register_channel(channel)
+
+
+def grpc_fork_support_disabled(environ=os.environ) -> bool:
+    """True when GRPC_ENABLE_FORK_SUPPORT turns gRPC's fork support off explicitly (unset,
+    gRPC's core keeps its own fork handlers, and a forked child may build a channel)."""
+    return environ.get("GRPC_ENABLE_FORK_SUPPORT", "").strip().lower() in ("0", "false", "no", "off")
+
+
+class DeferredSink:
+    """A forked child's sink when it must not use its parent's transport: encoded requests
+    go to the spool only, for the parent (which adopts them once this process has ended),
+    the next process of the run or ``lens replay``."""
+
+    spoolable = True
+    deferred = True  # nothing is sent from this process
+
+    def __init__(self, encoder):
+        self._encode = encoder
+
+    def encode(self, pipeline, records):
+        """``records`` as one OTLP request (protobuf bytes)."""
+        return self._encode(pipeline.resource_pb, pipeline.scopes.pb, records)
+
+    def deliver(self, data, count):
+        """Never sends: (False, why, retryable)."""
+        return False, "this forked child cannot use gRPC (GRPC_ENABLE_FORK_SUPPORT is off): spooled", True
+
+    def shutdown(self, timeout_s):
+        pass
+
+    def for_child(self):
+        return self
 
 
 def _adapt_otlp(exporter):
@@ -209,13 +270,17 @@ class FileSink:
     def path(self):
         return self._writer.path
 
-    def send(self, pipeline, records):
-        line = self._encode(pipeline.resource_json, pipeline.scopes.json, records)
+    def encode(self, pipeline, records):
+        """``records`` as one OTLP/JSON line."""
+        return self._encode(pipeline.resource_json, pipeline.scopes.json, records)
+
+    def deliver(self, line, count):
+        """Append the line: (ok, error, retryable)."""
         try:
             self._writer.write_line(line)
         except (OSError, ValueError) as exc:
-            return False, f"could not write {self._writer.path}: {exc}"
-        return True, None
+            return False, f"could not write {self._writer.path}: {exc}", False
+        return True, None, False
 
     def shutdown(self, timeout_s):
         self._writer.close()
@@ -227,8 +292,13 @@ class FileSink:
 class NullSink:
     """``LENS_EXPORTER=none``: spans are recorded (for propagation) and discarded."""
 
-    def send(self, pipeline, records):
-        return True, None
+    def encode(self, pipeline, records):
+        """Nothing to encode."""
+        return None
+
+    def deliver(self, data, count):
+        """Discard: (True, None, False)."""
+        return True, None, False
 
     def shutdown(self, timeout_s):
         pass
@@ -243,14 +313,18 @@ class SdkExporterSink:
     def __init__(self, exporter):
         self.exporter = exporter
 
-    def send(self, pipeline, records):
-        spans = [_readable(pipeline, r) for r in records]
+    def encode(self, pipeline, records):
+        """``records`` as SDK ReadableSpans."""
+        return [_readable(pipeline, r) for r in records]
+
+    def deliver(self, spans, count):
+        """Hand the spans to the exporter: (ok, error, retryable)."""
         try:
             result = self.exporter.export(spans)
         except Exception as exc:  # an exporter bug must not kill the export thread
-            return False, f"{type(self.exporter).__name__} raised {type(exc).__name__}: {exc}"
+            return False, f"{type(self.exporter).__name__} raised {type(exc).__name__}: {exc}", False
         ok = getattr(result, "name", "") == "SUCCESS"
-        return ok, None if ok else f"{type(self.exporter).__name__} returned {getattr(result, 'name', result)}"
+        return ok, None if ok else f"{type(self.exporter).__name__} returned {getattr(result, 'name', result)}", False
 
     def shutdown(self, timeout_s):
         self.exporter.shutdown()
@@ -309,8 +383,11 @@ class SdkSpanProcessor:
         self._pipeline = pipeline
         self.max_open = max_open
         self._reset()
+        on_fork("otel_bridge.pipeline", after_in_child=type(self)._reset, owner=self)  # called with the owner
 
     def _reset(self):
+        # A forked child forgets the parent's open spans: ending them there would export
+        # (and count) spans the parent is still running.
         self._open = {}
         self._evicted = {}
         self._pid = os.getpid()
@@ -399,14 +476,173 @@ class SdkSpanProcessor:
         return self._pipeline.flush(timeout_millis / 1000)
 
 
+# ---- bad values ---------------------------------------------------------------------------
+
+_U64 = 1 << 64
+_I64_MAX = (1 << 63) - 1
+
+
+def _is_int(value) -> bool:
+    return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
+
+
+class _Fixer:
+    """Checks a span's values as OTLP needs them; a bad one is replaced or dropped and
+    counted (``fixed``; ``first`` says what the first one was). Used where SDK spans become
+    records, and on a native record the encoder refused."""
+
+    __slots__ = ("fixed", "first")
+
+    def __init__(self):
+        self.fixed = 0
+        self.first = None
+
+    def _bad(self, what):
+        self.fixed += 1
+        if self.first is None:
+            self.first = what
+
+    def text(self, value, what="a text"):
+        if value is None or type(value) is str:
+            return value
+        if isinstance(value, str):
+            return str.__str__(value)
+        self._bad(f"{what} of type {type(value).__name__}")
+        if isinstance(value, (bytes, bytearray)):
+            return bytes(value).decode("utf-8", "replace")
+        try:
+            return str(value)
+        except Exception:
+            return repr(type(value))
+
+    def description(self, value):
+        """A status description: a str, else dropped (as the SDK drops it)."""
+        if value is None or isinstance(value, str):
+            return self.text(value)
+        self._bad(f"a status description of type {type(value).__name__}")
+        return None
+
+    def name(self, value):
+        return self.text(value, "a span name") if value is not None else self._unnamed()
+
+    def _unnamed(self):
+        self._bad("a span name of None")
+        return "unnamed"
+
+    def kind(self, value):
+        if _is_int(value) and 1 <= value <= 5:
+            return value
+        self._bad(f"span kind {value!r}")
+        return 1
+
+    def status_code(self, value):
+        if _is_int(value) and 0 <= value <= 2:
+            return value
+        self._bad(f"status code {value!r}")
+        return 0
+
+    def count(self, value):
+        if _is_int(value) and 0 <= value < 1 << 31:
+            return value
+        self._bad(f"a dropped count {value!r}")
+        return 0
+
+    def time(self, value):
+        """``value`` if a valid OTLP time (int ns, 0 <= t <= int64 max), else None."""
+        return value if _is_int(value) and 0 <= value <= _I64_MAX else None
+
+    def times(self, start, end):
+        good_start, good_end = self.time(start), self.time(end)
+        if good_start is None:
+            self._bad(f"start time {start!r}")
+            good_start = good_end if good_end is not None else time.time_ns()
+        if good_end is None:
+            self._bad(f"end time {end!r}")
+            good_end = good_start
+        return good_start, good_end
+
+    def events(self, events, fallback_ns):
+        if not events:
+            return events
+        kept = []
+        for event in events:
+            try:
+                name, timestamp, attrs = event
+            except Exception:
+                self._bad("an event that is not (name, time, attributes)")
+                continue
+            if self.time(timestamp) is None:
+                self._bad(f"event time {timestamp!r}")
+                continue  # the event is dropped: a guessed time would misplace it
+            kept.append((self.text(name, "an event name") or "", timestamp,
+                         attrs if isinstance(attrs, dict) else {}))
+        return kept or None
+
+    def links(self, links):
+        if not links:
+            return links
+        kept = []
+        for link in links:
+            try:
+                trace_id, span_id, state, attrs, remote = link
+            except Exception:
+                self._bad("a link that is not a span context")
+                continue
+            if not (_is_int(trace_id) and 0 < trace_id < 1 << 128 and _is_int(span_id) and 0 < span_id < _U64):
+                self._bad(f"a link to trace {trace_id!r} span {span_id!r}")
+                continue
+            kept.append((trace_id, span_id, state if type(state) is str else None,
+                         attrs if isinstance(attrs, dict) else {}, bool(remote)))
+        return kept or None
+
+    def record(self, r):
+        """Fix a record in place (a native one the encoder refused)."""
+        r.name = self.name(r.name)
+        r.start_ns, r.end_ns = self.times(r.start_ns, r.end_ns)
+        r.events = self.events(r.events, r.start_ns)
+        r.links = self.links(r.links)
+        r.status_msg = self.description(r.status_msg) if r.status_code == 2 else None
+        if r.trace_state is not None and type(r.trace_state) is not str:
+            self._bad("a trace state that is not a str")
+            r.trace_state = None
+        if r.thread_name is not None and type(r.thread_name) is not str:
+            r.thread_name = self.text(r.thread_name, "a thread name")
+        if not isinstance(r.attrs, dict):
+            self._bad("attributes that are not a dict")
+            r.attrs = {}
+        elif any(type(k) is not str for k in r.attrs):
+            self._bad("an attribute key that is not a str")
+            r.attrs = {self.text(k): v for k, v in r.attrs.items()}
+
+
 # ---- the pipeline --------------------------------------------------------------------------
+
+_RETRY_S = (0.25, 0.5, 1.0, 2.0, 4.0)  # the sender's waits between tries of a request the collector did not take
+_RECORD_BYTES_GUESS = 512
+_ADOPT_EVERY_S = 2.0  # how often the sender looks for spool segments that ended processes left  # a record's size when the recorder does not say (an older recorder)
+
+
+class _InOutbox:
+    """Where the request being delivered came from: the outbox (not the spool)."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item):
+        self.item = item
 
 
 class SpanPipeline:
-    """Exports what the recorder queues, on one daemon thread; bounded flush and shutdown."""
+    """Exports what the recorder queues, on one daemon thread; bounded flush and shutdown.
+
+    With a spool (OTLP sinks, LENS_SPOOL_MB > 0) a second thread sends: the export thread
+    encodes batches into an outbox bounded in bytes and, when the outbox is full (the
+    collector is slow or down), appends them to the spool on disk instead; the sender
+    delivers the outbox first, then the spool, oldest first, retrying what the collector
+    did not take. Spans are lost only when the spool's budget is spent too."""
 
     def __init__(self, recorder, sink, *, resource, scopes, encoders, retarget=None,
-                 batch_records: int = 4096, schedule_delay_s: float = 1.0):
+                 batch_records: int = 4096, schedule_delay_s: float = 1.0, spool_factory=None,
+                 batch_bytes: int = 4 << 20):
         self.recorder = recorder
         self.sink = sink
         self._retarget = retarget  # resource -> this process's resource (after a fork)
@@ -414,12 +650,19 @@ class SpanPipeline:
         self.scopes = scopes
         self.encoders = encoders
         self.batch_records = batch_records
+        # A batch in flight is held twice (records and their encoding): an eighth of the buffer each.
+        self.batch_bytes = max(1 << 20, min(batch_bytes, getattr(recorder, "buffer_bytes", 16 << 20) // 8))
         self.schedule_delay_s = schedule_delay_s
+        # () -> Spool (raises OSError when the directory is unusable); None: no spool
+        self._spool_factory = spool_factory if getattr(sink, "spoolable", False) else None
         self.sdk = None  # the SdkSpanProcessor, set by build_providers
         # called with every drained batch of ended records, on the export (or closing) thread:
         # live goodput rolls them up there, off the application's span path
         self.observer = None
         self.closed = False
+        self.restarts = 0
+        self._warned = set()
+        self.spool = None
         self._fresh_state()
         self._parent_sinks = []
         on_fork("otel_bridge.pipeline", before=SpanPipeline._before_fork,
@@ -436,19 +679,41 @@ class SpanPipeline:
         self.resource_json = json.dumps(to_otlp_json(message), separators=(",", ":"), ensure_ascii=False)
 
     def _fresh_state(self):
-        self.exported = self.failed = 0
+        self.exported = self.failed = self.invalid = self.replayed = self.spill_dropped = 0
+        self.fields_invalid = 0
         self.last_error = None
         self._reported = None
         self._export_lock = threading.Lock()
+        self._send_lock = threading.Lock()  # held by the sender around one delivery
+        self._box_lock = threading.Lock()  # the outbox and the spool's order; never an app thread's
+        self._outbox = collections.deque()  # (payload, spans, bytes), oldest first
+        self._outbox_bytes = 0
         self._flush_requested = self._flush_done = 0
-        self._stopping = False
-        self._thread = None
+        self._last_delivery_ok = True
+        self._stopping = self._sender_stopping = False
+        self._thread = self._sender = None
         self._pid = os.getpid()
+        if self.spool is not None:
+            self.spool.forget()  # a forked child: the parent's spool stays the parent's
+        self.spool = None
+        if self._spool_factory is not None:
+            try:
+                self.spool = self._spool_factory()
+            except OSError as exc:
+                self._warn_once("spool", f"lens telemetry: no disk spool ({exc}); spans are dropped when the "
+                                         "buffer is full and lost when the collector is down")
+
+    def _warn_once(self, what, message):
+        if what not in self._warned:
+            self._warned.add(what)
+            _log.warn(message)
 
     # ---- records ----------------------------------------------------------------------
 
     def record_of(self, span):
-        """An SDK ReadableSpan as a record."""
+        """An SDK ReadableSpan as a record; bad values (a name, times, a status description,
+        events, links) are dropped or replaced here, counted in ``fields_invalid``."""
+        fix = _Fixer()
         ctx, parent = span.context, span.parent
         state = ctx.trace_state.to_header() if ctx.trace_state else None
         events = [(e.name, e.timestamp, dict(e.attributes or {})) for e in span.events] or None
@@ -456,56 +721,113 @@ class SpanPipeline:
                   (l.context.trace_state.to_header() if l.context.trace_state else None) or None,
                   dict(l.attributes or {}), bool(l.context.is_remote)) for l in span.links] or None
         status = span.status
-        return self.encoders.make_record(
-            self.scopes.index(span.instrumentation_scope), span.name, span.kind.value + 1,
+        code = fix.status_code(getattr(status.status_code, "value", status.status_code))
+        start_ns, end_ns = fix.times(span.start_time, span.end_time)
+        record = self.encoders.make_record(
+            self.scopes.index(span.instrumentation_scope), fix.name(span.name), fix.kind(span.kind.value + 1),
             ctx.trace_id, ctx.span_id, parent.span_id if parent else 0, bool(parent and parent.is_remote),
-            state or None, span.start_time, span.end_time, dict(span.attributes or {}), events, links,
-            status.status_code.value, status.description if status.status_code.value == 2 else None,
-            (span.dropped_attributes, span.dropped_events, span.dropped_links), span)
+            state or None, start_ns, end_ns, dict(span.attributes or {}), fix.events(events, start_ns),
+            fix.links(links), code, fix.description(status.description) if code == 2 else None,
+            tuple(fix.count(n) for n in (span.dropped_attributes, span.dropped_events, span.dropped_links)), span)
+        self._count_fixed(fix)
+        return record
+
+    def _count_fixed(self, fix):
+        if fix.fixed:
+            self.fields_invalid += fix.fixed
+            self._warn_once("fields", f"lens telemetry: a span carried a bad value ({fix.first}); it was dropped "
+                                      f"or replaced and the span kept (counted in {semconv.LENS_FIELDS_INVALID})")
 
     def final_counts(self) -> LossCounts:
-        """The accounting at the end: whatever was counted as created but neither exported
-        nor lost otherwise (a span whose thread stopped mid-way, one still queued) will not
-        be delivered now, and counts as never ended."""
+        """The accounting at the end: whatever was counted as created but neither exported,
+        spooled for a later process, nor lost otherwise (a span whose thread stopped
+        mid-way, one still queued) will not be delivered now, and counts as never ended."""
         counts = self.counts()
-        pending = counts.created - counts.exported - counts.lost
+        pending = counts.created - counts.exported - counts.lost - counts.spooled
         if pending > 0:
             counts.unended += pending
         return counts
 
     def counts(self) -> LossCounts:
         """The accounting now: native and SDK spans together."""
-        rec, sdk = self.recorder, self.sdk
+        rec, sdk, spool = self.recorder, self.sdk, self.spool
         created, truncated = rec.created, rec.truncated
         unended = rec.evicted - rec.evicted_ended
         if sdk is not None:
             created += sdk.created
             truncated += sdk.truncated
             unended += sdk.evicted - sdk.evicted_ended + sdk.skipped
-        return LossCounts(created, self.exported, rec.dropped, self.failed, max(0, unended), truncated)
+        spooled = spool.pending_spans if spool is not None else 0
+        torn = spool.torn if spool is not None else 0
+        return LossCounts(created, self.exported, rec.dropped + self.spill_dropped, self.failed, max(0, unended),
+                          truncated, spooled=spooled, replayed=self.replayed, invalid=self.invalid, torn=torn,
+                          restarts=self.restarts,
+                          fields_invalid=self.fields_invalid + getattr(rec, "fields_invalid", 0))
 
-    # ---- the export thread ---------------------------------------------------------------
+    # ---- the threads -----------------------------------------------------------------------
 
     def start(self):
-        """Start the export thread (idempotent)."""
-        if self._thread is None and not self._stopping:
-            thread = threading.Thread(target=self._run, name="lens-export", daemon=True)
-            self._thread = thread
-            with signals_to_main_thread():  # SIGTERM and the like stay with the main thread
-                thread.start()
+        """Start the export thread, and the sender when there is a spool (idempotent)."""
+        if self._stopping:
+            return
+        if self._thread is None:
+            self._thread = self._start_thread(self._run, "lens-export")
+        if self.spool is not None and self._sender is None and not getattr(self.sink, "deferred", False):
+            self._sender = self._start_thread(self._send_loop, "lens-send")
+
+    @staticmethod
+    def _start_thread(target, name):
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        with signals_to_main_thread():  # SIGTERM and the like stay with the main thread
+            thread.start()
+        return thread
+
+    def _ensure_threads(self):
+        """Replace an export thread or sender that died (counted in the loss record)."""
+        for attr, target, name in (("_thread", self._run, "lens-export"), ("_sender", self._send_loop, "lens-send")):
+            thread = getattr(self, attr)
+            if thread is not None and not thread.is_alive() and not (self._stopping if attr == "_thread"
+                                                                      else self._sender_stopping):
+                self.restarts += 1
+                self._warn_once("restart", f"lens telemetry: the {name} thread died; a new one took over")
+                setattr(self, attr, self._start_thread(target, name))
 
     def _run(self):
         last = time.monotonic()
         while not self._stopping:
             time.sleep(_POLL_S)
-            queued = self.recorder.queued()
-            flush = self._flush_requested != self._flush_done
-            if not (flush or queued >= self.batch_records or (queued and time.monotonic() - last >= self.schedule_delay_s)):
-                continue
-            target = self._flush_requested
-            self._drain(None)
-            last = time.monotonic()
-            self._flush_done = target
+            try:
+                queued = self.recorder.queued()
+                flush = self._flush_requested != self._flush_done
+                if not (flush or queued >= self.batch_records or self._queued_bytes() >= self.batch_bytes
+                        or (queued and time.monotonic() - last >= self.schedule_delay_s)):
+                    continue
+                target = self._flush_requested
+                self._drain(None)
+                last = time.monotonic()
+                self._flush_done = target
+                if self._sender is not None:
+                    self._ensure_threads()
+            except Exception as exc:  # a bug here must not end exporting: counted, retried next poll
+                self._internal_error(exc)
+
+    def _internal_error(self, exc):
+        self.last_error = f"export thread: {type(exc).__name__}: {exc}"
+        self._warn_once("internal", f"lens telemetry: {self.last_error} (exporting continues)")
+
+    def _queued_bytes(self) -> int:
+        fn = getattr(self.recorder, "queued_bytes", None)
+        return fn() if fn is not None else self.recorder.queued() * _RECORD_BYTES_GUESS
+
+    def _take(self):
+        """The next batch: at most batch_records records and about batch_bytes bytes."""
+        rec = self.recorder
+        queued = rec.queued()
+        limit = self.batch_records
+        if queued:
+            average = max(1, self._queued_bytes() // queued)
+            limit = max(1, min(limit, self.batch_bytes // average))
+        return rec.take(limit)
 
     def _drain(self, deadline) -> bool:
         """Export everything queued, one batch per hold of the export lock (a fork waits
@@ -524,9 +846,7 @@ class SpanPipeline:
                     return ok
                 if deadline is not None and time.monotonic() >= deadline:
                     return False
-                batch = self.recorder.take(self.batch_records)
-                record_type = self.encoders.Span
-                batch = [r if type(r) is record_type else self.record_of(r) for r in batch]
+                batch = self._records(self._take())
                 if batch and self.observer is not None:
                     try:
                         self.observer(batch)
@@ -544,21 +864,190 @@ class SpanPipeline:
             if not sent and not batch:  # only the loss record, and it failed: next time
                 return ok
 
+    def _records(self, taken):
+        """Queued items as records: an SDK span that cannot become one costs only itself."""
+        record_type = self.encoders.Span
+        batch = []
+        for r in taken:
+            if type(r) is record_type:
+                batch.append(r)
+                continue
+            try:
+                batch.append(self.record_of(r))
+            except Exception as exc:
+                self._invalid(1, exc)
+        return batch
+
+    def _invalid(self, count, exc):
+        self.invalid += count
+        self.failed += count
+        self._warn_once("invalid", f"lens telemetry: a span could not be encoded and was dropped "
+                                   f"({type(exc).__name__}: {exc}); further ones are counted in "
+                                   f"{semconv.LENS_SPANS_INVALID}")
+
+    def _encode(self, records):
+        """(payload, records encoded): a record the encoder refuses has its bad values
+        dropped or replaced (counted) and is tried again; if it still fails it is dropped
+        alone and counted, never the batch."""
+        encode = self.sink.encode
+        try:
+            return encode(self, records), records
+        except Exception:
+            pass
+        good = []
+        for r in records:
+            try:
+                encode(self, [r])
+                good.append(r)
+                continue
+            except Exception as exc:
+                error = exc
+            fix = _Fixer()
+            try:
+                fix.record(r)
+                encode(self, [r])
+            except Exception as exc:
+                self._invalid(1, exc if fix.fixed else error)
+                continue
+            self._count_fixed(fix)
+            good.append(r)
+        return encode(self, good), good
+
     def _send(self, batch, losses=None, final=False) -> bool:
-        """Send ``batch`` (plus a loss record for ``losses``, marked ``final`` at shutdown); count the outcome."""
+        """Send ``batch`` (plus a loss record for ``losses``, marked ``final`` at shutdown); count the outcome.
+        With a spool, the encoded batch goes to the outbox or the spool, and True means it
+        was accepted there."""
         records = batch + [self._loss_record(losses, final)] if losses is not None else batch
         try:
-            ok, error = self.sink.send(self, records)
+            payload, kept = self._encode(records)
+        except Exception as exc:  # even the good records cannot be encoded: an encoder bug
+            self.failed += len(batch)
+            self.last_error = f"encoding failed: {type(exc).__name__}: {exc}"
+            return False
+        spans = len(kept)
+        if losses is not None and kept and kept[-1] is records[-1]:
+            spans -= 1  # the loss record is not a span
+        if self.spool is not None:
+            accepted = self._accept(payload, spans)
+            if accepted and losses is not None:
+                self._reported = losses.key()
+            return accepted
+        try:
+            ok, error, _ = self.sink.deliver(payload, spans)
         except Exception as exc:  # never let a sink bug kill the export thread
             ok, error = False, f"{type(exc).__name__}: {exc}"
+        except BaseException:
+            self.failed += spans
+            raise
         if ok:
-            self.exported += len(batch)
+            self.exported += spans
             if losses is not None:
                 self._reported = losses.key()
         else:
-            self.failed += len(batch)
+            self.failed += spans
             self.last_error = error
         return ok
+
+    def _accept(self, payload, spans) -> bool:
+        """Into the outbox (room left, nothing spooled before it) or else the spool; spans
+        are dropped, counted, only when both are full."""
+        size = len(payload)
+        with self._box_lock:
+            spool = self.spool
+            if getattr(self.sink, "deferred", False):
+                pass  # nothing is sent from this process: straight to the spool
+            elif not spool.has_pending() and (not self._outbox or self._outbox_bytes + size <= self._outbox_limit()):
+                self._outbox.append((payload, spans, size))
+                self._outbox_bytes += size
+                return True
+        if spool.append(payload, spans):
+            return True
+        self.spill_dropped += spans
+        self.last_error = "the in-memory buffer and the disk spool are both full"
+        self._warn_once("spool-full", f"lens telemetry: the disk spool ({spool.limit_bytes >> 20} MB in "
+                                      f"{spool.directory}) is full; spans are dropped and counted")
+        return False
+
+    def _outbox_limit(self) -> int:
+        # Encoded requests waiting in memory: an eighth of LENS_BUFFER_MB on top of the
+        # recorder's queue (the spool takes the rest).
+        return max(1 << 20, getattr(self.recorder, "buffer_bytes", 16 << 20) // 8)
+
+    def _head(self):
+        """(payload, spans, adopted, where) of the oldest undelivered request, or None."""
+        with self._box_lock:
+            if self._outbox:
+                item = self._outbox[0]
+                return item[0], item[1], False, _InOutbox(item)
+        return self.spool.peek()
+
+    def _delivered(self, where, spans, adopted, ok):
+        with self._box_lock:
+            if type(where) is _InOutbox:
+                if not self._outbox or self._outbox[0] is not where.item:
+                    return  # shutdown moved it to the spool meanwhile: it stays there
+                _, _, size = self._outbox.popleft()
+                self._outbox_bytes -= size
+            else:
+                self.spool.done(where)
+        if not ok:
+            self.failed += spans
+        elif adopted:
+            self.replayed += spans
+        else:
+            self.exported += spans
+
+    def _send_loop(self):
+        """The sender: delivers the outbox, then the spool, oldest first."""
+        try:
+            if self.spool.adopt():  # spans an ended process of this run left behind
+                self._warn_once("adopted", f"lens telemetry: replaying {self.spool.adopted_spans} spooled spans "
+                                           f"of an earlier process of this run")
+        except OSError as exc:
+            self._internal_error(exc)
+        tries = 0
+        next_adopt = time.monotonic() + _ADOPT_EVERY_S
+        while not self._sender_stopping:
+            try:
+                tries = self._send_one(tries)
+                if time.monotonic() >= next_adopt:
+                    # Ended processes of this run (forked children that could not send
+                    # themselves, restarted ranks) may have left spans: adopt them.
+                    next_adopt = time.monotonic() + _ADOPT_EVERY_S
+                    self.spool.adopt()
+            except Exception as exc:
+                self._internal_error(exc)
+                time.sleep(_POLL_S)
+            self._ensure_threads()
+
+    def _send_one(self, tries) -> int:
+        """Deliver the oldest request once: the next retry count (0 after a success)."""
+        head = self._head()
+        if head is None:
+            time.sleep(_POLL_S)
+            return 0
+        payload, spans, adopted, where = head
+        with self._send_lock:
+            if self._sender_stopping:
+                return tries
+            try:
+                ok, error, retryable = self.sink.deliver(payload, spans)
+            except Exception as exc:
+                ok, error, retryable = False, f"{type(exc).__name__}: {exc}", True
+        self._last_delivery_ok = ok
+        if ok or not retryable:
+            if not ok:
+                self.last_error = error
+            self._delivered(where, spans, adopted, ok)
+            return 0
+        self.last_error = error
+        wait_until = time.monotonic() + _RETRY_S[min(tries, len(_RETRY_S) - 1)]
+        while time.monotonic() < wait_until and not self._sender_stopping:
+            time.sleep(_POLL_S)
+        return tries + 1
+
+    def _in_flight(self) -> bool:
+        return bool(self._outbox) or (self.spool is not None and self.spool.has_pending())
 
     def _loss_record(self, counts, final=False):
         now = time.time_ns()
@@ -574,26 +1063,32 @@ class SpanPipeline:
     # ---- flush and shutdown ---------------------------------------------------------------
 
     def flush(self, timeout_s: float) -> bool:
-        """Ask the export thread to export everything queued now; True when it did within
-        ``timeout_s``. Waits without holding any lock."""
+        """Ask the export thread to export everything queued now; True when it did (and,
+        with a spool, the sender delivered it) within ``timeout_s``. Waits without holding
+        any lock."""
         if self._pid != os.getpid():
             self._after_fork()
         if self._thread is None or self._stopping:
             return self.recorder.queued() == 0
+        self._ensure_threads()
         self._flush_requested += 1
         wanted = self._flush_requested
         deadline = time.monotonic() + timeout_s
-        while self._flush_done < wanted:
+        while self._flush_done < wanted or (self._sender is not None and self._in_flight()):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.002)
+            if not self._thread.is_alive():
+                self._ensure_threads()  # it died on this flush's batch: a new one finishes the flush
         return self.recorder.queued() == 0
 
     def close(self, deadline: float) -> bool:
         """Final export (truncated open spans, a closing loss record) and sink shutdown.
 
         Runs on the shutdown thread; True when everything was exported before
-        ``deadline`` (a ``time.monotonic()`` value)."""
+        ``deadline`` (a ``time.monotonic()`` value). With a spool, what the collector did
+        not take by then stays spooled (counted as such) for the next process of the run
+        or ``lens replay``, and so does the final record if it cannot be sent."""
         self.closed = True
         self.recorder.close()
         self._stopping = True
@@ -601,6 +1096,8 @@ class SpanPipeline:
         if self.sdk is not None:
             self.sdk.end_open_spans()
         ok = self._drain(deadline)
+        if self.spool is not None:
+            return self._close_spooled(deadline, ok)
         if not self._export_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             return False
         try:
@@ -610,6 +1107,56 @@ class SpanPipeline:
         finally:
             self._export_lock.release()
         return ok
+
+    def _close_spooled(self, deadline, ok) -> bool:
+        # Let the sender deliver until a little before the deadline, then stop it and keep
+        # the rest on disk. A delivery still under way is not waited for: its request stays
+        # where it is (sent twice at worst, never lost).
+        spool = self.spool
+        if self._sender is not None and self._sender.is_alive():
+            try:
+                spool.adopt()  # children that ended since the last look: delivered with ours
+            except OSError:
+                pass
+            margin = min(0.5, max(0.0, deadline - time.monotonic()) / 5)
+            while self._in_flight() and time.monotonic() < deadline - margin:
+                time.sleep(0.002)
+        self._sender_stopping = True
+        if not self._export_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return False
+        try:
+            with self._box_lock:
+                outbox, self._outbox, self._outbox_bytes = self._outbox, collections.deque(), 0
+                for payload, spans, _ in outbox:  # in order: the spool was empty while the outbox held any
+                    if not spool.append(payload, spans):
+                        self.failed += spans
+                        ok = False
+                behind = bool(outbox) or spool.has_pending()
+            counts = self.final_counts()
+            if counts.created:
+                spool_it = behind or not self._last_delivery_ok or getattr(self.sink, "deferred", False)
+                ok = self._final_record(counts, spool_it) and ok
+        finally:
+            self._export_lock.release()
+            spool.close()
+        return ok and not counts.spooled
+
+    def _final_record(self, counts, spool_it) -> bool:
+        """Send the final loss record now, or (``spool_it``: spans wait before it, or the
+        collector did not answer last time) spool it behind the spans it counts."""
+        payload, kept = self._encode([self._loss_record(counts, final=True)])
+        if not kept:
+            return False
+        if not spool_it:
+            try:
+                sent, error, _ = self.sink.deliver(payload, 0)
+            except Exception as exc:
+                sent, error = False, f"{type(exc).__name__}: {exc}"
+            if sent:
+                return True
+            self.last_error = error
+        self.spool.append(payload, 0)
+        return False
 
     def stop_sink(self, timeout_s: float) -> None:
         """Shut the sink down (stops exporter retry loops)."""
@@ -621,8 +1168,10 @@ class SpanPipeline:
     def abandon(self) -> None:
         """Stop the export thread without exporting and shut the sink down (a setup that
         failed part-way)."""
-        self.closed = self._stopping = True
+        self.closed = self._stopping = self._sender_stopping = True
         self.recorder.close()
+        if self.spool is not None:
+            self.spool.close()
         self.stop_sink(0.0)
 
     def _before_fork(self):
@@ -630,7 +1179,9 @@ class SpanPipeline:
         # GRPC_ENABLE_FORK_SUPPORT) cancel the inherited channel's calls in the child and
         # deadlock on a call state a parent thread held mid-export. Waits for the export
         # under way, at most FORK_WAIT_S (a dead collector must not stall a fork for long).
+        deadline = time.monotonic() + FORK_WAIT_S
         self._held_for_fork = self._export_lock.acquire(timeout=FORK_WAIT_S)
+        self._send_held_for_fork = self._send_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
         hook = getattr(self.sink, "before_fork", None)
         if hook is not None:
             hook()
@@ -639,6 +1190,9 @@ class SpanPipeline:
         hook = getattr(self.sink, "after_fork_in_parent", None)
         if hook is not None:
             hook()
+        if getattr(self, "_send_held_for_fork", False):
+            self._send_held_for_fork = False
+            self._send_lock.release()
         if getattr(self, "_held_for_fork", False):
             self._held_for_fork = False
             self._export_lock.release()
@@ -646,7 +1200,7 @@ class SpanPipeline:
     def _after_fork(self):
         # The parent's sink (sockets, channels) must not be touched: keep a reference so
         # nothing is closed by the garbage collector, and build the child's own.
-        self._held_for_fork = False
+        self._held_for_fork = self._send_held_for_fork = False
         if self._pid == os.getpid():
             return
         self._parent_sinks.append(self.sink)

@@ -35,7 +35,8 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
     tracer_provider = TracerProvider(resource=resource, id_generator=SeedIndependentIdGenerator(),
                                      sampler=sampler, shutdown_on_exit=False)
     pipeline = SpanPipeline(recorder, sink, scopes=ScopeTable("lens", lens_version()), encoders=impl,
-                            resource=resource, retarget=_retargeter(run_id))
+                            resource=resource, retarget=_retargeter(run_id),
+                            spool_factory=_spool_factory(config, run_id, rank))
     pipeline.sdk = SdkSpanProcessor(pipeline, config.max_open_spans)
     tracer_provider.add_span_processor(pipeline.sdk)
     native = None
@@ -62,6 +63,16 @@ def _sink(exporter_name, config, run_id, rank, span_exporter, impl):
         return FileSink(JsonLinesWriter(config.file_dir or exporters.DEFAULT_FILE_DIR, run_id, rank, "traces"),
                         impl.encode_traces_json)
     return SdkExporterSink(exporters.console_span_exporter())
+
+
+def _spool_factory(config, run_id, rank):
+    """() -> this process's Spool under ``<spool_dir>/<run_id>``; None when LENS_SPOOL_MB is 0."""
+    if not config.spool_mb:
+        return None
+    from otel_bridge.sdk.spool import Spool, default_spool_dir, spool_run_dir
+
+    directory = os.path.join(config.spool_dir or default_spool_dir(), spool_run_dir(run_id))
+    return lambda: Spool(directory, config.spool_mb << 20, rank=rank)
 
 
 def _retargeter(run_id):

@@ -37,7 +37,7 @@ GOOD = {
     "test_reference_contextmanager_disabled": 1.2, "test_nullcontext": 0.25,
     "test_trace_fn_disabled[cython]": 0.045, "test_enabled_managed_span[cython-native]": 1.0,
     "test_enabled_managed_span[python-native]": 4.0, "test_pipeline_native_otlp_http": 1.0,
-    "test_pipeline_native_file": 1.0,
+    "test_pipeline_native_file": 1.0, "test_pipeline_slow_collector_spool": 1.0,
     "test_enabled_span_with_a_new_text[sdk]": 12.0, "test_enabled_span_with_a_new_text[native]": 1.5,
     "test_live_goodput_rollup[cython]": 1.0, "test_live_goodput_rollup[python]": 4.0,
 }
@@ -49,12 +49,13 @@ GOOD_EXTRA = {
     "test_enabled_managed_span[python-native]": {"paired_sdk_min_s": 12.0, "impl": "python"},
     "test_pipeline_native_otlp_http": {"lens_cpu_min_s": 0.3, "sdk_cpu_min_s": 9.0},
     "test_pipeline_native_file": {"lens_cpu_min_s": 0.5, "sdk_cpu_min_s": 11.0},
+    "test_pipeline_slow_collector_spool": {"spool_app_thread_cpu_s": 0.4, "nospool_app_thread_cpu_s": 0.38},
     "test_enabled_span_with_a_new_text[sdk]": {"paired_seen_min_s": 11.4},
     "test_enabled_span_with_a_new_text[native]": {"paired_seen_min_s": 0.8},
     "test_live_goodput_rollup[cython]": {"paired_rollup_min_s": 0.04},
     "test_live_goodput_rollup[python]": {"paired_rollup_min_s": 0.6},
 }
-CHECKS = 13
+CHECKS = 14
 
 
 def test_every_ratio_within_bounds_passes(tmp_path, capsys):

@@ -22,3 +22,13 @@ def pytest_collection_modifyitems(config, items):
 
 # Each gate-and-recorder twin in turn, for the cases that opt in (recording paths).
 from twins import twin  # noqa: E402,F401
+
+
+@pytest.fixture
+def unused_port():
+    """A 127.0.0.1 port nothing listens on (a collector that is down)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -241,10 +241,10 @@ def test_settings_beyond_their_bounds_are_rejected_and_the_bounds_themselves_wor
 
     huge = "99999999999999999999"
     rejected = []
-    for field, (_, high, unit) in NUMERIC_RANGES.items():
+    for field, (low, high, unit) in NUMERIC_RANGES.items():
         variable = f"LENS_{field.upper()}"
         out = run_script("from lens_core import LensConfig; LensConfig.from_env()", env={variable: huge})
-        message = f"ValueError: {variable}={huge!r}: must be a whole number of {unit} from 1 to {high}"
+        message = f"ValueError: {variable}={huge!r}: must be a whole number of {unit} from {low} to {high}"
         if out.returncode == 1 and out.stderr.strip().splitlines()[-1] == message:
             rejected.append(variable)
     out = run_script(_BOUNDS, tmp_path, timeout=120)

@@ -129,3 +129,23 @@ def test_a_sigterm_whose_handler_cannot_run_still_flushes_and_ends_a_multiproces
     assert float(seconds) < 5  # not when the blocking call returns, 8 s in
     assert delivered == 300 and losses.get("lens.telemetry.final") is True
     assert "SIGTERM's handler could not run (the main thread is blocked in C)" in stderr  # said, not silent
+
+
+def test_a_sigterm_while_shutdown_starts_its_thread_neither_waits_out_the_deadline_nor_loses_the_final_record(
+        tmp_path, recorder):
+    """Regression: a SIGTERM handled while shutdown() was still creating its closing thread made
+    the handler's shutdown() wait for a thread nobody had started: the whole deadline (5.4 s),
+    then exit with no final loss record."""
+    out = tmp_path / "out"
+    proc = start("sigterm_at_shutdown_start.py", 3000, LENS_EXPORTER="file", LENS_FILE_DIR=out,
+                 LENS_RUN_ID="s", LENS_RECORDER=recorder)
+    stdout, stderr = proc.communicate(timeout=60)
+    ended = time.time()
+    began = float(stdout.split()[2])
+    finals = final_losses(out)
+    record_figure(f"SIGTERM while shutdown starts its thread ({recorder})", exit_status=proc.returncode,
+                  shutdown_s=round(ended - began, 2), deadline_s=10, final_records=len(finals),
+                  delivered=count_spans(out, "work"))
+    assert proc.returncode == -signal.SIGTERM, stderr[-3000:]
+    assert len(finals) == 1 and count_spans(out, "work") == 3000
+    assert ended - began < 0.8 * 10  # not the deadline: the handler started the closing thread itself

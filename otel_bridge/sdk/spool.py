@@ -1,0 +1,378 @@
+"""A bounded on-disk spool of encoded OTLP requests: spilled when the collector is slow or down, replayed in order.
+
+Layout: ``<LENS_SPOOL_DIR>/<run_id>/`` (mode 0700, owned by this user, never a symlink)
+holds segment files ``<ns>-r<rank>-p<pid>-<seq>.spool`` (mode 0600, created with
+``O_EXCL|O_NOFOLLOW``), each a sequence of records::
+
+    magic "LSP1" | state (1 byte: 0 pending, 1 sent) | 3 zero bytes | span count (u32)
+    | payload length (u32) | CRC-32 of count and payload (u32) | payload
+
+The writing process holds an exclusive ``flock`` on each of its segments; a segment nobody
+holds belongs to a process that ended, and the next process of the same run (or ``lens
+replay``) adopts it. A record is marked sent (one byte written in place) once delivered,
+so a crash sends at most the one record in flight twice. A torn tail (a crash mid-write)
+fails its length or checksum and is skipped and counted; everything before it is read.
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import os
+import stat
+import struct
+import threading
+import time
+import zlib
+
+__all__ = ["DEFAULT_SPOOL_MB", "SEGMENT_BYTES", "Spool", "SpoolError", "default_spool_dir", "read_segment", "replay",
+           "spool_run_dir"]
+
+#: LENS_SPOOL_MB when unset: disk the spool may use per process before spans are dropped.
+DEFAULT_SPOOL_MB = 256
+#: A segment is closed and a new one begun past this size (a fully sent segment is deleted).
+SEGMENT_BYTES = 8 << 20
+
+_MAGIC = b"LSP1"
+_HEADER = struct.Struct("<4sB3xIII")  # magic, state, span count, payload length, crc32
+_PENDING, _SENT = 0, 1
+_STATE_OFFSET = 4
+_SUFFIX = ".spool"
+_OPEN_FLAGS = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class SpoolError(OSError):
+    """The spool directory cannot be used safely (a symlink, another owner, open to others)."""
+
+
+def default_spool_dir() -> str:
+    """``<tmp>/lens-spool-<uid>``: node-local, per user (LENS_SPOOL_DIR overrides it)."""
+    import tempfile
+
+    uid = os.geteuid() if hasattr(os, "geteuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"lens-spool-{uid}")
+
+
+def _crc(count: int, payload) -> int:
+    return zlib.crc32(payload, zlib.crc32(struct.pack("<I", count)))
+
+
+def _private_dir(path: str) -> int:
+    """An O_DIRECTORY descriptor of ``path``, created 0700; SpoolError unless it is a real
+    directory owned by this user that no one else can write."""
+    try:
+        parent = os.path.dirname(os.path.normpath(path))
+        if parent and not os.path.isdir(parent):
+            os.makedirs(parent, mode=0o700, exist_ok=True)  # the spool's base dir, private too
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise SpoolError(exc.errno, f"cannot create spool directory {path}: {exc.strerror}") from exc
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise SpoolError(exc.errno, f"spool directory {path} is not a plain directory "
+                                    f"(a symlink is refused): {exc.strerror}") from exc
+    st = os.fstat(fd)
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        os.close(fd)
+        raise SpoolError(errno.EPERM, f"spool directory {path} belongs to uid {st.st_uid}, not to this user")
+    if st.st_mode & 0o022:
+        os.close(fd)
+        raise SpoolError(errno.EPERM, f"spool directory {path} is writable by others "
+                                      f"(mode {stat.S_IMODE(st.st_mode):o}); make it 0700")
+    return fd
+
+
+def read_segment(fd: int):
+    """((offset, state, count, length) per intact record, torn): ``torn`` is 1 when the
+    segment ends in a record that fails its framing or checksum (the rest is skipped)."""
+    size = os.fstat(fd).st_size
+    records, offset = [], 0
+    while offset < size:
+        head = os.pread(fd, _HEADER.size, offset)
+        if len(head) < _HEADER.size:
+            return records, 1
+        magic, state, count, length, crc = _HEADER.unpack(head)
+        end = offset + _HEADER.size + length
+        if magic != _MAGIC or state not in (_PENDING, _SENT) or end > size:
+            return records, 1
+        if state == _PENDING and _crc(count, os.pread(fd, length, offset + _HEADER.size)) != crc:
+            return records, 1
+        records.append((offset, state, count, length))
+        offset = end
+    return records, 0
+
+
+class _Segment:
+    __slots__ = ("name", "fd", "size", "pending", "adopted")
+
+    def __init__(self, name, fd, size, adopted):
+        self.name, self.fd, self.size, self.pending, self.adopted = name, fd, size, 0, adopted
+
+
+class Spool:
+    """One process's spool: ``append`` on the export thread, ``peek``/``done`` on the
+    sender; both under the spool's own lock, which no application thread takes."""
+
+    def __init__(self, directory: str, limit_bytes: int, *, rank=0):
+        self.directory = directory
+        self.limit_bytes = limit_bytes
+        self._dir_fd = _private_dir(directory)
+        self._prefix = f"{time.time_ns():020d}-r{rank}-p{os.getpid()}-"
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._writing = None  # the segment appended to
+        self._queue = collections.deque()  # (segment, offset, count, length), oldest first
+        self.used_bytes = 0
+        self.pending_spans = 0  # own spans spooled and not yet delivered
+        self.adopted_spans = 0  # other processes' spans adopted and not yet delivered
+        self.spooled = 0  # own spans ever written to the spool
+        self.torn = 0  # records skipped for a torn tail or a bad checksum
+        self.closed = False
+        self._pid = os.getpid()
+
+    # ---- writing ---------------------------------------------------------------------------
+
+    def _new_segment(self):
+        import fcntl
+
+        old = self._writing
+        if old is not None and old.pending == 0:
+            self._remove(old)  # fully delivered while it was being written: nothing left in it
+        name = f"{self._prefix}{self._seq:06d}{_SUFFIX}"
+        self._seq += 1
+        # Not O_APPEND: on Linux a pwrite to an O_APPEND file appends whatever the offset,
+        # so marking a record sent would corrupt the segment. Records go at our own offset.
+        fd = os.open(name, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=self._dir_fd)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # ours while this process lives
+        segment = _Segment(name, fd, 0, False)
+        self._writing = segment
+        return segment
+
+    def append(self, payload: bytes, count: int) -> bool:
+        """Spool one encoded request of ``count`` spans; False when the budget is spent or
+        the disk refuses (nothing partial is left behind)."""
+        record = _HEADER.pack(_MAGIC, _PENDING, count, len(payload), _crc(count, payload)) + payload
+        with self._lock:
+            if self.closed or self.used_bytes + len(record) > self.limit_bytes:
+                return False
+            segment = self._writing
+            try:
+                if segment is None or segment.size >= SEGMENT_BYTES:
+                    segment = self._new_segment()
+                written = os.pwrite(segment.fd, record, segment.size)
+            except OSError:
+                written = -1
+            if written != len(record):
+                if segment is not None and written:
+                    try:  # a short write (disk full): cut the fragment off
+                        os.ftruncate(segment.fd, segment.size)
+                    except OSError:
+                        pass
+                return False
+            self._queue.append((segment, segment.size, count, len(payload)))
+            segment.size += len(record)
+            segment.pending += 1
+            self.used_bytes += len(record)
+            self.pending_spans += count
+            self.spooled += count
+            return True
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def has_pending(self) -> bool:
+        """True while any record waits (own or adopted)."""
+        return bool(self._queue)
+
+    def peek(self):
+        """(payload, count, adopted, token) of the oldest pending record, or None. A record
+        whose checksum no longer matches (the disk changed it) is skipped and counted torn."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    return None
+                entry = self._queue[0]
+                segment, offset, count, length = entry
+                head = os.pread(segment.fd, _HEADER.size, offset)
+                payload = os.pread(segment.fd, length, offset + _HEADER.size)
+                if len(head) == _HEADER.size and len(payload) == length and _HEADER.unpack(head)[4] == _crc(count, payload):
+                    return payload, count, segment.adopted, entry
+                self.torn += 1
+            self.done(entry)
+
+    def done(self, token) -> None:
+        """The record ``token`` (from peek) was delivered, or given up: mark it sent; a
+        segment with nothing left pending is deleted."""
+        with self._lock:
+            if not self._queue or self._queue[0] is not token:
+                return
+            self._queue.popleft()
+            segment, offset, count, _ = token
+            try:
+                os.pwrite(segment.fd, bytes((_SENT,)), offset + _STATE_OFFSET)
+            except OSError:
+                pass
+            if segment.adopted:
+                self.adopted_spans -= count
+            else:
+                self.pending_spans -= count
+            segment.pending -= 1
+            if segment.pending == 0 and segment is not self._writing:
+                self._remove(segment)
+
+    def _remove(self, segment) -> None:
+        try:
+            os.unlink(segment.name, dir_fd=self._dir_fd)
+        except OSError:
+            pass
+        try:
+            os.close(segment.fd)
+        except OSError:
+            pass
+        self.used_bytes -= segment.size
+
+    # ---- other processes' segments ---------------------------------------------------------
+
+    def adopt(self) -> int:
+        """Queue (first, oldest first) the pending records of segments no live process
+        holds; returns how many spans that adds. Torn tails are skipped and counted."""
+        import fcntl
+
+        added = 0
+        with self._lock:
+            own = {s.name for s, *_ in self._queue}
+            if self._writing is not None:
+                own.add(self._writing.name)
+            adopted = []
+            for name in sorted(os.listdir(self._dir_fd)):
+                if not name.endswith(_SUFFIX) or name in own:
+                    continue
+                try:
+                    fd = os.open(name, _OPEN_FLAGS, dir_fd=self._dir_fd)
+                except OSError:
+                    continue
+                try:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        raise OSError("not a regular file")
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    records, torn = read_segment(fd)
+                except OSError:  # held by a live process, or unreadable: not ours
+                    os.close(fd)
+                    continue
+                self.torn += torn
+                segment = _Segment(name, fd, os.fstat(fd).st_size, True)
+                pending = [(segment, off, count, length) for off, state, count, length in records if state == _PENDING]
+                if not pending:
+                    self._remove_adopted(segment)
+                    continue
+                segment.pending = len(pending)
+                self.used_bytes += segment.size
+                adopted.extend(pending)
+                added += sum(p[2] for p in pending)
+            self._queue.extendleft(reversed(adopted))
+            self.adopted_spans += added
+        return added
+
+    def _remove_adopted(self, segment) -> None:
+        try:
+            os.unlink(segment.name, dir_fd=self._dir_fd)
+        except OSError:
+            pass
+        os.close(segment.fd)
+
+    # ---- the end ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Sync what is still pending (left for the next process or ``lens replay``),
+        delete what is not, release the segments."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            if os.getpid() != self._pid:
+                return  # a forked child: the parent's segments are the parent's
+            segments = {id(s): s for s, *_ in self._queue}
+            if self._writing is not None:
+                segments[id(self._writing)] = self._writing
+            for segment in segments.values():
+                if segment.pending:
+                    try:
+                        os.fsync(segment.fd)
+                    except OSError:
+                        pass
+                    os.close(segment.fd)
+                else:
+                    self._remove(segment)
+            self._writing = None
+            os.close(self._dir_fd)
+
+    def forget(self) -> None:
+        """In a forked child: drop the parent's descriptors without touching its files or locks."""
+        # Closing a duplicate descriptor releases no flock while the parent holds its own.
+        segments = {id(s): s for s, *_ in self._queue}
+        if self._writing is not None:
+            segments[id(self._writing)] = self._writing
+        for segment in segments.values():
+            try:
+                os.close(segment.fd)
+            except OSError:
+                pass
+        try:
+            os.close(self._dir_fd)
+        except OSError:
+            pass
+        self._queue.clear()
+        self._writing = None
+        self.closed = True
+
+
+def replay(directory: str, deliver, *, run_id=None, retries: int = 3):
+    """Send what ended processes left in the spool under ``directory`` (every run, or only
+    ``run_id``'s) through ``deliver(payload, spans) -> (ok, error, retryable)``, oldest
+    first per run; returns (spans delivered, spans not delivered, torn records, last error).
+    A record the collector rejects outright (not retryable) is dropped; one it could not
+    take after ``retries`` tries stays spooled for the next replay."""
+    if run_id is not None:
+        runs = [spool_run_dir(run_id)]
+    else:
+        try:
+            runs = sorted(name for name in os.listdir(directory) if os.path.isdir(os.path.join(directory, name)))
+        except FileNotFoundError:
+            runs = []
+    delivered = undelivered = torn = 0
+    error = None
+    for run in runs:
+        path = os.path.join(directory, run)
+        if not os.path.isdir(path):
+            continue
+        spool = Spool(path, 1 << 62)
+        try:
+            spool.adopt()
+            torn += spool.torn
+            while True:
+                head = spool.peek()
+                if head is None:
+                    break
+                payload, count, _, token = head
+                for attempt in range(retries):
+                    ok, error, retryable = deliver(payload, count)
+                    if ok or not retryable:
+                        break
+                    time.sleep(min(2.0, 0.25 * 2 ** attempt))
+                if not ok and retryable:
+                    undelivered += spool.adopted_spans
+                    break
+                if ok:
+                    delivered += count
+                else:
+                    undelivered += count
+                spool.done(token)
+        finally:
+            spool.close()
+    return delivered, undelivered, torn, error
+
+
+def spool_run_dir(run_id) -> str:
+    """The spool's directory name for ``run_id`` (a plain name: separators and dots made safe)."""
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(run_id))
+    return name if name.strip(".") else "_" + name

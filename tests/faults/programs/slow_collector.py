@@ -1,0 +1,24 @@
+"""TOTAL spans from a tight loop to an OTLP/HTTP collector (OTEL_EXPORTER_OTLP_ENDPOINT) that is
+slow or goes away mid-run; PAUSE_AT > 0 prints "paused" after that many spans and waits for a
+line on stdin (the test stops and restarts the collector meanwhile). SHUTDOWN_MS (default
+120000) is shutdown's timeout. Prints the loop's seconds and shutdown's result."""
+
+import sys
+import time
+
+from common import setup, span
+
+total, pause_at = int(sys.argv[1]), int(sys.argv[2])
+shutdown_ms = int(sys.argv[3]) if len(sys.argv) > 3 else 120_000
+handle = setup()
+started = time.perf_counter()
+for i in range(total):
+    if i == pause_at:
+        elapsed = time.perf_counter() - started
+        print("paused", flush=True)
+        sys.stdin.readline()
+        started = time.perf_counter() - elapsed
+    with span("g", "tight"):
+        pass
+elapsed = time.perf_counter() - started
+print(f"{elapsed:.4f}", handle.shutdown(timeout_ms=shutdown_ms), flush=True)
