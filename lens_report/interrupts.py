@@ -62,8 +62,11 @@ def quiet_broken_pipe(command: Callable[[], int]) -> int:
         except SystemExit:  # argparse's --help, --version and usage errors end here: their text too
             sys.stdout.flush()
             raise
-        sys.stdout.flush()
     except BrokenPipeError:
         stdout_closed()
         return EXIT_OK
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # what was left in the buffer: the command's own status stands
+        stdout_closed()
     return status

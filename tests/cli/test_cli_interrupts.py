@@ -65,9 +65,11 @@ def _pipe_count(pid: int) -> int:
     return count
 
 
-def _start(lens: Path, args: list, tmp: Path, stdout=subprocess.DEVNULL) -> subprocess.Popen:
+def _start(lens: Path, args: list, tmp: Path, stdout=subprocess.DEVNULL, buffered=False) -> subprocess.Popen:
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(REPO), "LENS_EXPORTER": "file",
            "LENS_FILE_DIR": str(tmp.parent / "spans-out")}
+    if buffered:  # as a user's shell runs it: stdout into a pipe is block-buffered, flushed at the end
+        env.pop("PYTHONUNBUFFERED", None)
     return subprocess.Popen([sys.executable, str(lens), *map(str, args)], env=env, cwd=tmp.parent,
                             stdout=stdout, stderr=subprocess.PIPE, text=True)
 
@@ -229,27 +231,30 @@ def test_ctrl_c_at_staggered_points_of_every_other_command_is_one_line(lens, inp
         assert not list(tmp.iterdir()), (prog, list(tmp.iterdir()))
 
 
-def _into_closed_pipe(lens, args, tmp):
+def _into_closed_pipe(lens, args, tmp, buffered=False):
     tmp.mkdir(exist_ok=True)
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first write: every write meets EPIPE
-    proc = _start(lens, args, tmp, stdout=write_end)
+    proc = _start(lens, args, tmp, stdout=write_end, buffered=buffered)
     os.close(write_end)
     err = proc.stderr.read()
     return proc.wait(600), err
 
 
 def test_every_command_that_writes_stdout_ends_quietly_into_a_closed_pipe(lens, inputs, tmp_path):
-    """Regression: ``lens --help | head -1`` (and --version, ``report --help``) ended in
-    "Exception ignored ... BrokenPipeError": argparse printed and exited before the pipe check."""
+    """Regression: ``lens --version | head -c1`` ended in a BrokenPipeError traceback: the
+    option prints and exits while the arguments are parsed, before the pipe check (argparse's
+    --help too, where stdout is unbuffered); --help's text is flushed inside the check now."""
     commands = {**_commands(inputs), "lens --help": ["--help"], "report": ["report", inputs["small"]],
                 "report --json": ["report", inputs["small"], "--json"]}
     for name, args in commands.items():
-        status, err = _into_closed_pipe(lens, args, tmp_path / "tmp")
         read = _start(lens, args, tmp_path / "tmp")  # read to the end: the notes it writes anyway
         normal = read.stderr.read()
-        assert (status, read.wait(600)) == (0, 0), (name, err, normal)
-        assert set(err.splitlines()) <= set(normal.splitlines()), (name, err)  # bench-gate stops before its summary
+        assert read.wait(600) == 0, (name, normal)
+        for buffered in (False, True):
+            status, err = _into_closed_pipe(lens, args, tmp_path / "tmp", buffered)
+            assert status == 0, (name, buffered, err)
+            assert set(err.splitlines()) <= set(normal.splitlines()), (name, buffered, err)  # bench-gate stops early
     assert not list((tmp_path / "tmp").iterdir())
 
 
@@ -257,3 +262,49 @@ def test_every_command_that_writes_stdout_ends_quietly_into_a_closed_pipe(lens, 
 def test_the_demo_ends_quietly_into_a_closed_pipe(lens, tmp_path):
     """``lens demo | head -1``: the demo stops at its first line, status 0, nothing on stderr."""
     assert _into_closed_pipe(lens, ["demo", "--steps", "2", "--out", tmp_path / "out"], tmp_path / "tmp") == (0, "")
+
+
+def _python(code: str, tmp: Path) -> subprocess.CompletedProcess:
+    tmp.mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp)},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_ctrl_c_removes_a_report_database_the_command_did_not_guard(tmp_path):
+    """Regression: ``lens demo`` reports on its trace in a TraceStore of its own (in TMPDIR, not in
+    the report command's guarded folder); a Ctrl-C then left that database behind. A store's
+    folder is now removed by any Ctrl-C the watch sees, while the main thread waits in C."""
+    proc = _python("import os, signal, threading\n"
+                   "from lens_core._console import watch_interrupts\n"
+                   "from lens_report import TraceStore\n"
+                   "assert watch_interrupts('lens demo')\n"
+                   "store = TraceStore()\n"
+                   "threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+                   "threading.Event().wait(60)\n", tmp_path / "tmp")
+    assert (proc.returncode, proc.stderr) == (130, "lens demo: interrupted\n")
+    assert not list((tmp_path / "tmp").iterdir())
+
+
+def test_a_forked_child_gets_its_own_ctrl_c_back(tmp_path):
+    """A multiprocessing child forked under the watch has no watching thread: its SIGINT must be
+    Python's default again (a KeyboardInterrupt), not a handler that ends it as the parent."""
+    proc = _python("import os, signal, sys\n"
+                   "from lens_core._console import watch_interrupts\n"
+                   "assert watch_interrupts('lens demo')\n"
+                   "pid = os.fork()\n"
+                   "if pid == 0:\n"
+                   "    ok = signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+                   "    os._exit(0 if ok and signal.set_wakeup_fd(-1) == -1 else 1)\n"
+                   "print(os.waitpid(pid, 0)[1])\n", tmp_path / "tmp")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "0\n", "")
+
+
+def test_console_spans_into_a_closed_pipe_are_a_failure_in_either_buffering(lens, inputs, tmp_path):
+    """``emit-spans --exporter console``'s spans are its output: when the reader is gone they were
+    not delivered, status 1 with the SDK's loss line. Regression: with a block-buffered stdout
+    the final flush's BrokenPipeError turned that status into 0."""
+    for buffered in (False, True):
+        status, err = _into_closed_pipe(lens, ["emit-spans", inputs["spans"], "--exporter", "console"],
+                                        tmp_path / "tmp", buffered)
+        assert status == 1 and "BrokenPipeError" in err and "Traceback" not in err, (buffered, err)
+        assert err.endswith("lens emit-spans: 1 span(s) emitted, but not all were exported\n"), err
