@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .model import NS_PER_S
+NS_PER_S = 1_000_000_000  # lens_report.model's; not imported from there: model imports this module (no cycle)
 
 if TYPE_CHECKING:
     from .model import Report

@@ -111,31 +111,33 @@ def _check(outcome, prog, finished=(0,)):
 
 
 def _before_lens(outcome) -> bool:
-    """A signal that came before any code of Lens ran (the interpreter's start, site, the console
-    script's imports, lens_core's package): Python's own default. Lens's frames there are only
-    the package imports that lead to lens_core._console, never a command's."""
+    """A signal that came before the watch began (the interpreter's start, site, the console
+    script's imports: the otel_bridge and lens_core packages, otel_bridge.cli's module body):
+    Python's own default. Never from a command's code: a function of otel_bridge.cli, or the
+    report, the CI tools, the demo (none imports before the watch)."""
     status, err = outcome
     if status not in (-signal.SIGINT, 1):
         return False
     frames = re.findall(r'File "([^"]+)", line \d+, in (\S+)', err)
-    return all(not re.search(r"(otel_bridge|lens_report|lens_ci)/", file)
-               and not (file.endswith("_console.py") and name != "<module>") for file, name in frames)
+    return all(not re.search(r"(lens_report|lens_ci|otel_bridge/demo)/", file)
+               and not (file.endswith("otel_bridge/cli.py") and name != "<module>") for file, name in frames)
 
 
 _ORDER_PROBE = """
 import signal, sys
+COMMAND_MODULES = ("lens_report", "lens_ci", "otel_bridge.demo", "duckdb", "opentelemetry", "torch")
 seen = {}
 class Probe:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("otel_bridge", "lens_report", "lens_ci", "duckdb", "opentelemetry") and not seen:
+        if name.startswith(COMMAND_MODULES) and not seen:
             seen.update(first=name, handler=getattr(signal.getsignal(signal.SIGINT), "__module__", None),
                         wakeup_fd=signal.set_wakeup_fd(-1) != -1)
         return None
 sys.meta_path.insert(0, Probe())
 sys.argv = ["lens", "--version"]
-from MODULE import FUNCTION
+from ENTRY_MODULE import ENTRY_FUNCTION
 try:
-    FUNCTION()
+    ENTRY_FUNCTION()
 except SystemExit:
     pass
 print(seen, file=sys.stderr)
@@ -143,11 +145,11 @@ print(seen, file=sys.stderr)
 
 
 def test_the_console_script_watches_ctrl_c_before_importing_any_command(lens):
-    """Regression: the console script imported otel_bridge.cli (the OpenTelemetry SDK, the report
-    engine: ~0.3 s on a loaded machine) before any Ctrl-C handling existed, so a Ctrl-C then was a
-    traceback. The first module of a command to be imported must find the watch in place."""
+    """Regression: the console script imported the commands' modules (the report engine, the CI
+    tools, the OpenTelemetry SDK: ~0.3 s on a loaded machine) before any Ctrl-C handling
+    existed, so a Ctrl-C then was a traceback. The first of them to import must find the watch."""
     module, function = re.search(r"from (\S+) import (\w+)", lens.read_text()).groups()
-    proc = subprocess.run([sys.executable, "-c", _ORDER_PROBE.replace("MODULE", module).replace("FUNCTION", function)],
+    proc = subprocess.run([sys.executable, "-c", _ORDER_PROBE.replace("ENTRY_MODULE", module).replace("ENTRY_FUNCTION", function)],
                           env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
     seen = eval(proc.stderr.strip().splitlines()[-1])  # noqa: S307  the probe's own dict literal
     assert seen["handler"] == "lens_core._console" and seen["wakeup_fd"], seen
@@ -225,6 +227,8 @@ def test_ctrl_c_at_staggered_points_of_every_other_command_is_one_line(lens, inp
     for prog, args in _commands(inputs).items():
         tmp = tmp_path / prog.replace(" ", "-")
         outcomes = [_interrupt(lens, args, tmp, delay) for delay in (0.0, 0.01, 0.05, 0.2)]
+        while not any(status == 130 for status, _ in outcomes) and len(outcomes) < 10:
+            outcomes.append(_interrupt(lens, args, tmp, 0.0))  # all finished first: a loaded machine's luck
         for outcome in outcomes:
             _check(outcome, prog)
         assert any(status == 130 for status, _ in outcomes), (prog, outcomes)
@@ -283,20 +287,6 @@ def test_ctrl_c_removes_a_report_database_the_command_did_not_guard(tmp_path):
                    "threading.Event().wait(60)\n", tmp_path / "tmp")
     assert (proc.returncode, proc.stderr) == (130, "lens demo: interrupted\n")
     assert not list((tmp_path / "tmp").iterdir())
-
-
-def test_a_forked_child_gets_its_own_ctrl_c_back(tmp_path):
-    """A multiprocessing child forked under the watch has no watching thread: its SIGINT must be
-    Python's default again (a KeyboardInterrupt), not a handler that ends it as the parent."""
-    proc = _python("import os, signal, sys\n"
-                   "from lens_core._console import watch_interrupts\n"
-                   "assert watch_interrupts('lens demo')\n"
-                   "pid = os.fork()\n"
-                   "if pid == 0:\n"
-                   "    ok = signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
-                   "    os._exit(0 if ok and signal.set_wakeup_fd(-1) == -1 else 1)\n"
-                   "print(os.waitpid(pid, 0)[1])\n", tmp_path / "tmp")
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "0\n", "")
 
 
 def test_console_spans_into_a_closed_pipe_are_a_failure_in_either_buffering(lens, inputs, tmp_path):
