@@ -78,7 +78,7 @@ def watch_interrupts(prog: str) -> bool:
     a background job, a watch already running). :func:`stop_watching` ends it.
 
     A process forked under the watch shares its wakeup pipe until :func:`forget_in_child` runs
-    in it (a fork participant of the lifecycle registry's): till then a SIGINT sent to the
+    in it (for the lifecycle registry to run as a fork participant): till then a SIGINT sent to the
     child alone ends the parent too. No ``lens`` command forks.
     """
     if _watch or threading.current_thread() is not threading.main_thread() \
