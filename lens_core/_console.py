@@ -1,8 +1,7 @@
-"""The ``lens`` command's first code: from here on Ctrl-C exits 130 with one line and removes the command's temporary files."""
+"""Ctrl-C and a closed stdout for the ``lens`` commands (stdlib only): status 130 and one line, or a quiet end; no temporary files left."""
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import shutil
@@ -10,14 +9,15 @@ import signal
 import sys
 import threading
 
-from .exitcodes import EXIT_INTERRUPTED
+from . import _lifecycle
+from .exitcodes import EXIT_INTERRUPTED, EXIT_OK
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is imported by checkers only
-    from typing import Any, Dict, List, Optional, Sequence
+    from typing import Any, Callable, Dict, Sequence
 
-__all__ = ["forget_on_interrupt", "interrupts_watched", "main", "program_name", "remove_on_interrupt",
-           "stop_watching", "watch_interrupts"]
+__all__ = ["forget_in_child", "forget_on_interrupt", "interrupts_watched", "program_name", "quiet_broken_pipe",
+           "remove_on_interrupt", "stdout_closed", "stop_watching", "watch_interrupts"]
 
 _COMMAND = re.compile(r"[a-z][a-z0-9-]{0,31}")
 _paths: Dict[str, None] = {}  # directories to remove on Ctrl-C (a dict keeps the order they came in)
@@ -53,6 +53,8 @@ def _remove_all() -> None:
 def _interrupted(*_: object) -> None:
     # both the Python handler (main thread, between bytecodes) and the watching thread (while the
     # main thread is in C: an engine query, a torch op, a join) call this: one of them acts
+    if os.getpid() != _watch.get("pid", os.getpid()):  # a forked child's own Ctrl-C: Python's default
+        raise KeyboardInterrupt
     if not _once.acquire(blocking=False):
         return
     try:
@@ -75,11 +77,15 @@ def watch_interrupts(prog: str) -> bool:
     before, by asyncio or Lens's lost-signal watch, still gets every signal's byte). Call on
     the main thread; False where the watch did not start (another thread, SIGINT ignored as in
     a background job, a watch already running). :func:`stop_watching` ends it.
+
+    A process forked under the watch shares its wakeup pipe until :func:`forget_in_child` runs
+    in it (for the lifecycle registry to run as a fork participant): till then a SIGINT sent to the
+    child alone ends the parent too. No ``lens`` command forks.
     """
     if _watch or threading.current_thread() is not threading.main_thread() \
             or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return False
-    _watch["message"] = f"{prog}: interrupted\n".encode()
+    _watch.update(message=f"{prog}: interrupted\n".encode(), pid=os.getpid())
     # the handler first: a Ctrl-C from here on is one line, even before the thread runs
     _watch["handler"] = signal.signal(signal.SIGINT, _interrupted)
     read_fd, write_fd = os.pipe()
@@ -144,8 +150,9 @@ class interrupts_watched:  # noqa: N801  used as a function: with interrupts_wat
             stop_watching()
 
 
-def _forget_in_child() -> None:
-    # a forked child has no watching thread: its Ctrl-C is its own again, and its directories are its own
+def forget_in_child() -> None:
+    """In a forked child: drop the parent's watch (its thread did not survive the fork), so the
+    child's Ctrl-C is Python's default again and its signals no longer reach the parent's pipe."""
     if not _watch:
         return
     try:
@@ -164,26 +171,36 @@ def _forget_in_child() -> None:
     _paths.clear()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_in_child)
+_lifecycle.on_fork("lens_core.console", after_in_child=forget_in_child)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    """The ``lens`` console script: watch Ctrl-C first, then import the command (which takes
-    a while: the report engine, the OpenTelemetry SDK) and run it. The watch lasts while the
-    command's exit hooks run; a Ctrl-C during the interpreter's teardown after them is ignored.
+def stdout_closed() -> None:
+    """Point stdout at /dev/null after the reader closed the pipe, so the flush at exit
+    raises no second ``BrokenPipeError`` (Python prints that one as "Exception ignored")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no real file (a test's capture): nothing to flush
+        pass
+    finally:
+        os.close(devnull)
 
-    What no code of Lens can cover is the interpreter's start before this function runs (site,
-    the console script's own imports, lens_core's package): a Ctrl-C then ends the process as
-    Python's default does (killed by SIGINT, or a ``KeyboardInterrupt`` traceback).
-    """
-    args = list(sys.argv[1:] if argv is None else argv)
-    if watch_interrupts(program_name(args)):
-        # exit hooks run last-registered first: this one runs after the command's own (the SDK's
-        # flush, watched like the rest). What follows is the interpreter's teardown, which puts
-        # SIGINT back to its default action and can take a second after torch: a Ctrl-C then would
-        # kill the process silently. The command is over, so its status stands instead.
-        atexit.register(signal.signal, signal.SIGINT, signal.SIG_IGN)
-    from otel_bridge.cli import main as run
 
-    return run(args)
+def quiet_broken_pipe(command: Callable[[], int]) -> int:
+    """Run ``command`` and flush stdout; a reader that closed the pipe early (``| head -1``)
+    ends it quietly with status 0, as if the output had been read to the end. A pipe found
+    closed only by the last flush leaves the command's own status as it was."""
+    try:
+        try:
+            status = command()
+        except SystemExit:  # argparse's --help, --version and usage errors end here: their text too
+            sys.stdout.flush()
+            raise
+    except BrokenPipeError:
+        stdout_closed()
+        return EXIT_OK
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # what was left in the buffer: the command's own status stands
+        stdout_closed()
+    return status

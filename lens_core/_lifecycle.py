@@ -28,6 +28,7 @@ __all__ = ["EXIT_ORDER", "FORK_ORDER", "on_exit", "on_fork", "participants", "ru
 #: (``before`` runs in reverse). docs/architecture.md lists what each one does.
 FORK_ORDER = (
     "lens_core.log",             # the warning lock: every later participant may warn
+    "lens_core.console",         # the lens command's Ctrl-C watch: its thread and pipe are the parent's
     "lens_core.registry",        # the span registry's lock
     "lens_core.state",           # the gate's spec lock
     "lens_core.recorder",        # the native recorder: its queue and open-span ledger are the parent's

@@ -5,18 +5,19 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Iterator
 
-from lens_core._console import forget_on_interrupt, interrupts_watched, remove_on_interrupt
-from lens_core.exitcodes import EXIT_OK
+# the closed-pipe helpers live with the watch, in lens_core (the lens command reaches them there)
+from lens_core._console import (
+    forget_on_interrupt,
+    interrupts_watched,
+    quiet_broken_pipe,
+    remove_on_interrupt,
+    stdout_closed,
+)
 
 __all__ = ["interrupt_guard", "quiet_broken_pipe", "stdout_closed"]
-
-_T = TypeVar("_T")
-
 
 @contextlib.contextmanager
 def interrupt_guard(prog: str) -> Iterator[str]:
@@ -39,31 +40,3 @@ def interrupt_guard(prog: str) -> Iterator[str]:
             shutil.rmtree(directory, ignore_errors=True)
             if not os.path.exists(directory):
                 break
-
-
-def stdout_closed() -> None:
-    """Point stdout at /dev/null after the reader closed the pipe, so the flush at exit
-    raises no second ``BrokenPipeError`` (Python prints that one as "Exception ignored")."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout is no real file (a test's capture): nothing to flush
-        pass
-    finally:
-        os.close(devnull)
-
-
-def quiet_broken_pipe(command: Callable[[], int]) -> int:
-    """Run ``command`` and flush stdout; a reader that closed the pipe early (``| head -1``)
-    ends it quietly with status 0, as if the output had been read to the end."""
-    try:
-        try:
-            status = command()
-        except SystemExit:  # argparse's --help, --version and usage errors end here: their text too
-            sys.stdout.flush()
-            raise
-        sys.stdout.flush()
-    except BrokenPipeError:
-        stdout_closed()
-        return EXIT_OK
-    return status

@@ -10,15 +10,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import signal
 import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is imported by checkers only
     from typing import List, Optional, Sequence
 
+from lens_core._console import interrupts_watched, program_name, quiet_broken_pipe, watch_interrupts
 from lens_core.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "console_main", "main"]
 
 _RESOLVE_OPTIONS = ("-h", "--help", "--import", "--json", "--strict")
 
@@ -285,14 +287,10 @@ def _spec_entries(argv: List[str]) -> List[str]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``lens`` command for ``argv`` (default ``sys.argv[1:]``); returns the exit status.
 
-    Ctrl-C anywhere is ``lens <command>: interrupted`` on stderr and status 130 (the console
-    script, lens_core._console.main, starts that watch before this module is even imported);
-    a reader that closes stdout early (``lens resolve --json | head -1``) ends it quietly.
+    Ctrl-C anywhere is ``lens <command>: interrupted`` on stderr and status 130 (watched here
+    for the call unless :func:`console_main` watches already); a reader that closes stdout
+    early (``lens resolve --json | head -1``) ends it quietly.
     """
-    from lens_core._console import interrupts_watched, program_name
-
-    from lens_report.interrupts import quiet_broken_pipe
-
     arguments = list(sys.argv[1:] if argv is None else argv)
     command = program_name(arguments)
     try:
@@ -303,6 +301,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def console_main() -> int:
+    """The ``lens`` console script. It watches Ctrl-C before any command's modules import (the
+    report engine, the OpenTelemetry SDK: a few hundred ms on a loaded machine), for the rest of
+    the process, so a Ctrl-C in the command's exit hooks is one line and status 130 too.
+
+    Once the command has returned, each having shut its telemetry down itself, Ctrl-C is
+    ignored: what is left is the interpreter's teardown (a second after torch), during which
+    Python puts SIGINT back to its default action and a Ctrl-C would kill the process without
+    a word; the command's status stands instead. What no code of Lens can cover is the
+    interpreter's start before this function runs (site, the console script's imports, the
+    otel_bridge and lens_core packages): a Ctrl-C then ends the process Python's way.
+    """
+    arguments = sys.argv[1:]
+    watching = watch_interrupts(program_name(arguments))
+    try:
+        return main(arguments)
+    finally:  # --help and --version end in SystemExit: their teardown too
+        if watching:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _run(arguments: List[str]) -> int:
     args = build_parser().parse_args(_spec_entries(arguments))
     if args.command == "resolve" and not (args.spec or args.spec_entries):
@@ -311,7 +330,4 @@ def _run(arguments: List[str]) -> int:
 
 
 if __name__ == "__main__":
-    # python -m otel_bridge.cli: the package is imported by now, the rest is watched as the console script is
-    from lens_core._console import main as _console_main
-
-    sys.exit(_console_main())
+    sys.exit(console_main())
