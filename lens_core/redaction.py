@@ -118,7 +118,8 @@ def redact_allow() -> frozenset:
 _KV_WORDS = "|".join(  # spelled out per first letter: a literal first lets the engine skip
     f"{first}(?i:{rest})" for word in (
         "password", "passwd", "pwd", "passphrase", "secret", "token", "cookie", "credentials?", "auth",
-        "api[_.-]?key", "access[_.-]?key", "secret[_.-]?key", "private[_.-]?key", "signing[_.-]?key")
+        "api[_.-]?key", "access[_.-]?key", "secret[_.-]?key", "private[_.-]?key(?:[_.-]?id)?", "signing[_.-]?key",
+        "account[_.-]?key", "shared[_.-]?access[_.-]?key")
     for first, rest in ((word[0], word[1:]), (word[0].upper(), word[1:])))
 
 
@@ -166,6 +167,16 @@ _SHAPES = (
      r"|x(?<![A-Za-z0-9]x)ox[abposre]-[A-Za-z0-9-]{10,}"  # Slack
      r"|A(?<![A-Za-z0-9]A)(?:(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Z0-9])|Iza[A-Za-z0-9_-]{35})"  # AWS, Google
      r"|n(?<![A-Za-z0-9]n)pm_[A-Za-z0-9]{36}|p(?<![A-Za-z0-9]p)ypi-[A-Za-z0-9_-]{50,}", REDACTED),  # npm, PyPI
+    # an Azure SAS signature: the sig= parameter of a query (sigma=, design= are not it)
+    (r"(?P<keep>[?&;]sig=)[^\s&#\"'<>]+", _keep("keep")),
+    # webhook URLs whose path is the credential (Slack, Discord)
+    (r"(?P<keep>h(?<![A-Za-z0-9.-]h)ooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_/-]+"
+     r"|(?P<keep2>d(?<![A-Za-z0-9.-]d)iscord(?:app)?\.com/api/webhooks/[0-9]+/)[A-Za-z0-9_-]+",
+     lambda m: (m.group("keep") or m.group("keep2")) + REDACTED),
+    # a MySQL / MariaDB client's password glued to -p (-pS3cret; "-p" alone prompts, -P is the
+    # port): at most twelve words after the command, so the scan stays linear
+    (r"(?P<keep>m(?<![A-Za-z0-9_]m)(?:ysql(?:dump|admin|import|check|show|pump)?|ariadb(?:-dump)?)(?:\.exe)?"
+     r"(?:[ \t]+[^\s]+){0,12}?[ \t]+-p[\"']?)(?![\s\"'])[^\s\"']+", _keep("keep")),
 )
 
 
@@ -180,7 +191,8 @@ def _may_hold_credential(value: str) -> bool:
             or "-----BEGIN" in value or "eyJ" in value or "sk-" in value or "k_live_" in value
             or "k_test_" in value or "hf_" in value or "gh" in value or "glpat-" in value or "xox" in value
             or "AKIA" in value or "ASIA" in value or "ABIA" in value or "ACCA" in value or "AIza" in value
-            or "npm_" in value or "pypi-" in value)
+            or "npm_" in value or "pypi-" in value or "github_pat_" in value or "sig=" in value
+            or "mysql" in lowered or "mariadb" in lowered or "slack.com/" in lowered or "discord" in lowered)
 
 
 def redact_text(value: str) -> str:
@@ -190,9 +202,11 @@ def redact_text(value: str) -> str:
     ``Basic <base64 of user:password>``; ``name=value`` / ``name: value`` /
     ``"name": "value"`` / ``--name value`` where the name ends in password, passwd, pwd,
     passphrase, secret, token, cookie, credential(s), auth or api/access/secret/private/
-    signing key; JWTs; and provider tokens marked by their prefix (``sk-``, ``sk_live_``,
-    ``hf_``, ``ghp_``, ``github_pat_``, ``glpat-``, ``xoxb-``, ``AKIA``, ``AIza``, ``npm_``,
-    ``pypi-``). Text shorter than 8 characters is never changed; a clean text is
+    signing key, a GCP ``private_key_id``, an Azure ``AccountKey`` / ``SharedAccessKey``; JWTs;
+    provider tokens marked by their prefix (``sk-``, ``sk_live_``, ``hf_``, ``ghp_``,
+    ``github_pat_``, ``glpat-``, ``xoxb-``, ``AKIA``, ``AIza``, ``npm_``, ``pypi-``); an Azure
+    SAS ``sig=`` query parameter; the token path of a Slack or Discord webhook URL; and a
+    MySQL/MariaDB client's ``-p<password>``. Text shorter than 8 characters is never changed; a clean text is
     remembered, so a repeated one costs a set lookup."""
     if len(value) < _SHAPE_MIN or value in _clean_texts:
         return value
