@@ -8,6 +8,8 @@ __all__ = [
     "is_secret_key",
     "key_words",
     "redact_allow",
+    "redact_attributes",
+    "redact_span_fields",
     "redact_text",
     "redact_value",
     "set_redact_allow",
@@ -247,3 +249,50 @@ def redact_value(key: str, value, redact_keys=None):
     if all(new is old for new, old in zip(items, value)):
         return value
     return type(value)(items)
+
+
+def redact_attributes(attrs):
+    """``attrs`` (a dict) itself when no value under it is secret; else a copy with each
+    value passed through redact_value. For attributes that entered without Lens's
+    sanitising (an SDK span's ``set_attribute``, a raw OpenTelemetry span, a resource):
+    values keep their types, only secret text changes."""
+    if not attrs:
+        return attrs
+    out = None
+    for key, value in attrs.items():
+        if not isinstance(value, (str, list, tuple)):
+            continue
+        try:
+            new = redact_value(key, value)
+        except Exception:  # a key or value of a type we cannot read: left to the encoder's checks
+            continue
+        if new is not value:
+            if out is None:
+                out = dict(attrs)
+            out[key] = new
+    return attrs if out is None else out
+
+
+def _text(value):
+    return redact_text(value) if isinstance(value, str) else value
+
+
+def redact_span_fields(name, attrs, events, links, status_message):
+    """None when nothing in a span's fields is secret; else ``(name, attrs, events, links,
+    status_message)`` redacted: credential shapes in the name, the status message and each
+    event's name (redact_text), attribute values of the span, its events and links
+    (redact_attributes). ``events`` is a list of ``(name, time_ns, attrs)``, ``links`` of
+    ``(trace_id, span_id, trace_state, attrs, remote)``, either may be None."""
+    new_name, new_attrs, new_message = _text(name), redact_attributes(attrs), _text(status_message)
+    changed = new_name is not name or new_attrs is not attrs or new_message is not status_message
+    new_events = events
+    if events:
+        redacted = [(_text(n), t, redact_attributes(a)) for n, t, a in events]
+        if any(new[0] is not old[0] or new[2] is not old[2] for new, old in zip(redacted, events)):
+            new_events, changed = redacted, True
+    new_links = links
+    if links:
+        redacted = [(t, s, st, redact_attributes(a), r) for t, s, st, a, r in links]
+        if any(new[3] is not old[3] for new, old in zip(redacted, links)):
+            new_links, changed = redacted, True
+    return (new_name, new_attrs, new_events, new_links, new_message) if changed else None

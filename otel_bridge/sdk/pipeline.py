@@ -23,6 +23,7 @@ import time
 import weakref
 
 from lens_core import _log, semconv
+from lens_core.redaction import redact_span_fields
 
 from otel_bridge._signals import signals_to_main_thread
 
@@ -207,22 +208,40 @@ def _adapt_otlp(exporter):
 
 
 class FileSink:
-    """OTLP/JSON lines in ``<dir>/<run_id>/traces-rank<R>-pid<P>.jsonl``."""
+    """OTLP/JSON lines in ``<dir>/<run_id>/traces-rank<R>-pid<P>-<tag>.jsonl``, each at most
+    ``max_line_bytes`` (a batch is split; values past ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``,
+    or 1 MiB characters, are cut and listed in ``lens.truncated_keys``: see
+    otel_bridge.exporters._file.write_records)."""
 
-    def __init__(self, writer, encoder):
+    def __init__(self, writer, encoder, max_line_bytes: int = 8 << 20):
+        from otel_bridge.exporters._file import value_limit
+
         self._writer = writer
         self._encode = encoder
+        self.max_line_bytes = max_line_bytes
+        self.value_limit = value_limit()
+        self._lost_seen = 0
 
     @property
     def path(self):
         return self._writer.path
 
     def send(self, pipeline, records):
-        line = self._encode(pipeline.resource_json, pipeline.scopes.json, records)
+        from otel_bridge.exporters._file import write_records
+
         try:
-            self._writer.write_line(line)
+            write_records(self._writer, self._encode, pipeline.resource_json, pipeline.scopes.json, records,
+                          max_line_bytes=self.max_line_bytes, limit=self.value_limit)
         except (OSError, ValueError) as exc:
             return False, f"could not write {self._writer.path}: {exc}"
+        finally:
+            # Spans already counted exported into a file that was deleted since (or whose
+            # directory was): lost after all. The loss record counts them as failed.
+            lost = self._writer.lost_spans - self._lost_seen
+            if lost:
+                self._lost_seen += lost
+                pipeline.exported -= lost
+                pipeline.failed += lost
         return True, None
 
     def shutdown(self, timeout_s):
@@ -461,12 +480,21 @@ class SpanPipeline:
                   (l.context.trace_state.to_header() if l.context.trace_state else None) or None,
                   dict(l.attributes or {}), bool(l.context.is_remote)) for l in span.links] or None
         status = span.status
+        name, attrs = span.name, dict(span.attributes or {})
+        message = status.description if status.status_code.value == 2 else None
+        # Secrets are redacted here, off the app thread, for every SDK span: the SDK
+        # recorder's (whose set_attribute / add_event / record_exception Lens never sees)
+        # and raw OpenTelemetry tracers' alike. A changed span is no longer handed on as the
+        # SDK object (an SDK exporter sink rebuilds it from the record).
+        clean = redact_span_fields(name, attrs, events, links, message)
+        if clean is not None:
+            name, attrs, events, links, message = clean
         return self.encoders.make_record(
-            self.scopes.index(span.instrumentation_scope), span.name, span.kind.value + 1,
+            self.scopes.index(span.instrumentation_scope), name, span.kind.value + 1,
             ctx.trace_id, ctx.span_id, parent.span_id if parent else 0, bool(parent and parent.is_remote),
-            state or None, span.start_time, span.end_time, dict(span.attributes or {}), events, links,
-            status.status_code.value, status.description if status.status_code.value == 2 else None,
-            (span.dropped_attributes, span.dropped_events, span.dropped_links), span)
+            state or None, span.start_time, span.end_time, attrs, events, links,
+            status.status_code.value, message,
+            (span.dropped_attributes, span.dropped_events, span.dropped_links), span if clean is None else None)
 
     def final_counts(self) -> LossCounts:
         """The accounting at the end: whatever was counted as created but neither exported

@@ -20,6 +20,7 @@ __all__ = [
     "build_resource",
     "instance_id",
     "lens_version",
+    "process_tag",
 ]
 
 
@@ -80,12 +81,46 @@ class SeedIndependentIdGenerator:
         return True
 
 
+_tags: dict = {}  # pid -> process_tag (a forked child computes its own)
+
+
+def process_tag(pid: int = None) -> str:
+    """Eight hex digits that tell apart processes sharing a host name and a pid: a CRC of
+    the kernel's boot id, the pid namespace (its inode: containers on one host each have
+    their own) and the process's start time (clock ticks since boot, /proc/<pid>/stat), so a
+    pid reused later, or the same pid in two containers, gets another tag. Where /proc does
+    not tell (not Linux), eight random hex digits per process."""
+    pid = os.getpid() if pid is None else pid
+    tag = _tags.get(pid)
+    if tag is None:
+        import zlib
+
+        # /proc/self, not /proc/<pid>: in a pid namespace whose /proc is the host's, the pid
+        # this process sees (say 1) names another process there.
+        proc = "/proc/self" if pid == os.getpid() else f"/proc/{pid}"
+        try:
+            with open("/proc/sys/kernel/random/boot_id", "rb") as fh:
+                boot = fh.read().strip()
+            namespace = os.stat(f"{proc}/ns/pid").st_ino
+            with open(f"{proc}/stat", "rb") as fh:
+                # the fields after the command name, which may hold spaces and parentheses
+                started = fh.read().rsplit(b")", 1)[1].split()[19]
+            tag = f"{zlib.crc32(b'%s/%d/%s' % (boot, namespace, started)):08x}"
+        except (OSError, IndexError):
+            tag = os.urandom(4).hex()
+        _tags.clear()  # only this process's (and a fork's own) is ever asked for again
+        _tags[pid] = tag
+    return tag
+
+
 def instance_id(run_id: str, rank, pid: int = None) -> str:
-    """``service.instance.id``: unique per process (``<run>-rank<R>-<host>-<pid>``), so a Ray
-    driver and its rank-0 actor, or a forked child and its parent, never share one."""
+    """``service.instance.id``: unique per process (``<run>-rank<R>-<host>-<pid>-<tag>``, the
+    tag from process_tag), so a Ray driver and its rank-0 actor, a forked child and its
+    parent, or two containers on one host whose processes have the same pid never share one."""
     import socket
 
-    return f"{run_id}-rank{rank}-{socket.gethostname()}-{os.getpid() if pid is None else pid}"
+    pid = os.getpid() if pid is None else pid
+    return f"{run_id}-rank{rank}-{socket.gethostname()}-{pid}-{process_tag(pid)}"
 
 
 def build_resource(config, *, run_id: str, rank: int, world_size: int, local_rank: int,
@@ -95,6 +130,7 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 
     from lens_core.config import DEFAULT_SERVICE_NAME
+    from lens_core.redaction import redact_attributes
 
     from otel_bridge.resources import detect_resource_attributes
 
@@ -127,7 +163,10 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
         environment.pop(semconv.SERVICE_NAME, None)
     attrs.update(environment)
     attrs.update(caller)
-    return Resource(attrs)
+    # OTEL_RESOURCE_ATTRIBUTES (and a detected command line) may carry a credential
+    # (db.password=..., a URL with user:password@): redacted by key and by shape like any
+    # span attribute; the resource is exported with every batch.
+    return Resource(redact_attributes(attrs))
 
 
 def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, local_rank: int = 0,
@@ -146,6 +185,7 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
 
     from otel_bridge import exporters
 
+    exporters.set_file_mode(config.file_mode)
     resource = build_resource(config, run_id=run_id, rank=rank, world_size=world_size,
                               local_rank=local_rank, resource_attributes=resource_attributes)
     # The exporter name goes to each signal's builder unresolved: ``auto`` is decided per

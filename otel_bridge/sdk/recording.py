@@ -64,7 +64,7 @@ def _sink(exporter_name, config, run_id, rank, span_exporter, impl):
         from otel_bridge.exporters._file import JsonLinesWriter
 
         return FileSink(JsonLinesWriter(config.file_dir or exporters.DEFAULT_FILE_DIR, run_id, rank, "traces"),
-                        impl.encode_traces_json)
+                        impl.encode_traces_json, max_line_bytes=config.file_line_mb << 20)
     return SdkExporterSink(exporters.console_span_exporter())
 
 

@@ -240,7 +240,7 @@ def test_a_forked_child_names_its_own_pid_and_instance(tmp_path, recorder):
     spans = {s["name"]: s["resource"] for s in read_spans(out)}
     assert spans["parent"]["process.pid"] != spans["child"]["process.pid"]
     assert spans["parent"]["service.instance.id"] != spans["child"]["service.instance.id"]
-    assert spans["child"]["service.instance.id"].endswith(f"-{spans['child']['process.pid']}")
+    assert f"-{spans['child']['process.pid']}-" in spans["child"]["service.instance.id"]
 
 
 # ---- a rank killed mid-run --------------------------------------------------------------------
