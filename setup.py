@@ -1,7 +1,8 @@
-"""Build the optional Cython gate (lens_core/_gate.pyx).
+"""Build lens_core's optional compiled modules: the gate and the native wing (recorder, encoders).
 
-LENS_BUILD_EXT: unset = try, and warn loudly if the build fails (lens_core then runs on
-its pure-Python gate); "1" = a failed build fails the install (CI); "0" = skip it.
+LENS_BUILD_EXT: unset = try, and if the build fails install the pure-Python twins and say so
+(on stderr here, and on stderr at the first `import lens_core`, since pip hides build output
+without -v); "1" = a failed build fails the install (CI); "0" = skip it (pure Python, silently).
 """
 import os
 import sys
@@ -13,9 +14,28 @@ MODE = os.environ.get("LENS_BUILD_EXT", "").strip()
 if MODE not in ("", "0", "1"):
     sys.exit(f"LENS_BUILD_EXT={MODE!r}: allowed values are unset, '0' (skip) or '1' (required)")
 
+# Written into the built package when an attempted build failed: lens_core reads it at import.
+FAILED_MARK = os.path.join("lens_core", "_native", "BUILD_FAILED")
+MODULES = {
+    "lens_core._gate": "lens_core/_gate.pyx",
+    "lens_core._native._recorder": "lens_core/_native/_recorder.pyx",
+    "lens_core._native._encode": "lens_core/_native/_encode.pyx",
+}
 
-class BuildGate(build_ext):
-    """build_ext that turns an optional build failure into a visible warning."""
+
+def _fell_back(why, build_lib=None):
+    message = (f"WARNING: lens_core's compiled modules were not built ({why}); the pure-Python "
+               "gate and recorder will be used (lens_core.IMPLEMENTATION == 'python')")
+    print(message, file=sys.stderr)
+    for root in filter(None, (build_lib, ".")):
+        mark = os.path.join(root, FAILED_MARK)
+        if os.path.isdir(os.path.dirname(mark)):
+            with open(mark, "w") as out:
+                out.write(f"{why}\n")
+
+
+class BuildNative(build_ext):
+    """build_ext that turns an optional build failure into a visible warning and a marker."""
 
     def run(self):
         try:
@@ -23,9 +43,12 @@ class BuildGate(build_ext):
         except Exception as exc:  # noqa: BLE001 - any compiler/Cython failure
             if MODE == "1":
                 raise
-            print(f"WARNING: lens_core's compiled gate was not built ({exc}); "
-                  "the pure-Python gate will be used (lens_core.IMPLEMENTATION == 'python')",
-                  file=sys.stderr)
+            _fell_back(f"compiler: {exc}", self.build_lib)
+            return
+        for root in filter(None, (self.build_lib, ".")):
+            mark = os.path.join(root, FAILED_MARK)
+            if os.path.exists(mark):
+                os.remove(mark)
 
 
 ext_modules = []
@@ -33,12 +56,11 @@ if MODE != "0":
     try:
         from Cython.Build import cythonize
 
-        ext_modules = cythonize([Extension("lens_core._gate", ["lens_core/_gate.pyx"])],
+        ext_modules = cythonize([Extension(name, [source]) for name, source in MODULES.items()],
                                 language_level=3, quiet=True)
-    except Exception as exc:  # noqa: BLE001 - Cython missing, or the .pyx failed to compile
+    except Exception as exc:  # noqa: BLE001 - Cython missing, or a .pyx failed to compile
         if MODE == "1":
             raise
-        print(f"WARNING: lens_core's gate was not cythonized ({exc!r}); "
-              "the pure-Python gate will be used", file=sys.stderr)
+        _fell_back(f"Cython: {exc!r}")
 
-setup(ext_modules=ext_modules, cmdclass={"build_ext": BuildGate})
+setup(ext_modules=ext_modules, cmdclass={"build_ext": BuildNative})

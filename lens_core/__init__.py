@@ -1,7 +1,7 @@
 """lens_core: span-group-gated instrumentation primitives (stdlib only; off costs one lookup)."""
 
 from ._impl import IMPLEMENTATION
-from .backend import SpanBackend, install_backend, installed_backend, uninstall_backend
+from .backend import SpanBackend
 from .config import LensConfig
 from .efficiency import IdleWait, deferred_child_span, efficiency_span, start_efficiency_span
 from .export_ranks import (
@@ -34,11 +34,14 @@ from .spans import (
 from .state import (
     enabled_span_groups,
     get_pp_trace_carrier,
+    install_backend,
+    installed_backend,
     pending_span_groups,
     set_enabled_span_groups,
     set_pp_trace_carrier,
     set_span_group_spec,
     span_group_diagnostics,
+    uninstall_backend,
 )
 
 __all__ = [

@@ -1,11 +1,17 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Compiled gate: the disabled fast path of managed_span / trace_fn (same API as _gate_py)."""
+"""Compiled gate: the disabled fast path of managed_span / trace_fn (same API as _gate_py).
+
+When the compiled recorder (lens_core._native._recorder) is the installed backend, an enabled
+span is built here directly into it (its types come from _native/_recorder.pxd)."""
 
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_DECREF
+from cpython.dict cimport PyDict_Copy
+
+from lens_core._native._recorder cimport Recorder, Span
 
 cdef extern from "Python.h":
     # Declared here because Cython's bundled declarations lack the vectorcall parts.
@@ -39,20 +45,11 @@ cdef extern from *:
     object lens_vectorcall(vectorcallfunc f, PyObject* callable, PyObject* const* args, size_t nargsf,
                            PyObject* kwnames)
 
+cdef extern from "Python.h":
+    int PyContextVar_Get(object var, PyObject* default_value, PyObject** value) except -1
+
 __all__ = [
-    "KIND_INTERNAL",
-    "RECORD_BYTES",
-    "Recorder",
-    "SAMPLE_ALWAYS_OFF",
-    "SAMPLE_ALWAYS_ON",
-    "SAMPLE_CUSTOM",
-    "SAMPLE_PARENT_RATIO",
-    "SAMPLE_RATIO",
-    "Span",
-    "encode_traces_json",
-    "encode_traces_pb",
     "is_enabled",
-    "make_record",
     "managed_span",
     "null_span",
     "publish",
@@ -393,8 +390,8 @@ def _rebuild_traced(fn, group, name, tracer, umbrella, state):
 
 # ---- the native recorder's fast path ----------------------------------------------------
 
-include "_recorder.pxi"
-include "_encode.pxi"
+cdef object _LENS_GROUP = "lens.group"
+cdef object _LENS_UMBRELLA = "lens.umbrella"
 
 cdef Recorder _native = None
 # Set by lens_core.spans: the scopes' ContextVars, the redaction cache (key -> redact?),

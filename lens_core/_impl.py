@@ -1,4 +1,7 @@
-"""Chooses the gate implementation (compiled or pure Python); every module imports it from here."""
+"""Chooses the gate implementation (compiled or pure Python); every module imports it from here.
+
+The recorder and encoders of lens_core._native follow the gate's choice (recorder()).
+"""
 
 from __future__ import annotations
 
@@ -31,6 +34,21 @@ def _load(name: str):
     return module
 
 
+def _build_failed() -> None:
+    # An install whose compiled build failed says so here, once per process, on stderr: pip
+    # shows build output only with -v, so the build's own warning is easily never seen.
+    # (LENS_BUILD_EXT=0 installs leave no mark: pure Python was asked for.)
+    mark = os.path.join(os.path.dirname(__file__), "_native", "BUILD_FAILED")
+    if os.path.exists(mark):
+        try:
+            with open(mark) as f:
+                why = f.readline().strip()
+        except OSError:
+            why = "see the install log"
+        sys.stderr.write(f"lens_core: the compiled gate and recorder failed to build at install ({why}); "
+                         "running the pure-Python twins (set LENS_PURE_PYTHON=1 to choose them and silence this)\n")
+
+
 if os.environ.get("LENS_PURE_PYTHON", "").strip() in ("1", "true", "yes", "on"):
     gate, IMPLEMENTATION = _load("python"), "python"
 else:
@@ -38,6 +56,7 @@ else:
         gate, IMPLEMENTATION = _load("cython"), "cython"
     except ImportError:  # not built (LENS_BUILD_EXT=0 or a failed optional build)
         gate, IMPLEMENTATION = _load("python"), "python"
+        _build_failed()
 
 
 _loaded.append(gate)
@@ -104,30 +123,11 @@ def use(name: str) -> None:
             module.IMPLEMENTATION = name
 
 
-class _PythonRecorder:
-    """The pure-Python recorder and encoders, with the compiled module's names."""
-
-    def __init__(self):
-        from . import _encode_py, _recorder_py
-
-        for name in _recorder_py.__all__:
-            setattr(self, name, getattr(_recorder_py, name))
-        self.encode_traces_pb = _encode_py.encode_traces_pb
-        self.encode_traces_json = _encode_py.encode_traces_json
-        self.IMPLEMENTATION = "python"
-
-
-_recorders = {}
-
-
 def recorder():
-    """The span recorder and encoders that go with the active gate: ``Recorder``, ``Span``,
-    ``make_record``, ``encode_traces_pb``, ``encode_traces_json``, ``SAMPLE_*``."""
-    impl = _recorders.get(IMPLEMENTATION)
-    if impl is None:
-        if IMPLEMENTATION == "cython" and hasattr(gate, "Recorder"):
-            impl = gate
-        else:
-            impl = _PythonRecorder()
-        _recorders[IMPLEMENTATION] = impl
-    return impl
+    """The span recorder and encoders that go with the active gate (lens_core._native):
+    ``Recorder``, ``Span``, ``make_record``, ``encode_traces_pb``, ``encode_traces_json``,
+    ``SAMPLE_*``. The compiled gate builds spans straight into the compiled recorder, so the
+    two are always chosen together."""
+    from lens_core import _native
+
+    return _native.load(IMPLEMENTATION)

@@ -1,13 +1,15 @@
-"""The protocol a span backend implements; with none installed every span group is off."""
+"""The protocol a span backend implements; with none installed every span group is off.
+
+Installing one is lens_core.state's (install_backend / uninstall_backend); this module
+imports nothing of lens_core, so a recorder can build on it from any floor."""
 
 from __future__ import annotations
 
-from . import state
 
-__all__ = ["LiveSpan", "SpanBackend", "install_backend", "installed_backend", "uninstall_backend"]
+__all__ = ["REQUIRED_METHODS", "LiveSpan", "SpanBackend"]
 
 
-_REQUIRED = ("start", "use", "release", "end", "live", "set_attributes", "current_carrier", "carrier_of",
+REQUIRED_METHODS = ("start", "use", "release", "end", "live", "set_attributes", "current_carrier", "carrier_of",
              "attach_carrier")
 
 
@@ -93,19 +95,3 @@ class LiveSpan:
         finally:
             self._backend.end(self._span, exc)
         return False
-
-
-def install_backend(backend: SpanBackend) -> None:
-    """Install ``backend``: enabled span groups start producing spans through it."""
-    missing = [m for m in _REQUIRED if not callable(getattr(backend, m, None))]
-    if missing:
-        raise TypeError(f"{backend!r} is not a SpanBackend: missing {', '.join(missing)}")
-    state._set_backend(backend)
-
-
-def uninstall_backend() -> None:
-    """Remove the installed backend: every span group is off again."""
-    state._set_backend(None)
-
-
-installed_backend = state.installed_backend

@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import _impl, _log, scopes, semconv, state
 from .carrier import usable_carrier
 from .registry import Bucket, SpanRegistry
-from .spans import describe_exception, sanitize_attributes
+from .attributes import describe_exception, sanitize_attributes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (import budget)

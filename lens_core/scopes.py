@@ -58,7 +58,7 @@ class span_attributes(_Scope):
     __slots__ = ()
 
     def __init__(self, **attrs: object) -> None:
-        from .spans import sanitize_attributes  # sanitised once here, not on every span
+        from lens_core.attributes import sanitize_attributes  # sanitised once here, not on every span
 
         super().__init__(_ATTRS, sanitize_attributes(attrs))
 

@@ -6,6 +6,7 @@ import _thread
 import os
 
 from . import _impl, _log
+from .backend import REQUIRED_METHODS
 from .carrier import usable_carrier
 from .registry import ALL, SpanRegistry, describe_registered, normalize_name
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:  # typing is not imported at run time (import budget)
 __all__ = [
     "enabled_span_groups",
     "get_pp_trace_carrier",
+    "install_backend",
     "installed_backend",
     "is_span_group_enabled",
     "pending_span_groups",
@@ -25,6 +27,7 @@ __all__ = [
     "set_pp_trace_carrier",
     "set_span_group_spec",
     "span_group_diagnostics",
+    "uninstall_backend",
 ]
 
 # Writers take _lock; readers go through the gate's snapshot and never lock. Lock order:
@@ -155,8 +158,21 @@ def installed_backend() -> Optional[SpanBackend]:
     return _backend
 
 
+def install_backend(backend: SpanBackend) -> None:
+    """Install ``backend``: enabled span groups start producing spans through it."""
+    missing = [m for m in REQUIRED_METHODS if not callable(getattr(backend, m, None))]
+    if missing:
+        raise TypeError(f"{backend!r} is not a SpanBackend: missing {', '.join(missing)}")
+    _set_backend(backend)
+
+
+def uninstall_backend() -> None:
+    """Remove the installed backend: every span group is off again."""
+    _set_backend(None)
+
+
 def _set_backend(backend) -> None:
-    """Install (or with None, remove) the span backend; used by lens_core.backend."""
+    """Install (or with None, remove) the span backend."""
     global _backend
     with _lock:
         _backend = backend

@@ -7,7 +7,7 @@ import json
 from lens_core import current_trace_carrier, get_pp_trace_carrier, installed_backend
 from lens_core.carrier import is_valid_carrier, usable_carrier
 from lens_core.scopes import current_scope_attributes
-from lens_core.spans import sanitize_attributes
+from lens_core.attributes import sanitize_attributes
 
 __all__ = ["MAX_CARRIER_BYTES", "broadcast_trace_context", "create_linked_span"]
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from lens_core.carrier import canonical_carrier, is_valid_carrier
 from lens_core.semconv import LENS_SPAN_CLAMPED
-from lens_core.spans import sanitize_attributes
+from lens_core.attributes import sanitize_attributes
 
 __all__ = ["emit_span", "emit_spans_from_specs", "validate_span_spec"]
 

@@ -6,7 +6,7 @@ import threading
 
 from lens_core import semconv
 from lens_core.backend import LiveSpan, SpanBackend
-from lens_core.spans import describe_exception
+from lens_core.attributes import describe_exception
 
 from otel_bridge.sdk.recording import exception_attributes
 

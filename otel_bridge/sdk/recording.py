@@ -164,9 +164,9 @@ def exception_attributes(exc, escaped=False) -> dict:
     """The ``exception`` event's attributes, as the SDK's record_exception writes them;
     never raises, even for an exception whose ``__str__`` does. Credential shapes in the
     message and the stack trace are redacted (lens_core.redaction.redact_text). The stack
-    trace is bounded (stacktrace): recording one exception on each of 1,000 nested spans
-    costs linear time, not quadratic."""
-    from lens_core.spans import describe_exception
+    trace is bounded (stacktrace_text): recording one exception on each of 1,000 nested
+    spans costs linear time, not quadratic."""
+    from lens_core.attributes import describe_exception
 
     kind = type(exc)
     module, qualname = kind.__module__, kind.__qualname__
@@ -269,7 +269,7 @@ def _exception_only(exc) -> str:
     import traceback
 
     from lens_core.redaction import redact_text
-    from lens_core.spans import describe_exception
+    from lens_core.attributes import describe_exception
 
     kind = type(exc)
     if issubclass(kind, SyntaxError):

@@ -214,27 +214,30 @@ def test_the_selected_gate_is_the_one_in_use(gate_implementation):
     assert lens_core.is_span_group_enabled is _impl.gate.is_enabled
 
 
-def _recorder_names():
-    from lens_core import _recorder_py
-
-    return set(_recorder_py.__all__) | {"encode_traces_json", "encode_traces_pb"}
-
-
 @pytest.mark.skipif(_gate is None, reason="compiled gate not built")
 def test_both_gate_modules_expose_the_same_public_names():
-    """The compiled extension holds the gate and the recorder; the pure-Python gate's
-    names plus the recorder twin's are exactly its names."""
-    assert set(_gate.__all__) == set(_gate_py.__all__) | _recorder_names()
+    """The compiled gate is the small accelerated surface: exactly the pure gate's names
+    (the recorder and encoders live in lens_core._native, not in the gate)."""
+    assert set(_gate.__all__) == set(_gate_py.__all__)
     assert _gate.__all__ == sorted(_gate.__all__)
     for name in _gate_py.__all__:
         assert hasattr(_gate, name) and hasattr(_gate_py, name), name
 
 
 @pytest.mark.skipif(_gate is None, reason="compiled gate not built")
-def test_both_recorder_implementations_expose_the_same_names():
-    compiled, python = _gate, _impl._PythonRecorder()
-    for name in _recorder_names():
-        assert hasattr(compiled, name) and hasattr(python, name), name
+def test_both_native_wing_modules_expose_the_same_names_as_their_twins():
+    from lens_core._native import _encode, _encode_py, _recorder, _recorder_py
+
+    assert set(_recorder.__all__) == set(_recorder_py.__all__)
+    assert set(_encode.__all__) == {"encode_traces_json", "encode_traces_pb"} <= set(_encode_py.__all__)
+    for name in _recorder_py.__all__:
+        assert hasattr(_recorder, name), name
+
+
+def test_the_native_wing_follows_the_gate(gate_implementation):
+    """lens_core._impl.recorder() is the native wing of the active gate (the compiled gate
+    records straight into the compiled recorder, so they are chosen together)."""
+    assert _impl.recorder().IMPLEMENTATION == gate_implementation
 
 
 @pytest.mark.parametrize("kind", ["managed_span", "umbrella_span"])

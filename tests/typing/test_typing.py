@@ -108,10 +108,14 @@ def test_a_copy_of_the_fallbacks_checks_clean_in_a_strictly_typed_library(tmp_pa
     assert _pyright("-p", str(tmp_path / "pyrightconfig.json"), str(package), cwd=tmp_path) == []
 
 
-def test_the_gate_stub_matches_the_compiled_module():
+COMPILED_MODULES = ("lens_core._gate", "lens_core._native._recorder", "lens_core._native._encode")
+
+
+def test_the_compiled_modules_match_their_stubs():
+    """The gate's and the native wing's .pyi files against the compiled modules (stubtest)."""
     pytest.importorskip("lens_core._gate")
     pytest.importorskip("mypy.stubtest")
-    proc = subprocess.run([sys.executable, "-m", "mypy.stubtest", "lens_core._gate", "--allowlist",
+    proc = subprocess.run([sys.executable, "-m", "mypy.stubtest", *COMPILED_MODULES, "--allowlist",
                            str(HERE / "stubtest_allowlist.txt")], capture_output=True, text=True, timeout=600,
                           cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,5 +1,5 @@
 """Pure-Python OTLP encoders for span records: protobuf ``ExportTraceServiceRequest`` bytes and
-OTLP/JSON lines (the compiled twin lives in ``_encode.pxi``; both write the same bytes).
+OTLP/JSON lines (the compiled twin is ``_encode.pyx``; both write the same bytes).
 
 A record is anything with the ``_recorder_py.Span`` fields. Resource and scopes arrive
 already encoded (protobuf bytes, and JSON text) because they are fixed per process.

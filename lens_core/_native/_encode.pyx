@@ -1,9 +1,17 @@
-# Compiled OTLP encoders (included into _gate.pyx): the twin of _encode_py.py, byte for byte.
-#
-# Records are Span objects (see _recorder.pxi). Output goes into a growable C buffer; a
-# length-delimited field is written as a one-byte placeholder that is widened in place
-# (memmove) once the body's size is known, so each record is visited once.
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Compiled OTLP encoders (protobuf and OTLP/JSON): the twin of lens_core._native._encode_py, byte for byte.
 
+Records are the compiled recorder's Span objects (declared in _recorder.pxd). Output goes
+into a growable C buffer; a length-delimited field is written as a one-byte placeholder
+that is widened in place (memmove) once the body's size is known, so each record is
+visited once.
+"""
+
+cimport cython
+from libc.stdint cimport uint64_t, int64_t
+from cpython.object cimport PyObject
+from cpython.dict cimport PyDict_Next
+from lens_core._native._recorder cimport Span
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memmove
 from libc.math cimport isnan, isinf
@@ -11,6 +19,8 @@ from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.float cimport PyFloat_AS_DOUBLE
+
+__all__ = ["encode_traces_json", "encode_traces_pb"]
 
 cdef extern from "Python.h":
     char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* type) except NULL

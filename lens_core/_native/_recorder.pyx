@@ -1,11 +1,17 @@
-# Compiled span recorder (included into _gate.pyx): the twin of _recorder_py.py.
-#
-# Same names, same behaviour, same records. What is compiled: creating a Lens span
-# (ids, clock, parent from OpenTelemetry's context, sampling), making it current in
-# OpenTelemetry's context, merging and cleaning its attributes, the open-span ledger,
-# ending and queueing it. Rare paths (custom samplers, carriers, exceptions) call the
-# Python twin's helpers, so their logic is written once.
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Compiled span recorder: the twin of lens_core._native._recorder_py (same names, same records).
 
+What is compiled: creating a Lens span (ids, clock, parent from OpenTelemetry's context,
+sampling), making it current in OpenTelemetry's context, merging and cleaning its
+attributes, the open-span ledger, ending and queueing it. Rare paths (custom samplers,
+carriers, events, links, exceptions) call lens_core._native._shared, the functions both
+twins use, so their logic is written once. The types are declared in _recorder.pxd.
+"""
+
+cimport cython
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_DECREF
+from cpython.dict cimport PyDict_GetItem
 from libc.stdint cimport uint64_t, int64_t
 from cpython.dict cimport PyDict_Copy, PyDict_SetItem, PyDict_Next, PyDict_Size, PyDict_Update, PyDict_DelItem
 from cpython.list cimport PyList_Append, PyList_GET_SIZE
@@ -42,11 +48,24 @@ cdef extern from "unistd.h" nogil:
 cdef extern from "sched.h" nogil:
     int sched_yield()
 
-from . import _recorder_py as _twin
+from lens_core._native import _shared
+
+__all__ = [
+    "KIND_INTERNAL",
+    "RECORD_BYTES",
+    "Recorder",
+    "SAMPLE_ALWAYS_OFF",
+    "SAMPLE_ALWAYS_ON",
+    "SAMPLE_CUSTOM",
+    "SAMPLE_PARENT_RATIO",
+    "SAMPLE_RATIO",
+    "Span",
+    "make_record",
+]
 
 KIND_INTERNAL = 1
 SAMPLE_ALWAYS_ON, SAMPLE_ALWAYS_OFF, SAMPLE_RATIO, SAMPLE_PARENT_RATIO, SAMPLE_CUSTOM = range(5)
-RECORD_BYTES = _twin.RECORD_BYTES
+RECORD_BYTES = _shared.RECORD_BYTES
 make_record_py = None  # set below
 
 cdef enum:
@@ -126,36 +145,6 @@ cdef class Span:
     """A Lens span: the live object while it runs (OpenTelemetry's Span API) and its own
     record once ended. ``with`` on an unstarted span starts it and makes it current."""
 
-    cdef Recorder _rec
-    cdef int _state
-    cdef object _token
-    cdef object _context
-    cdef bint _cm
-    cdef bint _record_exc
-    cdef object _ctx_cache
-    cdef int _pid
-    cdef uint64_t _trace_hi, _trace_lo, _span_id, _parent_id
-    cdef public bint parent_remote
-    cdef public object trace_state
-    cdef public bint sampled
-    cdef public int flags
-    cdef public object name
-    cdef public int kind
-    cdef public int64_t start_ns, end_ns
-    cdef public object attrs
-    cdef public object events
-    cdef public object links
-    cdef public int status_code
-    cdef public object status_msg
-    cdef public int scope
-    cdef public int64_t thread_id
-    cdef public object thread_name
-    cdef public int dropped_attrs, dropped_events, dropped_links
-    cdef public object sdk_span
-    cdef Span _prev
-    cdef Span _next
-    cdef bint _evicted
-    cdef bint _linked
 
     def __init__(self, rec, name, attrs, context=None, kind=KIND_INTERNAL, links=None, record_exception=True):
         self._rec = rec
@@ -236,17 +225,17 @@ cdef class Span:
     def set_attributes(self, attributes):
         """Set attributes (sanitised and redacted); ignored once the span has ended."""
         if self._state == _OPEN and self.sampled and attributes:
-            _twin.Recorder._merge_attributes(self._rec, self, attributes)
+            _shared.merge_attributes(self._rec, self, attributes)
 
     def add_event(self, name, attributes=None, timestamp=None):
         """Record an event (time now unless ``timestamp`` in ns is given)."""
         if self._state == _OPEN and self.sampled:
-            _twin.Recorder._add_event(self._rec, self, name, attributes, timestamp)
+            _shared.add_event(self._rec, self, name, attributes, timestamp)
 
     def add_link(self, context, attributes=None):
         """Link to another span's SpanContext."""
         if self._state == _OPEN and self.sampled and context is not None and context.is_valid:
-            _twin.Recorder._add_link(self._rec, self, context, attributes)
+            _shared.add_link(self._rec, self, context, attributes)
 
     def update_name(self, name):
         """Rename the span."""
@@ -256,12 +245,12 @@ cdef class Span:
     def set_status(self, status, description=None):
         """Set the status (a Status or a StatusCode); OK is final, UNSET is ignored."""
         if self._state == _OPEN and self.sampled:
-            _twin.Recorder._set_status(self._rec, self, status, description)
+            _shared.set_status(self._rec, self, status, description)
 
     def record_exception(self, exception, attributes=None, timestamp=None, escaped=False):
         """Record ``exception`` as an ``exception`` event (the status is left to the caller)."""
         if self._state == _OPEN and self.sampled:
-            _twin.Recorder._exception_event(self._rec, self, exception, attributes, timestamp, escaped)
+            _shared.exception_event(self._rec, self, exception, attributes, timestamp, escaped)
 
     def end(self, end_time=None):
         """End the span (once); ``end_time`` in ns, default now."""
@@ -276,7 +265,7 @@ cdef class Span:
     @property
     def parent(self):
         """The parent's SpanContext, or None for a root span."""
-        return _twin.Recorder._parent_context(self._rec, self) if self._parent_id else None
+        return _shared.parent_context(self._rec, self) if self._parent_id else None
 
     @property
     def attributes(self):
@@ -334,27 +323,6 @@ cdef class Recorder:
     """The process's span store: creates Lens spans, keeps the open ones (bounded), queues
     ended ones (bounded) and counts every outcome. Also a lens_core SpanBackend."""
 
-    cdef public int max_open
-    cdef public Py_ssize_t buffer_bytes
-    cdef public Py_ssize_t queue_limit
-    cdef list _queue
-    cdef Span _head
-    cdef Span _tail
-    cdef public Py_ssize_t open_count
-    cdef public uint64_t created, ended, dropped, evicted, evicted_ended, truncated
-    cdef public bint closed
-    cdef int _mode
-    cdef uint64_t _ratio_bound
-    cdef public object _sampler
-    cdef public object _otel
-    # OpenTelemetry's context machinery, for the compiled fast path
-    cdef object _cv            # the ContextVar behind opentelemetry.context, or None
-    cdef object _context_type
-    cdef object _span_key
-    cdef object _threading
-    cdef object _current_thread
-    cdef object __weakref__
-
     name = "lens-native"
 
     def __init__(self, *, max_open=10_000, buffer_bytes=16 << 20):
@@ -382,7 +350,7 @@ cdef class Recorder:
     def bind_otel(self, *, contextvar, context_type, span_key, span_context_type, trace_flags_type,
                   trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc, fail_span):
         """Bind OpenTelemetry's context machinery (see the Python twin)."""
-        self._otel = _twin._OTel(contextvar, context_type, span_key, span_context_type, trace_flags_type,
+        self._otel = _shared.OTel(contextvar, context_type, span_key, span_context_type, trace_flags_type,
                                  trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc,
                                  fail_span)
         self._cv = contextvar
@@ -396,8 +364,6 @@ cdef class Recorder:
         self._ratio_bound = min(bound, 0xFFFFFFFFFFFFFFFF) if ratio < 1.0 else 0xFFFFFFFFFFFFFFFF
         self._all_ratio = ratio >= 1.0
         self._sampler = sampler
-
-    cdef bint _all_ratio
 
     # ---- SpanBackend -------------------------------------------------------------------
 
@@ -415,7 +381,7 @@ cdef class Recorder:
     def live(self, name, attributes, tracer=None, context=None, record=True):
         """SpanBackend.live: the span itself is the with-block's context manager."""
         if tracer is not None:
-            from .backend import LiveSpan
+            from lens_core.backend import LiveSpan
 
             return LiveSpan(self, name, attributes, tracer, context, record)
         return Span(self, name, attributes, context, KIND_INTERNAL, None, record)
@@ -423,9 +389,9 @@ cdef class Recorder:
     def start(self, name, attributes, tracer=None, context=None, links=None):
         """Start a span (not made current)."""
         if tracer is not None:
-            return tracer.start_span(name, _twin.Recorder._otel_context(self, context), attributes=attributes,
+            return tracer.start_span(name, _shared.otel_context(self, context), attributes=attributes,
                                      links=links)
-        span = Span(self, name, attributes, context, KIND_INTERNAL, _twin._links(links), True)
+        span = Span(self, name, attributes, context, KIND_INTERNAL, _shared.links_of(links), True)
         self._start(span)
         return span
 
@@ -444,7 +410,7 @@ cdef class Recorder:
         """End ``span``, recording ``exc`` with ERROR status first."""
         if type(span) is not Span:
             if exc is not None:
-                _twin._otel_fail(self._otel, span, exc)
+                _shared.otel_fail(self._otel, span, exc)
             span.end()
             return
         if exc is not None:
@@ -464,11 +430,11 @@ cdef class Recorder:
 
     def carrier_of(self, span):
         """``span``'s context as W3C headers."""
-        return _twin.Recorder.carrier_of(self, span)
+        return _shared.carrier_of(self, span)
 
     def attach_carrier(self, carrier):
         """Make the carrier's remote context current; None when it is unusable."""
-        return _twin.Recorder.attach_carrier(self, carrier)
+        return _shared.attach_carrier(self, carrier)
 
     # ---- the hot path ------------------------------------------------------------------
 
@@ -545,7 +511,7 @@ cdef class Recorder:
             random_flag = parent_span.flags & _RANDOM_TRACE_ID
             sampled = self._sample_child(span, parent_span.flags & 1)
         else:  # an OTel span, a carrier or a Context: the twin's slow path finds the parent
-            found_parent = _twin.Recorder._parent_of(self, context) if parent is None else _parent_tuple(parent)
+            found_parent = _shared.parent_of(self, context) if parent is None else _parent_tuple(parent)
             if found_parent is None:
                 while hi == 0 and lo == 0:
                     hi = _next64()
@@ -586,13 +552,13 @@ cdef class Recorder:
             return False
         if self._mode == _M_RATIO or self._mode == _M_PARENT_RATIO:
             return self._all_ratio or span._trace_lo < self._ratio_bound
-        return _twin.Recorder._ask_sampler(self, span.trace_id, span, None)
+        return _shared.ask_sampler(self, span.trace_id, span, None)
 
     cdef bint _sample_child(self, Span span, bint parent_sampled) except -1:
         if self._mode == _M_PARENT_RATIO:
             return parent_sampled
         if self._mode == _M_CUSTOM:
-            return _twin.Recorder._ask_sampler(self, span.trace_id, span, parent_sampled)
+            return _shared.ask_sampler(self, span.trace_id, span, parent_sampled)
         return self._sample_root(span)
 
     cpdef int _end(self, Span span, int64_t end_ns) except -1:
@@ -700,7 +666,7 @@ cdef class Recorder:
         for span in reversed(self.open_spans()):
             if span._state != _OPEN:
                 continue
-            _twin.Recorder._add_event(self, span, _LENS_TRUNCATED, {_TRUNCATION_REASON: reason}, None)
+            _shared.add_event(self, span, _LENS_TRUNCATED, {_TRUNCATION_REASON: reason}, None)
             span.attrs[_LENS_TRUNCATED] = True
             self._end(span, 0)
             count += 1
@@ -723,27 +689,26 @@ cdef class Recorder:
         """Record ``exc`` on a live span: an exception event and ERROR status."""
         if span._state != _OPEN or not span.sampled:
             return
-        from .spans import describe_exception
 
         self._exception_event(span, exc, None, None, True)
         if span.status_code != 1:
             span.status_code = 2
-            span.status_msg = describe_exception(exc)
+            span.status_msg = _shared.describe_exception(exc)
 
     def _span_context(self, span):
-        return _twin.Recorder._span_context(self, span)
+        return _shared.span_context(self, span)
 
     def _merge_attributes(self, span, attributes):
-        _twin.Recorder._merge_attributes(self, span, attributes)
+        _shared.merge_attributes(self, span, attributes)
 
     def _add_event(self, span, name, attributes, timestamp):
-        _twin.Recorder._add_event(self, span, name, attributes, timestamp)
+        _shared.add_event(self, span, name, attributes, timestamp)
 
     def _remote_span(self, trace_id, span_id, flags, state):
-        return _twin.Recorder._remote_span(self, trace_id, span_id, flags, state)
+        return _shared.remote_span(self, trace_id, span_id, flags, state)
 
     def _exception_event(self, span, exc, attributes, timestamp, escaped):
-        _twin.Recorder._exception_event(self, span, exc, attributes, timestamp, escaped)
+        _shared.exception_event(self, span, exc, attributes, timestamp, escaped)
 
     @property
     def _random(self):
@@ -768,3 +733,6 @@ cdef object _parent_tuple(parent):
         return None
     state = ctx.trace_state.to_header() if ctx.trace_state else None
     return ctx.trace_id, ctx.span_id, int(ctx.trace_flags), ctx.is_remote, state or None
+
+
+_shared.SPAN_TYPES += (Span,)

@@ -22,7 +22,9 @@ from __future__ import annotations
 import os
 import time
 
-from . import semconv
+from lens_core import semconv
+from lens_core._native import _shared
+from lens_core._native._shared import STATUS_ERROR, STATUS_OK, STATUS_UNSET
 
 __all__ = [
     "KIND_INTERNAL",
@@ -38,11 +40,8 @@ __all__ = [
 ]
 
 KIND_INTERNAL = 1  # OTLP SpanKind values: 1 internal, 2 server, 3 client, 4 producer, 5 consumer
-STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
 
-#: Bytes one queued record is budgeted at (a measured Span with a few attributes); the
-#: queue holds at most ``buffer_bytes // RECORD_BYTES`` records before it drops.
-RECORD_BYTES = 512
+RECORD_BYTES = _shared.RECORD_BYTES
 
 # Sampling modes a Recorder decides itself (the SDK's built-in samplers); anything else is
 # SAMPLE_CUSTOM: the SDK sampler object is asked for every span.
@@ -262,7 +261,7 @@ class Recorder:
         ``contextvar`` is the ContextVar behind ``opentelemetry.context`` (None when the
         runtime context is not ContextVar-based: ``get_current``/``attach``/``detach`` are
         used instead)."""
-        self._otel = _OTel(contextvar, context_type, span_key, span_context_type, trace_flags_type,
+        self._otel = _shared.OTel(contextvar, context_type, span_key, span_context_type, trace_flags_type,
                            trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc,
                            fail_span)
 
@@ -289,7 +288,7 @@ class Recorder:
     def live(self, name, attributes, tracer=None, context=None, record=True):
         """SpanBackend.live: the span itself is the with-block's context manager."""
         if tracer is not None:
-            from .backend import LiveSpan  # not at import: backend -> state -> _impl loads this module
+            from lens_core.backend import LiveSpan
 
             return LiveSpan(self, name, attributes, tracer, context, record)
         return Span(self, name, attributes, context, record_exception=record)
@@ -298,7 +297,7 @@ class Recorder:
         """Start a span (not made current)."""
         if tracer is not None:
             return tracer.start_span(name, self._otel_context(context), attributes=attributes, links=links)
-        span = Span(self, name, attributes, context, links=_links(links))
+        span = Span(self, name, attributes, context, links=_shared.links_of(links))
         self._start(span)
         return span
 
@@ -317,7 +316,7 @@ class Recorder:
         """End ``span``, recording ``exc`` with ERROR status first."""
         if not isinstance(span, Span):
             if exc is not None:
-                _otel_fail(self._otel, span, exc)
+                _shared.otel_fail(self._otel, span, exc)
             span.end()
             return
         if exc is not None:
@@ -328,6 +327,21 @@ class Recorder:
         """Set sanitised attributes on a live span."""
         span.set_attributes(attributes)
 
+    # The rare paths both recorders share, bound as methods (lens_core._native._shared).
+    carrier_of = _shared.carrier_of
+    attach_carrier = _shared.attach_carrier
+    _parent_of = _shared.parent_of
+    _otel_context = _shared.otel_context
+    _remote_span = _shared.remote_span
+    _parent_context = _shared.parent_context
+    _span_context = _shared.span_context
+    _ask_sampler = _shared.ask_sampler
+    _merge_attributes = _shared.merge_attributes
+    _add_event = _shared.add_event
+    _add_link = _shared.add_link
+    _set_status = _shared.set_status
+    _exception_event = _shared.exception_event
+
     def current_carrier(self) -> dict:
         """The current recording span's context as W3C headers, or ``{}``."""
         span = self._current_span()
@@ -335,28 +349,6 @@ class Recorder:
             return {}
         return self.carrier_of(span)
 
-    def carrier_of(self, span) -> dict:
-        """``span``'s context as W3C headers."""
-        from .carrier import format_traceparent
-
-        if isinstance(span, Span):
-            trace_id, span_id, flags, state = span.trace_id, span.span_id, span.flags, span.trace_state
-        else:
-            ctx = span.get_span_context()
-            trace_id, span_id, flags = ctx.trace_id, ctx.span_id, int(ctx.trace_flags)
-            state = ctx.trace_state.to_header() if ctx.trace_state else None
-        carrier = {"traceparent": format_traceparent(trace_id, span_id, flags)}
-        if state:
-            carrier["tracestate"] = state
-        return carrier
-
-    def attach_carrier(self, carrier):
-        """Make the carrier's remote context current; None when it is unusable."""
-        remote = _parse_carrier(carrier)
-        if remote is None:
-            return None
-        otel = self._otel
-        return otel.attach(otel.set_span(otel.get_current(), self._remote_span(*remote)))
 
     # ---- the hot path ------------------------------------------------------------------
 
@@ -543,57 +535,6 @@ class Recorder:
         otel = self._otel
         return otel.get_current().get(otel.span_key)
 
-    def _parent_of(self, context):
-        """(trace_id, span_id, sampled, remote, trace_state) of the parent, or None."""
-        otel = self._otel
-        if context is None:
-            parent = otel.get_current().get(otel.span_key)
-        elif isinstance(context, otel.context_type):
-            parent = context.get(otel.span_key)
-        elif hasattr(context, "get_span_context"):  # a span (ours or OpenTelemetry's)
-            parent = context
-        else:  # a W3C carrier
-            remote = _parse_carrier(context)
-            if remote is None:  # a malformed carrier is ignored, as remote_trace_context does
-                parent = otel.get_current().get(otel.span_key)
-            else:
-                trace_id, span_id, flags, state = remote
-                return trace_id, span_id, flags, True, state
-        if parent is None:
-            return None
-        if isinstance(parent, Span):
-            return parent.trace_id, parent.span_id, parent.flags, False, parent.trace_state
-        ctx = parent.get_span_context()
-        if ctx is None or not ctx.is_valid:
-            return None
-        state = ctx.trace_state.to_header() if ctx.trace_state else None
-        return ctx.trace_id, ctx.span_id, int(ctx.trace_flags), ctx.is_remote, state or None
-
-    def _otel_context(self, context):
-        # For a user-given tracer: a carrier becomes a Context holding its remote span.
-        if context is None or isinstance(context, self._otel.context_type):
-            return context
-        remote = _parse_carrier(context)
-        if remote is None:
-            return None
-        otel = self._otel
-        return otel.set_span(otel.context_type(), self._remote_span(*remote))
-
-    def _remote_span(self, trace_id, span_id, flags, state):
-        otel = self._otel
-        trace_state = otel.trace_state_type.from_header([state]) if state else None
-        ctx = otel.span_context_type(trace_id, span_id, True, otel.trace_flags_type(flags), trace_state)
-        return otel.non_recording_span_type(ctx)
-
-    def _parent_context(self, span):
-        otel = self._otel
-        return otel.span_context_type(span.trace_id, span.parent_id, span.parent_remote,
-                                      otel.trace_flags_type(span.flags))
-
-    def _span_context(self, span):
-        otel = self._otel
-        state = otel.trace_state_type.from_header([span.trace_state]) if span.trace_state else None
-        return otel.span_context_type(span.trace_id, span.span_id, False, otel.trace_flags_type(span.flags), state)
 
     # ---- sampling ----------------------------------------------------------------------
 
@@ -615,139 +556,18 @@ class Recorder:
             return self._ask_sampler(trace_id, span, parent_sampled)
         return self._sample_root(trace_id, span)
 
-    def _ask_sampler(self, trace_id, span, parent_sampled) -> bool:
-        otel = self._otel
-        parent_ctx = None
-        if parent_sampled is not None:
-            ctx = otel.span_context_type(trace_id, span.parent_id, span.parent_remote,
-                                         otel.trace_flags_type(int(parent_sampled)))
-            parent_ctx = otel.set_span(otel.context_type(), otel.non_recording_span_type(ctx))
-        try:
-            result = self._sampler.should_sample(parent_ctx, trace_id, span.name, None, span.attrs, None)
-        except Exception:  # a broken sampler must not break the job: keep the span
-            return True
-        if result.attributes:
-            span.attrs.update(result.attributes)
-        if result.trace_state is not None:
-            span.trace_state = result.trace_state.to_header() or None
-        return result.decision.is_sampled()
 
     # ---- mutation helpers --------------------------------------------------------------
 
-    def _merge_attributes(self, span, attributes) -> None:
-        from .spans import _sanitize_into
-
-        _sanitize_into(span.attrs, attributes)
-
-    def _add_event(self, span, name, attributes, timestamp) -> None:
-        from .spans import sanitize_attributes
-
-        if span.events is None:
-            span.events = []
-        span.events.append((str(name), timestamp or time.time_ns(), sanitize_attributes(attributes)))
-
-    def _add_link(self, span, context, attributes) -> None:
-        from .spans import sanitize_attributes
-
-        state = context.trace_state.to_header() if context.trace_state else None
-        if span.links is None:
-            span.links = []
-        span.links.append((context.trace_id, context.span_id, state or None, sanitize_attributes(attributes),
-                           bool(context.is_remote)))
-
-    def _set_status(self, span, status, description) -> None:
-        code = getattr(status, "status_code", status)
-        value = getattr(code, "value", code)
-        if description is None:
-            description = getattr(status, "description", None)
-        if span.status_code == STATUS_OK or value == STATUS_UNSET:
-            return
-        span.status_code = value
-        span.status_msg = description if value == STATUS_ERROR else None
-
-    def _exception_event(self, span, exc, attributes, timestamp, escaped) -> None:
-        attrs = self._otel.format_exc(exc, escaped)
-        if attributes:
-            attrs.update(attributes)
-        self._add_event(span, "exception", attrs, timestamp)
 
     def _fail(self, span, exc) -> None:
         """Record ``exc`` on a live span: an exception event and ERROR status."""
         if span._state != _OPEN or not span.sampled:
             return
-        from .spans import describe_exception
-
         self._exception_event(span, exc, None, None, True)
         if span.status_code != STATUS_OK:
             span.status_code = STATUS_ERROR
-            span.status_msg = describe_exception(exc)
+            span.status_msg = _shared.describe_exception(exc)
 
 
-class _OTel:
-    """OpenTelemetry's context names, bound at run time."""
-
-    __slots__ = ("contextvar", "context_type", "span_key", "span_context_type", "trace_flags_type",
-                 "trace_state_type", "non_recording_span_type", "get_current", "attach", "detach", "format_exc",
-                 "fail_span")
-
-    def __init__(self, contextvar, context_type, span_key, span_context_type, trace_flags_type, trace_state_type,
-                 non_recording_span_type, get_current, attach, detach, format_exc, fail_span):
-        self.contextvar = contextvar
-        self.context_type = context_type
-        self.span_key = span_key
-        self.span_context_type = span_context_type
-        self.trace_flags_type = trace_flags_type
-        self.trace_state_type = trace_state_type
-        self.non_recording_span_type = non_recording_span_type
-        self.format_exc = format_exc
-        self.fail_span = fail_span  # (OTel span, exception): record it with ERROR status
-        if contextvar is not None:  # set and reset the ContextVar directly: fewer calls per span
-            self.get_current = contextvar.get
-            self.attach = contextvar.set
-            self.detach = contextvar.reset
-        else:
-            self.get_current, self.attach, self.detach = get_current, attach, detach
-
-    def set_span(self, context, span):
-        values = dict(context)
-        values[self.span_key] = span
-        return self.context_type(values)
-
-
-def _otel_fail(otel, span, exc) -> None:
-    """Record ``exc`` on an OpenTelemetry span (one a user-given tracer made)."""
-    try:
-        otel.fail_span(span, exc)
-    except Exception:  # recording must never replace the user's exception
-        pass
-
-
-def _links(links):
-    if not links:
-        return None
-    out = []
-    for link in links:
-        ctx = getattr(link, "context", link)
-        state = ctx.trace_state.to_header() if ctx.trace_state else None
-        out.append((ctx.trace_id, ctx.span_id, state or None, dict(getattr(link, "attributes", None) or {}),
-                    bool(ctx.is_remote)))
-    return out
-
-
-def _parse_carrier(carrier):
-    """(trace_id, span_id, flags, tracestate) from a W3C carrier, or None if malformed."""
-    from .carrier import TRACEPARENT, TRACESTATE, parse_traceparent
-
-    get = getattr(carrier, "get", None)
-    if get is None:
-        return None
-    try:
-        parsed = parse_traceparent(get(TRACEPARENT))
-        state = get(TRACESTATE)
-    except Exception:  # a mapping whose get() raises is as unusable as a malformed one
-        return None
-    if parsed is None:
-        return None
-    if not isinstance(state, str) or not state.strip() or len(state) > 512:
-        state = None
-    return parsed.trace_id, parsed.span_id, parsed.flags, state
+_shared.SPAN_TYPES += (Span,)

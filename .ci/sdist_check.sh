@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A source install is compiled, or says loudly that it is not:
+# 1. build an sdist, a wheel from that sdist, install the wheel into a fresh venv: the compiled
+#    gate, recorder and encoders must load (a platform wheel, not py3-none-any);
+# 2. the same sdist built with a compiler that fails: the install still works (pure Python) and
+#    `import lens_core` says so on stderr, without pip's -v.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+python -m pip install -q build
+python -m build --sdist --outdir "$work/dist" . >/dev/null
+sdist="$(ls "$work"/dist/*.tar.gz)"
+echo "sdist: $(basename "$sdist") ($(tar tzf "$sdist" | grep -cE '\.(pyx|pxd|pyi)$') .pyx/.pxd/.pyi files)"
+
+python -m pip wheel -q --no-deps "$sdist" -w "$work/wheel"
+wheel="$(ls "$work"/wheel/*.whl)"
+echo "wheel from the sdist: $(basename "$wheel")"
+case "$wheel" in *py3-none-any*) echo "FAIL: the wheel built from the sdist is pure Python" >&2; exit 1;; esac
+python -m venv "$work/venv"
+"$work/venv/bin/pip" install -q --no-deps "$wheel"
+(cd "$work" && "$work/venv/bin/python" - <<'PY'
+import lens_core
+from lens_core import _impl
+from lens_core._native import _encode, _recorder  # noqa: F401 - the compiled wing loads
+assert lens_core.IMPLEMENTATION == "cython", lens_core.IMPLEMENTATION
+assert _impl.recorder().IMPLEMENTATION == "cython"
+print("installed from the sdist's wheel: gate", lens_core.IMPLEMENTATION, "and recorder", _impl.recorder().IMPLEMENTATION)
+PY
+)
+
+# A failed build falls back to pure Python and says so at import (stderr, no -v needed).
+CC=false LENS_BUILD_EXT= python -m pip wheel -q --no-deps --no-cache-dir "$sdist" -w "$work/wheel-failed" 2>/dev/null
+failed="$(ls "$work"/wheel-failed/*.whl)"
+python -m venv "$work/venv2"
+"$work/venv2/bin/pip" install -q --no-deps "$failed"
+err="$(cd "$work" && "$work/venv2/bin/python" -c "import lens_core; assert lens_core.IMPLEMENTATION == 'python'" 2>&1 >/dev/null)"
+case "$err" in
+  *"failed to build"*) echo "a failed build says so at import: $err";;
+  *) echo "FAIL: a wheel whose build failed imported silently as pure Python (stderr: '$err')" >&2; exit 1;;
+esac
