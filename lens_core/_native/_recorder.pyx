@@ -17,6 +17,9 @@ from cpython.dict cimport PyDict_Copy, PyDict_SetItem, PyDict_Next, PyDict_Size,
 from cpython.list cimport PyList_Append, PyList_GET_SIZE
 
 cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
+
+cdef extern from "Python.h":
     int PyContextVar_Get(object var, PyObject* default_value, PyObject** value) except -1
     object PyContextVar_Set(object var, object value)
     int PyContextVar_Reset(object var, object token) except -1
@@ -148,7 +151,7 @@ cdef class Span:
 
     def __init__(self, rec, name, attrs, context=None, kind=KIND_INTERNAL, links=None, record_exception=True):
         self._rec = rec
-        self.name = name
+        self.name = _shared.redact_name(name)
         self.attrs = {} if attrs is None else attrs
         self._context = context
         self.kind = kind
@@ -240,7 +243,7 @@ cdef class Span:
     def update_name(self, name):
         """Rename the span."""
         if self._state == _OPEN:
-            self.name = str(name)
+            self.name = _shared.redact_name(str(name))
 
     def set_status(self, status, description=None):
         """Set the status (a Status or a StatusCode); OK is final, UNSET is ignored."""
@@ -339,6 +342,7 @@ cdef class Recorder:
         self._current_thread = threading.current_thread
         self._mode = _M_ALWAYS_ON
         self._ratio_bound = 0xFFFFFFFFFFFFFFFF
+        self.set_limits(_shared.Limits())
         if hasattr(_os_mod, "register_at_fork"):
             import weakref
 
@@ -356,6 +360,15 @@ cdef class Recorder:
         self._cv = contextvar
         self._context_type = context_type
         self._span_key = span_key
+
+    def set_limits(self, limits):
+        """Apply the OpenTelemetry span limits ``limits`` (a lens_core._native._shared.Limits;
+        the SDK's 128 defaults unless set; None: no limits)."""
+        self._limits = limits
+        cap = -1 if limits is None else limits.attrs_cap()
+        self._attrs_cap = cap if cap >= 0 else PY_SSIZE_T_MAX
+        self._value_limited = limits is not None and (limits.span_value_length is not None
+                                                      or limits.value_length is not None)
 
     def set_sampler(self, mode, ratio=1.0, sampler=None):
         """Sample with a built-in rule (SAMPLE_*), or ask ``sampler`` (SAMPLE_CUSTOM)."""
@@ -568,6 +581,9 @@ cdef class Recorder:
         span.end_ns = end_ns if end_ns else _now_ns()
         if not span.sampled or span._pid != _pid:  # unsampled, or started before a fork
             return 0
+        if self._limits is not None and (self._value_limited or span.links is not None
+                                         or PyDict_Size(span.attrs) > self._attrs_cap):
+            _shared.apply_limits(self, span)  # rare: three C tests on the common path
         if span._evicted:
             self.evicted_ended += 1
         else:

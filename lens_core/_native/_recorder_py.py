@@ -20,6 +20,7 @@ hot path takes no lock that a signal handler's shutdown could need.
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from lens_core import semconv
@@ -73,7 +74,7 @@ class Span:
         self._record_exc = record_exception
         self._ctx_cache = None
         self._pid = 0
-        self.name = name
+        self.name = _shared.redact_name(name) if rec is not None else name  # a make_record name is clean
         self.kind = kind
         self.attrs = {} if attrs is None else attrs
         self.events = None
@@ -151,7 +152,7 @@ class Span:
     def update_name(self, name) -> None:
         """Rename the span."""
         if self._state == _OPEN:
-            self.name = str(name)
+            self.name = _shared.redact_name(str(name))
 
     def set_status(self, status, description=None) -> None:
         """Set the status (a Status or a StatusCode); OK is final, UNSET is ignored."""
@@ -246,6 +247,7 @@ class Recorder:
         self._ratio_bound = _TRACE_ID_LIMIT
         self._sampler = None
         self._otel = None
+        self.set_limits(_shared.Limits())
         if hasattr(os, "register_at_fork"):
             import weakref
 
@@ -264,6 +266,15 @@ class Recorder:
         self._otel = _shared.OTel(contextvar, context_type, span_key, span_context_type, trace_flags_type,
                            trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc,
                            fail_span)
+
+    def set_limits(self, limits) -> None:
+        """Apply the OpenTelemetry span limits ``limits`` (a lens_core._native._shared.Limits;
+        the SDK's 128 defaults unless set; None: no limits)."""
+        self._limits = limits
+        cap = -1 if limits is None else limits.attrs_cap()
+        self._attrs_cap = cap if cap >= 0 else sys.maxsize
+        self._value_limited = limits is not None and (limits.span_value_length is not None
+                                                      or limits.value_length is not None)
 
     def set_sampler(self, mode: int, ratio: float = 1.0, sampler=None) -> None:
         """Sample with a built-in rule (SAMPLE_*), or ask ``sampler`` (SAMPLE_CUSTOM)."""
@@ -395,6 +406,9 @@ class Recorder:
             return
         if span._pid != self._pid:  # started before a fork: the parent process records it
             return
+        if self._limits is not None and (self._value_limited or span.links is not None
+                                         or len(span.attrs) > self._attrs_cap):
+            _shared.apply_limits(self, span)
         if span._evicted:
             with self._lock:
                 self.evicted_ended += 1

@@ -15,8 +15,10 @@ import time
 
 from lens_core.attributes import _sanitize_into, describe_exception, sanitize_attributes
 from lens_core.carrier import TRACEPARENT, TRACESTATE, format_traceparent, parse_traceparent
+from lens_core.redaction import redact_text
 
 __all__ = [
+    "Limits",
     "OTel",
     "RECORD_BYTES",
     "SPAN_TYPES",
@@ -25,6 +27,7 @@ __all__ = [
     "STATUS_UNSET",
     "add_event",
     "add_link",
+    "apply_limits",
     "ask_sampler",
     "attach_carrier",
     "carrier_of",
@@ -37,6 +40,7 @@ __all__ = [
     "parent_context",
     "parent_of",
     "parse_carrier",
+    "redact_name",
     "remote_span",
     "set_status",
     "span_context",
@@ -151,22 +155,144 @@ def ask_sampler(rec, trace_id, span, parent_sampled) -> bool:
     return result.decision.is_sampled()
 
 
+# ---- the OpenTelemetry span limits ---------------------------------------------------------
+
+#: Attributes the encoders add to a native span from its fields (thread.id, thread.name);
+#: the SDK recorder sets them as attributes, so they count towards the span's limit there.
+THREAD_ATTRIBUTES = 2
+
+
+class Limits:
+    """The OpenTelemetry span limits, as the SDK's ``SpanLimits`` reads them from
+    OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, OTEL_ATTRIBUTE_COUNT_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT,
+    OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, OTEL_SPAN_EVENT_COUNT_LIMIT, OTEL_SPAN_LINK_COUNT_LIMIT,
+    OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT and OTEL_LINK_ATTRIBUTE_COUNT_LIMIT (128 each by default;
+    value lengths unlimited). None means no limit. A recorder applies them as the SDK does:
+    past a count the oldest attribute, event or link goes (counted in the span's
+    dropped_*_count), and a text value (or a text item of a sequence) is cut to its length."""
+
+    __slots__ = ("span_attributes", "span_value_length", "events", "links", "event_attributes",
+                 "link_attributes", "value_length")
+
+    def __init__(self, span_attributes=128, span_value_length=None, events=128, links=128, event_attributes=128,
+                 link_attributes=128, value_length=None):
+        self.span_attributes, self.span_value_length = span_attributes, span_value_length
+        self.events, self.links = events, links
+        self.event_attributes, self.link_attributes = event_attributes, link_attributes
+        self.value_length = value_length
+
+    @classmethod
+    def of(cls, span_limits) -> "Limits":
+        """From an SDK ``SpanLimits`` (what the TracerProvider applies to SDK spans)."""
+        return cls(span_limits.max_span_attributes, span_limits.max_span_attribute_length, span_limits.max_events,
+                   span_limits.max_links, span_limits.max_event_attributes, span_limits.max_link_attributes,
+                   span_limits.max_attribute_length)
+
+    def attrs_cap(self) -> int:
+        """Entries a native span's attribute dict may hold (its thread attributes come from fields)."""
+        return -1 if self.span_attributes is None else max(0, self.span_attributes - THREAD_ATTRIBUTES)
+
+
+def _cut(value, length):
+    if isinstance(value, str):
+        return value[:length] if len(value) > length else value
+    if isinstance(value, tuple) and any(isinstance(v, str) and len(v) > length for v in value):
+        return tuple(v[:length] if isinstance(v, str) else v for v in value)
+    return value
+
+
+def _bound(attrs, count, length) -> int:
+    # The SDK's BoundedAttributes, applied to a finished dict: the newest ``count`` entries
+    # stay; text cut to ``length``. Returns how many entries were dropped.
+    dropped = 0
+    if count is not None and len(attrs) > count:
+        dropped = len(attrs) - count
+        for key in list(attrs)[:dropped]:
+            del attrs[key]
+    if length is not None:
+        for key, value in list(attrs.items()):
+            cut = _cut(value, length)
+            if cut is not value:
+                attrs[key] = cut
+    return dropped
+
+
+def apply_limits(rec, span) -> None:
+    """Bound ``span``'s attributes, thread name and links to the recorder's limits, counting
+    what went in ``dropped_attrs`` / ``dropped_links``; the recorders call it when a span
+    ends with more attributes than allowed, with links, or whenever a value length limit
+    is set."""
+    limits = rec._limits
+    if limits is None:
+        return
+    cap = limits.attrs_cap()
+    span.dropped_attrs += _bound(span.attrs, None if cap < 0 else cap, limits.span_value_length)
+    if limits.span_value_length is not None and isinstance(span.thread_name, str):
+        span.thread_name = _cut(span.thread_name, limits.span_value_length)
+    if span.links:  # links given at the start were not bounded yet
+        for link in span.links:
+            _bound(link[3], limits.link_attributes, limits.value_length)
+        bound_links(rec, span)
+
+
+def redact_name(name):
+    """A span or event name with credential shapes redacted (redact_text); not a str: as given."""
+    return redact_text(name) if type(name) is str else name
+
+
 def merge_attributes(rec, span, attributes) -> None:
-    _sanitize_into(span.attrs, attributes)
+    limits = rec._limits
+    attrs = span.attrs
+    if limits is not None and limits.span_attributes is not None and len(attrs) + len(attributes) > limits.attrs_cap():
+        # Near the limit the order decides what goes: as in the SDK, a key set again
+        # becomes the newest.
+        for key in attributes:
+            if key in attrs:
+                del attrs[key]
+        _sanitize_into(attrs, attributes)
+        span.dropped_attrs += _bound(attrs, limits.attrs_cap(), None)
+        return
+    _sanitize_into(attrs, attributes)
 
 
 def add_event(rec, span, name, attributes, timestamp) -> None:
+    clean = sanitize_attributes(attributes)
+    limits = rec._limits
+    if limits is not None:
+        _bound(clean, limits.event_attributes, limits.value_length)
+        if limits.events is not None and limits.events <= 0:
+            span.dropped_events += 1
+            return
     if span.events is None:
         span.events = []
-    span.events.append((str(name), timestamp or time.time_ns(), sanitize_attributes(attributes)))
+    events = span.events
+    events.append((redact_name(str(name)), timestamp or time.time_ns(), clean))
+    if limits is not None and limits.events is not None and len(events) > limits.events:
+        del events[0]  # the SDK keeps the newest events
+        span.dropped_events += 1
 
 
 def add_link(rec, span, context, attributes) -> None:
     state = context.trace_state.to_header() if context.trace_state else None
+    clean = sanitize_attributes(attributes)
+    limits = rec._limits
+    if limits is not None:
+        _bound(clean, limits.link_attributes, limits.value_length)
     if span.links is None:
         span.links = []
-    span.links.append((context.trace_id, context.span_id, state or None, sanitize_attributes(attributes),
-                       bool(context.is_remote)))
+    span.links.append((context.trace_id, context.span_id, state or None, clean, bool(context.is_remote)))
+    bound_links(rec, span)
+
+
+def bound_links(rec, span) -> None:
+    """Keep the newest links within the link count limit, counting the rest."""
+    limits = rec._limits
+    links = span.links
+    if limits is None or limits.links is None or not links or len(links) <= limits.links:
+        return
+    excess = len(links) - limits.links
+    del links[:excess]
+    span.dropped_links += excess
 
 
 def set_status(rec, span, status, description) -> None:
@@ -177,7 +303,7 @@ def set_status(rec, span, status, description) -> None:
     if span.status_code == STATUS_OK or value == STATUS_UNSET:
         return
     span.status_code = value
-    span.status_msg = description if value == STATUS_ERROR else None
+    span.status_msg = redact_name(description) if value == STATUS_ERROR else None
 
 
 def exception_event(rec, span, exc, attributes, timestamp, escaped) -> None:
