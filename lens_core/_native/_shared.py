@@ -225,8 +225,10 @@ def apply_limits(rec, span) -> None:
     limits = rec._limits
     if limits is None:
         return
-    cap = limits.attrs_cap()
-    span.dropped_attrs += _bound(span.attrs, None if cap < 0 else cap, limits.span_value_length)
+    # (thread_name None: the thread attributes are entries of the dict already)
+    cap = limits.attrs_cap() if span.thread_name is not None else (limits.span_attributes or 0)
+    cap = None if limits.span_attributes is None else cap
+    span.dropped_attrs += _bound(span.attrs, cap, limits.span_value_length)
     if limits.span_value_length is not None and isinstance(span.thread_name, str):
         span.thread_name = _cut(span.thread_name, limits.span_value_length)
     if span.links:  # links given at the start were not bounded yet
@@ -240,19 +242,32 @@ def redact_name(name):
     return redact_text(name) if type(name) is str else name
 
 
+_THREAD_ID, _THREAD_NAME = "thread.id", "thread.name"
+
+
 def merge_attributes(rec, span, attributes) -> None:
-    limits = rec._limits
     attrs = span.attrs
-    if limits is not None and limits.span_attributes is not None and len(attrs) + len(attributes) > limits.attrs_cap():
-        # Near the limit the order decides what goes: as in the SDK, a key set again
-        # becomes the newest.
-        for key in attributes:
-            if key in attrs:
-                del attrs[key]
+    limits = rec._limits
+    if limits is None:
         _sanitize_into(attrs, attributes)
-        span.dropped_attrs += _bound(attrs, limits.attrs_cap(), None)
         return
+    # The SDK recorder's span holds its start attributes, then thread.id and thread.name,
+    # then what is set later, a key set again moving to the end; past the count limit the
+    # oldest goes. The same order here, so the same attributes survive: the thread
+    # attributes become entries at the first later set (the encoders then take them from
+    # the dict, not the span's fields), and a key set again is removed first.
+    if span.thread_name is not None:
+        if limits.span_attributes is not None:  # what the SDK's span dropped at its start
+            span.dropped_attrs += _bound(attrs, limits.attrs_cap(), None)
+        attrs[_THREAD_ID] = span.thread_id
+        attrs[_THREAD_NAME] = span.thread_name
+        span.thread_name = None
+    for key in attributes:
+        if key in attrs:
+            del attrs[key]
     _sanitize_into(attrs, attributes)
+    if limits.span_attributes is not None and len(attrs) > limits.span_attributes:
+        span.dropped_attrs += _bound(attrs, limits.span_attributes, None)
 
 
 def add_event(rec, span, name, attributes, timestamp) -> None:
