@@ -71,6 +71,7 @@ cdef class Recorder:
     cdef object __weakref__
 
     cdef object _current_context(self)
+    cdef object _repair(self)
     cpdef object _attach(self, Span span)
     cpdef _detach(self, token)
     cpdef int _start(self, Span span) except -1

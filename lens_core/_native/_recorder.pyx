@@ -172,8 +172,14 @@ cdef class Span:
             self.end()
             return False
         self._cm = False
-        self._rec._detach(self._token)
-        self._token = None
+        if self.sampled and <unsigned long>self.thread_id != PyThread_get_thread_ident():
+            # Exited on another thread: its context cannot be reset here. The token is
+            # kept; the entering thread resets it the next time it looks for its current
+            # span (Recorder._repair), so no ended span stays current there.
+            _shared.foreign_exit(self)
+        else:
+            self._rec._detach(self._token)
+            self._token = None
         if exc is not None and self._record_exc and not isinstance(exc, GeneratorExit):
             self._rec._fail(self, exc)
         self._rec._end(self, 0)
@@ -467,7 +473,34 @@ cdef class Recorder:
         if ctx is None:
             return None
         found = PyDict_GetItem(ctx, self._span_key)
+        if found is not NULL and _exited_elsewhere(<object>found):
+            return self._repair()
         return None if found is NULL else <object>found
+
+    cdef object _repair(self):
+        # The current span was exited on another thread: reset the context it set (its
+        # token is this thread's), as the with-block would have, until the current span
+        # is one that is still open here. Returns that span, or None.
+        cdef Span stale
+        cdef PyObject* found
+        while True:
+            ctx = self._current_context()
+            if ctx is None:
+                return None
+            found = PyDict_GetItem(ctx, self._span_key)
+            if found is NULL:
+                return None
+            if not _exited_elsewhere(<object>found):
+                return <object>found
+            stale = <Span>(<object>found)
+            token, stale._token = stale._token, None
+            try:
+                if self._cv is not None:
+                    PyContextVar_Reset(self._cv, token)
+                else:
+                    self._otel.detach(token)
+            except Exception:  # not this thread's token after all: leave the context alone
+                return <object>found
 
     cpdef object _attach(self, Span span):
         cdef PyObject* value = NULL
@@ -509,6 +542,8 @@ cdef class Recorder:
                 found = PyDict_GetItem(ctx, self._span_key)
                 if found is not NULL:
                     parent = <object>found
+                    if _exited_elsewhere(parent):  # rare: one C test on the common path
+                        parent = self._repair()
         if parent is None and context is None:
             while hi == 0 and lo == 0:
                 hi = _next64()
@@ -740,6 +775,13 @@ cdef class _RandomIds:
         for _ in range((bits + 63) // 64):
             value = (value << 64) | _next64()
         return value & ((1 << bits) - 1)
+
+
+cdef inline bint _exited_elsewhere(object span):
+    # A Lens span exited on another thread while current here: ended, out of its
+    # with-block, its context token still unreset.
+    return (type(span) is Span and (<Span>span)._state == _ENDED and not (<Span>span)._cm
+            and (<Span>span)._token is not None)
 
 
 cdef object _parent_tuple(parent):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from _thread import get_ident as _get_ident
 
 from lens_core import semconv
 from lens_core._native import _shared
@@ -110,8 +111,13 @@ class Span:
             self.end()
             return False
         self._cm = False
-        self._rec._detach(self._token)
-        self._token = None
+        if self.sampled and self.thread_id != _get_ident():
+            # Exited on another thread: its context cannot be reset here; the entering
+            # thread resets it when it next looks for its current span (Recorder._repair).
+            _shared.foreign_exit(self)
+        else:
+            self._rec._detach(self._token)
+            self._token = None
         if exc is not None and self._record_exc and not isinstance(exc, GeneratorExit):
             self._rec._fail(self, exc)
         self._rec._end(self, 0)
@@ -196,6 +202,11 @@ class Span:
     def __repr__(self):
         state = "ended" if self._state == _ENDED else "open" if self._state == _OPEN else "new"
         return f"<lens span {self.name!r} {self.span_id:016x} {state}>"
+
+
+def _exited_elsewhere(span) -> bool:
+    # A Lens span exited on another thread while current here (see Span.__exit__).
+    return type(span) is Span and span._state == _ENDED and not span._cm and span._token is not None
 
 
 def make_record(scope, name, kind, trace_id, span_id, parent_id, parent_remote, trace_state, start_ns,
@@ -364,6 +375,8 @@ class Recorder:
     # ---- the hot path ------------------------------------------------------------------
 
     def _start(self, span) -> None:
+        if span._context is None:
+            self._current_span()  # resets a context a span exited on another thread left here
         parent = self._parent_of(span._context)
         span._context = None
         if parent is None:
@@ -547,7 +560,17 @@ class Recorder:
 
     def _current_span(self):
         otel = self._otel
-        return otel.get_current().get(otel.span_key)
+        span = otel.get_current().get(otel.span_key)
+        while _exited_elsewhere(span):
+            # exited on another thread: reset the context it set here (its token is this
+            # thread's), as its with-block would have
+            token, span._token = span._token, None
+            try:
+                otel.detach(token)
+            except Exception:  # not this thread's token after all
+                return span
+            span = otel.get_current().get(otel.span_key)
+        return span
 
 
     # ---- sampling ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+from lens_core import semconv
 from lens_core.attributes import _sanitize_into, describe_exception, sanitize_attributes
 from lens_core.carrier import TRACEPARENT, TRACESTATE, format_traceparent, parse_traceparent
 from lens_core.redaction import redact_text
@@ -33,6 +34,7 @@ __all__ = [
     "carrier_of",
     "describe_exception",
     "exception_event",
+    "foreign_exit",
     "links_of",
     "merge_attributes",
     "otel_context",
@@ -237,12 +239,22 @@ def apply_limits(rec, span) -> None:
         bound_links(rec, span)
 
 
+def foreign_exit(span) -> None:
+    """A with-block on ``span`` exited on a thread other than the one that entered it:
+    warned about once (a RuntimeWarning, as for SDK spans); the span's context token is
+    left for the entering thread to reset (the recorders do so the next time that thread
+    looks for its current span)."""
+    from lens_core.backend import _warn_foreign_exit
+
+    _warn_foreign_exit(span.name)
+
+
 def redact_name(name):
     """A span or event name with credential shapes redacted (redact_text); not a str: as given."""
     return redact_text(name) if type(name) is str else name
 
 
-_THREAD_ID, _THREAD_NAME = "thread.id", "thread.name"
+_THREAD_ID, _THREAD_NAME = semconv.THREAD_ID, semconv.THREAD_NAME
 
 
 def merge_attributes(rec, span, attributes) -> None:

@@ -17,7 +17,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from lens_core.semconv import LENS_LOSS_SPAN_NAME
+from lens_core.semconv import LENS_LOSS_SPAN_NAME, LENS_TRUNCATED_KEYS
 
 from otel_bridge.exporters._otlp_json import to_otlp_json_line
 
@@ -347,7 +347,7 @@ class FileLogExporter(LogRecordExporter):
 #: The longest text value written when OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT is unset (characters).
 #: Longer ones are cut to it and their keys listed under ``lens.truncated_keys``.
 FILE_VALUE_LIMIT = 1 << 20
-TRUNCATED_KEYS = "lens.truncated_keys"
+TRUNCATED_KEYS = LENS_TRUNCATED_KEYS
 _NAME_KEY = "(span name)"  # lens.truncated_keys entry for a cut span or event name
 _MIN_VALUE = 64  # a span still too long with values this short loses its attributes and events
 
