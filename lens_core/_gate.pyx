@@ -405,7 +405,7 @@ def _global_name(traced):
         return None
     if target is not traced:
         return None
-    frame = sys._getframe(1)
+    frame = sys._getframe(0)  # the innermost Python frame (compiled functions push none)
     for _ in range(16):  # cloudpickle's Pickler.dump is a Python frame below this one
         if frame is None:
             break
