@@ -458,15 +458,16 @@ def _fits(line: str, max_bytes: int) -> bool:
 
 def write_records(writer: JsonLinesWriter, encode, resource_json, scopes_json, records, *,
                   max_line_bytes: int, limit: int) -> int:
-    """Write ``records`` as OTLP/JSON lines of at most ``max_line_bytes`` each: text values
-    past ``limit`` characters cut first (truncate_record), then the batch split in halves
-    until each part fits; a single span that still does not fit has its values cut further
+    """Write ``records`` as OTLP/JSON lines of at most ``max_line_bytes`` each. A batch whose
+    line fits is written as it is. Otherwise text values past ``limit`` characters are cut
+    first (truncate_record), then the batch split in halves until each part fits; a single span that still does not fit has its values cut further
     (to a quarter at a time, down to 64 characters) and, as a last resort, its attributes
     and events removed (their keys listed in ``lens.truncated_keys``). Returns the lines
     written; raises what the writer raises (OSError, ValueError)."""
     line = encode(resource_json, scopes_json, records)
-    # No value can be longer than the line that holds it: most batches skip the scan.
-    if len(line) > limit and any([truncate_record(r, limit) for r in records]):
+    # Only a line over the cap is looked into (a batch that fits is written as it is, so
+    # the common path costs one length check): its long values are cut first.
+    if not _fits(line, max_line_bytes) and any([truncate_record(r, limit) for r in records]):
         line = encode(resource_json, scopes_json, records)
     return _write_fitting(writer, encode, resource_json, scopes_json, records, line, max_line_bytes, limit)
 

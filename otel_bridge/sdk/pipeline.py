@@ -209,9 +209,9 @@ def _adapt_otlp(exporter):
 
 class FileSink:
     """OTLP/JSON lines in ``<dir>/<run_id>/traces-rank<R>-pid<P>-<tag>.jsonl``, each at most
-    ``max_line_bytes`` (a batch is split; values past ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``,
-    or 1 MiB characters, are cut and listed in ``lens.truncated_keys``: see
-    otel_bridge.exporters._file.write_records)."""
+    ``max_line_bytes``: a batch that would write a longer line has its values past
+    ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` (1 MiB characters when unset) cut, listed in
+    ``lens.truncated_keys``, and is split (otel_bridge.exporters._file.write_records)."""
 
     def __init__(self, writer, encoder, max_line_bytes: int = 8 << 20):
         from otel_bridge.exporters._file import value_limit
