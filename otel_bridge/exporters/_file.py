@@ -27,7 +27,8 @@ except ImportError:  # pragma: no cover - depends on the installed SDK version
     from opentelemetry.sdk._logs.export import LogExporter as LogRecordExporter
     from opentelemetry.sdk._logs.export import LogExportResult as LogRecordExportResult
 
-__all__ = ["FileLogExporter", "FileMetricExporter", "FileSpanExporter", "JsonLinesWriter"]
+__all__ = ["FILE_VALUE_LIMIT", "FileLogExporter", "FileMetricExporter", "FileSpanExporter", "JsonLinesWriter",
+           "NAME_TRIES", "TRUNCATED_KEYS", "truncate_record", "value_limit", "write_records"]
 
 _logger = logging.getLogger(__name__)
 

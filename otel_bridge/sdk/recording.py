@@ -8,7 +8,8 @@ import os
 
 from lens_core import semconv
 
-__all__ = ["RECORDERS", "build_span_pipeline", "exception_attributes", "sampling_mode"]
+__all__ = ["CHAIN_EXCEPTIONS", "RECORDERS", "STACK_FRAMES", "build_span_pipeline", "exception_attributes",
+           "sampling_mode", "stacktrace_text"]
 
 #: Values of ``LENS_RECORDER``: ``native`` records Lens spans as compact records (no SDK
 #: span object per span); ``sdk`` creates SDK spans (for span processors of your own).
