@@ -312,8 +312,15 @@ cdef class TracedFunction:
         return f"<lens traced {self._group!r} {self._fn!r}>"
 
     def __reduce__(self):
-        # By value (cloudpickle ships a __main__ class's methods so): rebuilt around the
-        # function, with the metadata functools.update_wrapper copied.
+        # By reference when the function's module-level name is this wrapper (the usual
+        # @trace_fn def work(): pickle (a process pool) would otherwise pickle the wrapped
+        # function by reference, find the wrapper at its name and refuse: "it's not the
+        # same object as __main__.work"). By value otherwise, and always for cloudpickle
+        # (Ray), which ships a __main__ module's functions and classes by value: rebuilt
+        # around the function, with the metadata functools.update_wrapper copied.
+        name = _global_name(self)
+        if name is not None:
+            return name
         return (_rebuild_traced, (self._fn, self._group, self._lens_name, self._lens_tracer, self._lens_umbrella,
                                   dict(getattr(self, "__dict__"))))
 
@@ -386,6 +393,32 @@ def wrap_function(fn, group, name, tracer, umbrella):
     return TracedFunction(fn, group, name, tracer, umbrella)
 
 
+def _global_name(traced):
+    """``traced``'s qualified name when its module's attribute of that name is ``traced``
+    itself and the pickler is not cloudpickle's; else None (pickle it by value)."""
+    import sys
+
+    module, qualname = getattr(traced, "__module__", None), getattr(traced, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<locals>" in qualname:
+        return None
+    target = sys.modules.get(module)
+    try:
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except Exception:
+        return None
+    if target is not traced:
+        return None
+    frame = sys._getframe(0)  # the innermost Python frame (compiled functions push none)
+    for _ in range(16):  # cloudpickle's Pickler.dump is a Python frame below this one
+        if frame is None:
+            break
+        if "cloudpickle" in frame.f_code.co_filename:
+            return None
+        frame = frame.f_back
+    return qualname
+
+
 def _rebuild_traced(fn, group, name, tracer, umbrella, state):
     traced = TracedFunction(fn, group, name, tracer, umbrella)
     getattr(traced, "__dict__").update(state)
@@ -446,6 +479,10 @@ cdef Span _native_span(Recorder rec, _Snapshot snap, Py_ssize_t gid, object grou
     cdef Span span = Span.__new__(Span)
     cdef PyObject* found
     span._rec = rec
+    # Credential shapes in the name are redacted like in any text; a name seen before
+    # (the usual literal) costs a set lookup.
+    if type(name) is str and _str_check is not None and len(<str>name) >= _shape_min and name not in _clean_texts:
+        name = _str_check(name)
     span.name = name
     span.kind = 1
     span._record_exc = True

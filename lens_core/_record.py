@@ -47,6 +47,14 @@ class Record:
         """A copy with ``changes`` applied (the record itself is immutable)."""
         return type(self)(**{**{f: getattr(self, f) for f in self._fields}, **changes})
 
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # copy, deepcopy and pickle rebuild through the constructor (validated, like any
+        # other record), by keyword: __setattr__ refuses the default slot-by-slot restore.
+        return (_rebuild, (type(self), {f: getattr(self, f) for f in self._fields}))
+
+    def __copy__(self: _R) -> _R:
+        return self  # immutable: a copy may be the record itself
+
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable; use replace()")
 
@@ -59,3 +67,8 @@ class Record:
     def __repr__(self) -> str:
         inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
         return f"{type(self).__name__}({inner})"
+
+
+def _rebuild(cls: Any, fields: Dict[str, Any]) -> Any:
+    """A record of ``cls`` from its fields (Record.__reduce__'s constructor)."""
+    return cls(**fields)

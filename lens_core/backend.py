@@ -71,7 +71,7 @@ class SpanBackend:
 class LiveSpan:
     """SpanBackend.live's generic context manager, built on start/use/release/end."""
 
-    __slots__ = ("_backend", "_name", "_attrs", "_tracer", "_context", "_record", "_span", "_token")
+    __slots__ = ("_backend", "_name", "_attrs", "_tracer", "_context", "_record", "_span", "_token", "_thread")
 
     def __init__(self, backend, name, attrs, tracer=None, context=None, record=True):
         self._backend = backend
@@ -83,6 +83,9 @@ class LiveSpan:
 
     def __enter__(self):
         backend = self._backend
+        thread = self._thread = _get_ident()
+        if thread in _stale:  # a span entered here was exited on another thread: reset its context first
+            _release_stale(thread)
         span = self._span = backend.start(self._name, self._attrs, self._tracer, self._context)
         self._token = backend.use(span)
         return span
@@ -91,7 +94,39 @@ class LiveSpan:
         if exc is not None and (not self._record or isinstance(exc, GeneratorExit)):
             exc = None  # closing a generator is not a failure
         try:
-            self._backend.release(self._token)
+            if _get_ident() == self._thread:
+                self._backend.release(self._token)
+            else:
+                # Exited on another thread: the context token is the entering thread's and
+                # cannot be reset here; that thread resets it before its next span.
+                _stale.setdefault(self._thread, []).append((self._backend, self._token))
+                _warn_foreign_exit(self._name)
         finally:
             self._backend.end(self._span, exc)
         return False
+
+
+from _thread import get_ident as _get_ident  # noqa: E402 - a builtin module: free to import
+
+# thread id -> [(backend, token)] of spans entered on it and exited on another thread
+_stale: dict = {}
+_warned_foreign = False
+
+
+def _release_stale(thread) -> None:
+    for backend, token in reversed(_stale.pop(thread, ())):
+        try:
+            backend.release(token)
+        except Exception:  # a context that moved on: nothing to reset
+            pass
+
+
+def _warn_foreign_exit(name) -> None:
+    global _warned_foreign
+    if not _warned_foreign:
+        _warned_foreign = True
+        import warnings
+
+        warnings.warn(f"span {name!r} was exited on a thread other than the one that entered it; it is ended, and "
+                      "the entering thread's current span is restored before its next span (exit a with-block on "
+                      "the thread that entered it)", RuntimeWarning, stacklevel=3)

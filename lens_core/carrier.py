@@ -46,13 +46,31 @@ class TraceParent(tuple):
         return bool(self[2] & 0x01)
 
 
+def _plain(value: object):
+    """``value`` as an exact str, or None when it is none. A str subclass counts as its
+    characters (copied by str's own method), so its strip, split, __len__ and the rest,
+    which may raise or lie, are never called; an object that only claims to be a str
+    (``__class__ = str``) is not one: ``type()`` is what is checked, not ``isinstance``."""
+    kind = type(value)
+    if kind is str:
+        return value
+    if issubclass(kind, str):
+        try:
+            return str.__str__(value)
+        except Exception:  # noqa: BLE001 - a header we cannot read is a malformed one
+            return None
+    return None
+
+
 def _hex(text: str, width: int) -> bool:
     return len(text) == width and _HEX.issuperset(text)
 
 
 def parse_traceparent(value: object):
-    """Parse a ``traceparent`` header into a TraceParent; ``None`` if malformed or all-zero."""
-    if not isinstance(value, str) or len(value) > _MAX_HEADER:
+    """Parse a ``traceparent`` header into a TraceParent; ``None`` if malformed or all-zero.
+    Never raises, whatever ``value`` is (a str subclass counts as its characters)."""
+    value = _plain(value)
+    if value is None or len(value) > _MAX_HEADER:
         return None
     # Only space and tab may pad the value (str.strip() would also take \n, \x85, \u3000);
     # W3C: hex must be lowercase; uppercase is invalid.
@@ -113,7 +131,8 @@ def _compile() -> None:
 def _members(value, header: str, limit: int, max_members: int):
     # The comma-separated members of a W3C list header (tracestate or baggage) without
     # empty ones, or None when it is no str, too long, has too many members or a bad one.
-    if not isinstance(value, str) or len(value) > limit:
+    value = _plain(value)
+    if value is None or len(value) > limit:
         return None
     if _tracestate_member is None:
         _compile()

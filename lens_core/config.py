@@ -20,6 +20,7 @@ __all__ = [
     "RECORDERS",
     "parse_bool",
     "parse_export_ranks",
+    "parse_file_mode",
     "parse_redact_allow",
 ]
 
@@ -41,6 +42,9 @@ NUMERIC_RANGES = {
     "max_open_spans": (1, 10_000_000, "spans"),
     "buffer_mb": (1, 65_536, "MB"),
     "spool_mb": (0, 1_048_576, "MB"),
+    # The longest line the file exporter writes: `lens report` reads lines up to 16 MB
+    # (DuckDB's object size), so no setting may write one it cannot read.
+    "file_line_mb": (1, 16, "MB"),
 }
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -83,6 +87,23 @@ def parse_redact_allow(value: object, variable: str = "redact_allow") -> Tuple[s
     return tuple(sorted({k.strip() for k in keys if k.strip()}))
 
 
+def parse_file_mode(value: object, variable: str = "file_mode") -> int:
+    """The permission bits of trace, metric and log files: an int or octal text (``"0640"``,
+    ``"640"``, ``"0o640"``). The owner must read and write; group and others may get read
+    and write; no execute, setuid, setgid or sticky bit. Directories get the same bits plus
+    execute wherever read is given (0640 -> 0750)."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        text = text[2:] if text.startswith("0o") else text
+        number = int(text, 8) if text and len(text) <= 4 and all(c in "01234567" for c in text) else None
+    else:
+        number = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if number is None or number & ~0o666 or number & 0o600 != 0o600:
+        raise ValueError(f"{variable}={value!r}: must be octal file permissions with owner read and write and no "
+                         "execute or special bits, from 0600 (the default) to 0666, e.g. 0640")
+    return number
+
+
 class LensConfig(Record):
     """Telemetry settings for one process (immutable; ``replace(**changes)`` copies).
     Building or validating one imports no OpenTelemetry.
@@ -98,7 +119,10 @@ class LensConfig(Record):
     metrics exports its live goodput: otel_bridge.sdk.goodput),
     spool_dir=None (``<tmp>/lens-spool-<uid>``: where
     encoded spans wait on disk while the collector is slow or down), spool_mb=256 (0 to
-    1048576; 0 turns the spool off).
+    1048576; 0 turns the spool off),
+    file_mode=0o600 (trace/metric/log file permissions;
+    directories 0700; see parse_file_mode), file_line_mb=8 (the longest line the file
+    exporter writes, 1 to 16 MB).
     """
 
     _defaults = {
@@ -126,6 +150,8 @@ class LensConfig(Record):
         "goodput_metrics": True,
         "spool_dir": None,
         "spool_mb": 256,
+        "file_mode": 0o600,
+        "file_line_mb": 8,
     }
     _fields = __slots__ = tuple(_defaults)
     enabled: bool
@@ -149,6 +175,8 @@ class LensConfig(Record):
     goodput_metrics: bool
     spool_dir: Optional[str]
     spool_mb: int
+    file_mode: int
+    file_line_mb: int
 
     if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
 
@@ -161,7 +189,8 @@ class LensConfig(Record):
                      recorder: str = _defaults["recorder"],
                      max_open_spans: int = 10_000, buffer_mb: int = 16,
                      redact_allow: Union[str, Iterable[str]] = (), goodput_metrics: bool = True,
-                     spool_dir: Optional[str] = None, spool_mb: int = 256) -> None: ...
+                     spool_dir: Optional[str] = None, spool_mb: int = 256,
+                     file_mode: Union[int, str] = 0o600, file_line_mb: int = 8) -> None: ...
 
     def _validate(self) -> None:
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
@@ -179,6 +208,7 @@ class LensConfig(Record):
         if self.spool_dir is not None and (not isinstance(self.spool_dir, str) or not self.spool_dir.strip()
                                            or "\x00" in self.spool_dir):
             raise ValueError(f"spool_dir={self.spool_dir!r}: must be a directory path (a non-empty str) or None")
+        object.__setattr__(self, "file_mode", parse_file_mode(self.file_mode))
         if not isinstance(self.service_name, str) or not self.service_name.strip():
             raise ValueError(f"service_name={self.service_name!r}: must be a non-empty string")
 
@@ -189,7 +219,7 @@ class LensConfig(Record):
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
         ``_TRACE_RANKS``, ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
         ``_RECORDER``, ``_MAX_OPEN_SPANS``, ``_BUFFER_MB``, ``_REDACT_ALLOW`` (a comma list of
-        attribute keys), ``_GOODPUT_METRICS``, ``_SPOOL_DIR``, ``_SPOOL_MB``.
+        attribute keys), ``_GOODPUT_METRICS``, ``_SPOOL_DIR``, ``_SPOOL_MB``, ``_FILE_MODE`` (octal, e.g. 0640), ``_FILE_LINE_MB``.
 
         ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
         service name falls back to ``OTEL_SERVICE_NAME``. A bad value raises ValueError
@@ -233,6 +263,8 @@ class LensConfig(Record):
             ("goodput_metrics", "GOODPUT_METRICS", "bool"),
             ("spool_dir", "SPOOL_DIR", "str"),
             ("spool_mb", "SPOOL_MB", "number"),
+            ("file_mode", "FILE_MODE", "mode"),
+            ("file_line_mb", "FILE_LINE_MB", "number"),
         ):
             var, raw = get(key)
             if var is None:
@@ -253,6 +285,8 @@ class LensConfig(Record):
                 values[field] = parse_export_ranks(raw, var)
             elif kind == "keys":
                 values[field] = parse_redact_allow(raw, var)
+            elif kind == "mode":
+                values[field] = parse_file_mode(raw, var)
             else:
                 values[field] = raw
         if "service_name" not in values and env.get("OTEL_SERVICE_NAME", "").strip():

@@ -8,6 +8,8 @@ __all__ = [
     "is_secret_key",
     "key_words",
     "redact_allow",
+    "redact_attributes",
+    "redact_span_fields",
     "redact_text",
     "redact_value",
     "set_redact_allow",
@@ -118,7 +120,8 @@ def redact_allow() -> frozenset:
 _KV_WORDS = "|".join(  # spelled out per first letter: a literal first lets the engine skip
     f"{first}(?i:{rest})" for word in (
         "password", "passwd", "pwd", "passphrase", "secret", "token", "cookie", "credentials?", "auth",
-        "api[_.-]?key", "access[_.-]?key", "secret[_.-]?key", "private[_.-]?key", "signing[_.-]?key")
+        "api[_.-]?key", "access[_.-]?key", "secret[_.-]?key", "private[_.-]?key(?:[_.-]?id)?", "signing[_.-]?key",
+        "account[_.-]?key", "shared[_.-]?access[_.-]?key")
     for first, rest in ((word[0], word[1:]), (word[0].upper(), word[1:])))
 
 
@@ -166,6 +169,16 @@ _SHAPES = (
      r"|x(?<![A-Za-z0-9]x)ox[abposre]-[A-Za-z0-9-]{10,}"  # Slack
      r"|A(?<![A-Za-z0-9]A)(?:(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Z0-9])|Iza[A-Za-z0-9_-]{35})"  # AWS, Google
      r"|n(?<![A-Za-z0-9]n)pm_[A-Za-z0-9]{36}|p(?<![A-Za-z0-9]p)ypi-[A-Za-z0-9_-]{50,}", REDACTED),  # npm, PyPI
+    # an Azure SAS signature: the sig= parameter of a query (sigma=, design= are not it)
+    (r"(?P<keep>[?&;]sig=)[^\s&#\"'<>]+", _keep("keep")),
+    # webhook URLs whose path is the credential (Slack, Discord)
+    (r"(?P<keep>h(?<![A-Za-z0-9.-]h)ooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_/-]+"
+     r"|(?P<keep2>d(?<![A-Za-z0-9.-]d)iscord(?:app)?\.com/api/webhooks/[0-9]+/)[A-Za-z0-9_-]+",
+     lambda m: (m.group("keep") or m.group("keep2")) + REDACTED),
+    # a MySQL / MariaDB client's password glued to -p (-pS3cret; "-p" alone prompts, -P is the
+    # port): at most twelve words after the command, so the scan stays linear
+    (r"(?P<keep>m(?<![A-Za-z0-9_]m)(?:ysql(?:dump|admin|import|check|show|pump)?|ariadb(?:-dump)?)(?:\.exe)?"
+     r"(?:[ \t]+[^\s]+){0,12}?[ \t]+-p[\"']?)(?![\s\"'])[^\s\"']+", _keep("keep")),
 )
 
 
@@ -180,7 +193,8 @@ def _may_hold_credential(value: str) -> bool:
             or "-----BEGIN" in value or "eyJ" in value or "sk-" in value or "k_live_" in value
             or "k_test_" in value or "hf_" in value or "gh" in value or "glpat-" in value or "xox" in value
             or "AKIA" in value or "ASIA" in value or "ABIA" in value or "ACCA" in value or "AIza" in value
-            or "npm_" in value or "pypi-" in value)
+            or "npm_" in value or "pypi-" in value or "github_pat_" in value or "sig=" in value
+            or "mysql" in lowered or "mariadb" in lowered)  # (a webhook URL has "://")
 
 
 def redact_text(value: str) -> str:
@@ -190,9 +204,11 @@ def redact_text(value: str) -> str:
     ``Basic <base64 of user:password>``; ``name=value`` / ``name: value`` /
     ``"name": "value"`` / ``--name value`` where the name ends in password, passwd, pwd,
     passphrase, secret, token, cookie, credential(s), auth or api/access/secret/private/
-    signing key; JWTs; and provider tokens marked by their prefix (``sk-``, ``sk_live_``,
-    ``hf_``, ``ghp_``, ``github_pat_``, ``glpat-``, ``xoxb-``, ``AKIA``, ``AIza``, ``npm_``,
-    ``pypi-``). Text shorter than 8 characters is never changed; a clean text is
+    signing key, a GCP ``private_key_id``, an Azure ``AccountKey`` / ``SharedAccessKey``; JWTs;
+    provider tokens marked by their prefix (``sk-``, ``sk_live_``, ``hf_``, ``ghp_``,
+    ``github_pat_``, ``glpat-``, ``xoxb-``, ``AKIA``, ``AIza``, ``npm_``, ``pypi-``); an Azure
+    SAS ``sig=`` query parameter; the token path of a Slack or Discord webhook URL; and a
+    MySQL/MariaDB client's ``-p<password>``. Text shorter than 8 characters is never changed; a clean text is
     remembered, so a repeated one costs a set lookup."""
     if len(value) < _SHAPE_MIN or value in _clean_texts:
         return value
@@ -233,3 +249,50 @@ def redact_value(key: str, value, redact_keys=None):
     if all(new is old for new, old in zip(items, value)):
         return value
     return type(value)(items)
+
+
+def redact_attributes(attrs):
+    """``attrs`` (a dict) itself when no value under it is secret; else a copy with each
+    value passed through redact_value. For attributes that entered without Lens's
+    sanitising (an SDK span's ``set_attribute``, a raw OpenTelemetry span, a resource):
+    values keep their types, only secret text changes."""
+    if not attrs:
+        return attrs
+    out = None
+    for key, value in attrs.items():
+        if not isinstance(value, (str, list, tuple)):
+            continue
+        try:
+            new = redact_value(key, value)
+        except Exception:  # a key or value of a type we cannot read: left to the encoder's checks
+            continue
+        if new is not value:
+            if out is None:
+                out = dict(attrs)
+            out[key] = new
+    return attrs if out is None else out
+
+
+def _text(value):
+    return redact_text(value) if isinstance(value, str) else value
+
+
+def redact_span_fields(name, attrs, events, links, status_message):
+    """None when nothing in a span's fields is secret; else ``(name, attrs, events, links,
+    status_message)`` redacted: credential shapes in the name, the status message and each
+    event's name (redact_text), attribute values of the span, its events and links
+    (redact_attributes). ``events`` is a list of ``(name, time_ns, attrs)``, ``links`` of
+    ``(trace_id, span_id, trace_state, attrs, remote)``, either may be None."""
+    new_name, new_attrs, new_message = _text(name), redact_attributes(attrs), _text(status_message)
+    changed = new_name is not name or new_attrs is not attrs or new_message is not status_message
+    new_events = events
+    if events:
+        redacted = [(_text(n), t, redact_attributes(a)) for n, t, a in events]
+        if any(new[0] is not old[0] or new[2] is not old[2] for new, old in zip(redacted, events)):
+            new_events, changed = redacted, True
+    new_links = links
+    if links:
+        redacted = [(t, s, st, redact_attributes(a), r) for t, s, st, a, r in links]
+        if any(new[3] is not old[3] for new, old in zip(redacted, links)):
+            new_links, changed = redacted, True
+    return (new_name, new_attrs, new_events, new_links, new_message) if changed else None

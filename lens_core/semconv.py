@@ -47,6 +47,7 @@ __all__ = [
     "LENS_SPAN_TRUNCATED",
     "LENS_SPOOL_TORN",
     "LENS_TELEMETRY_FINAL",
+    "LENS_TRUNCATED_KEYS",
     "LENS_TRUNCATION_REASON",
     "LENS_UMBRELLA",
     "NEMO_PRECISION",
@@ -140,6 +141,8 @@ __all__ = [
 # ---- span attributes stamped by lens itself ----------------------------------------------
 RL_BUCKET = "rl.bucket"  # goodput bucket: productive / overhead / idle / wasted
 LENS_SPAN_TRUNCATED = "lens.span.truncated"  # the span was cut short (e.g. at shutdown)
+# keys whose text the file exporter cut to fit its value cap (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT, else 1 MiB)
+LENS_TRUNCATED_KEYS = "lens.truncated_keys"
 LENS_SPAN_CLAMPED = "lens.span.clamped"  # an explicit interval had start > end; made zero-length
 LENS_TRUNCATION_REASON = "lens.truncation.reason"  # on the truncation event: why (e.g. shutdown)
 LENS_GROUP = "lens.group"  # the span group that gated the span (absent on ungated spans)

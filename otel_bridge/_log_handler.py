@@ -16,6 +16,7 @@ except ImportError as exc:  # the otel extra brings it; name the package, not ju
                       "install 'lens-telemetry[otel]'") from exc
 
 from lens_core import redact_value, semconv
+from lens_core.redaction import redact_text
 
 from otel_bridge._log_mark import MARK
 from otel_bridge.sdk import upstream
@@ -67,7 +68,8 @@ def _reaches_another_handler(name: str) -> bool:
 class OTelLogHandler(LoggingHandler):
     """Exports records at or above ``level`` to ``logger_provider`` as OpenTelemetry logs:
     the current trace and span ids, ``extra`` fields as attributes (secrets redacted,
-    non-scalar values as text), code location, thread and exception attributes.
+    non-scalar values as text), code location, thread and exception attributes; credential
+    shapes in the message body are redacted too.
 
     The bridge never changes what reaches the console: a record that reaches no other
     handler goes to ``logging.lastResort`` (stderr, WARNING and above), as it would without
@@ -89,6 +91,17 @@ class OTelLogHandler(LoggingHandler):
         clean = {k: _attribute(k, v) for k, v in attributes.items() if k not in _NOT_EXTRAS and v is not None}
         clean[semconv.THREAD_NAME] = record.threadName
         return clean, event_name
+
+    def _translate(self, record):
+        # The message body is free text like any attribute: credential shapes in it are
+        # redacted (extras and the exception attributes are, by _get_attributes above).
+        log_record = super()._translate(record)
+        body = log_record.body
+        if isinstance(body, str):
+            clean = redact_text(body)
+            if clean is not body:
+                log_record.body = clean
+        return log_record
 
     def emit(self, record: logging.LogRecord) -> None:
         """Export the record (unless below the export level, an OpenTelemetry record, or

@@ -14,12 +14,15 @@ HEX = "0123456789abcdef"
 
 
 def _remote(carrier):
-    # (trace_id, span_id, flags) of a valid carrier, else None
+    # (trace_id, span_id, flags) of a valid carrier, else None. A str subclass counts as
+    # its characters, whatever its own methods do.
     try:
         value = carrier.get("traceparent")
     except Exception:
         return None
-    if not isinstance(value, str) or len(value) > MAX_HEADER:
+    if issubclass(type(value), str):
+        value = str.__str__(value)
+    if type(value) is not str or len(value) > MAX_HEADER:
         return None
     match = _W3C.fullmatch(value)
     if match is None:
@@ -118,9 +121,46 @@ def _junk(rng):
                        "a=1", "\ud800", "x" * 9000, -1, 10**30])
 
 
+def _raise(*args, **kwargs):
+    raise RuntimeError("misbehaving str method")
+
+
+# str subclasses whose own methods misbehave: each raises from, or lies in, the methods a
+# parser might call (strip, split, __len__, __iter__, __getitem__, __eq__, __hash__, lower,
+# encode, __contains__, __str__), or returns the wrong type from them.
+_STR_METHODS = ["strip", "lstrip", "rstrip", "split", "__len__", "__iter__", "__getitem__", "__eq__", "__hash__",
+                "lower", "upper", "encode", "__contains__", "__str__", "__format__", "startswith", "partition"]
+_STR_ANSWERS = [_raise, lambda *a, **k: None, lambda *a, **k: 5, lambda *a, **k: -1, lambda *a, **k: ["x"],
+                lambda *a, **k: "00-" + "1" * 32 + "-" + "1" * 16 + "-01"]
+
+
+def misbehaving_str(rng, text):
+    """``text`` as an instance of a fresh str subclass with one to three methods replaced by
+    a misbehaving one."""
+    overrides = {name: rng.choice(_STR_ANSWERS) for name in rng.sample(_STR_METHODS, rng.randint(1, 3))}
+    return type("OddStr", (str,), overrides)(text)
+
+
+class _PretendsStr:
+    """Not a str, but says its __class__ is one (isinstance(x, str) is True)."""
+
+    __class__ = str
+
+    def __len__(self):
+        raise RuntimeError("not a str")
+
+
 def fuzzed_carrier(rng):
-    """One carrier: valid, near-valid, of the wrong type, or no mapping at all."""
-    kind = rng.randrange(10)
+    """One carrier: valid, near-valid, of the wrong type, no mapping at all, or with header
+    values of misbehaving str subclasses."""
+    kind = rng.randrange(12)
+    if kind >= 10:
+        header = misbehaving_str(rng, valid_header(rng) if rng.random() < 0.6 else mutated_header(rng))
+        carrier = {"traceparent": header if rng.random() < 0.9 else _PretendsStr()}
+        if kind == 11:
+            carrier["tracestate"] = misbehaving_str(rng, rng.choice(["a=1", "a=1,b=2", "k=" + "v" * 300]))
+            carrier["baggage"] = misbehaving_str(rng, rng.choice(["k=v", "k=v;p", "a=1,b=2"]))
+        return carrier
     if kind <= 1:
         carrier = {"traceparent": valid_header(rng)}
     elif kind <= 4:
@@ -161,5 +201,6 @@ def carrier_strategy():
     value = st.one_of(header, st.integers(), st.floats(), st.binary(max_size=20), st.none(), st.lists(header, max_size=2))
     mapping = st.dictionaries(st.sampled_from(["traceparent", "tracestate", "baggage", "Traceparent", "x"]), value,
                               max_size=4)
+    odd = st.randoms(use_true_random=False).map(lambda r: {"traceparent": misbehaving_str(r, valid_header(r))})
     return st.one_of(mapping, value, st.builds(_AnswersEverything, header), st.just(_GetRaises()),
-                     st.just(_GetNotCallable()))
+                     st.just(_GetNotCallable()), odd)

@@ -74,3 +74,65 @@ VISIBLE_CASES = [
     ("cmd", "python train.py --max-tokens 512 --tokenizer gpt2"),
     ("tags", ("rollout", "grpo", "tokenizer-v2")),
 ]
+
+# ---- the 20 credential shapes of issue #18, item 9, found in free text ---------------------------
+# Each (name, text, what must remain): the text as it would reach any path (a span name, a log
+# message, an exception message, an event, a resource attribute) under a key that says nothing.
+GCP_KEY_ID = "0f1e2d3c4b5a69788796a5b4c3d2e1f00a1b2c3d"
+AZURE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+SAS_SIG = "XwQz2%2FkQ7Jd9vY3n6bT1pL0aR5sE8fH4gK2mN1cV7xZ%3D"
+SLACK_HOOK = "T0A1B2C3D/B0E1F2G3H/AbCdEfGhIjKlMnOpQrStUvWx"
+MYSQL_PW = "S3cr3tPassw0rd"
+GITHUB_PAT = "github_pat_11ABCDEFG0123456789abc_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
+STRIPE = "sk_live_51HxYzAbCdEfGhIjKlMnOpQr"
+GLPAT = "glpat-0123456789abcdefghij"
+GOOGLE = "AIzaSyA-0123456789abcdefghijklmnopqrstu"
+NPM = "npm_0123456789abcdefghijklmnopqrstuvwxyz"
+PYPI = "pypi-AgEIcHlwaS5vcmcCJDAxMjM0NTY3LTg5YWItY2RlZi0wMTIzLTQ1Njc4OWFiY2RlZgACKlszLCJhYmMiXQ"
+PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----"
+
+SHAPES = [
+    ("gcp private_key_id", f'{{"type": "service_account", "private_key_id": "{GCP_KEY_ID}"}}',
+     f'{{"type": "service_account", "private_key_id": "{R}"}}'),
+    ("azure AccountKey", f"DefaultEndpointsProtocol=https;AccountName=lensruns;AccountKey={AZURE_KEY};"
+                         "EndpointSuffix=core.windows.net",
+     f"DefaultEndpointsProtocol=https;AccountName=lensruns;AccountKey={R};EndpointSuffix=core.windows.net"),
+    ("azure SAS sig", f"https://lensruns.blob.core.windows.net/ckpt/step100.pt?sv=2022-11-02&sp=r&sig={SAS_SIG}&se=x",
+     f"https://lensruns.blob.core.windows.net/ckpt/step100.pt?sv=2022-11-02&sp=r&sig={R}&se=x"),
+    ("slack webhook", f"posting to https://hooks.slack.com/services/{SLACK_HOOK} failed",
+     f"posting to https://hooks.slack.com/services/{R} failed"),
+    ("mysql -p", f"mysql -h db.internal -u trainer -p{MYSQL_PW} runs", f"mysql -h db.internal -u trainer -p{R} runs"),
+    ("github_pat", f"token {GITHUB_PAT} rejected", f"token {R} rejected"),
+    ("bearer jwt", f"Authorization: Bearer {JWT}", f"Authorization: Bearer {R}"),
+    ("url credentials", "https://alice:hunter2@db.example.com:5432/prod", f"https://{R}@db.example.com:5432/prod"),
+    ("openai", f"using key {OPENAI}", f"using key {R}"),
+    ("hugging face", f"hub login {HF}", f"hub login {R}"),
+    ("jwt", f"session {JWT}", f"session {R}"),
+    ("aws key id", f"aws identity {AWS_ID}", f"aws identity {R}"),
+    ("github classic", f"https://x-access-token:{GITHUB}@github.com/org/repo.git", f"https://{R}@github.com/org/repo.git"),
+    ("slack token", f"notify {SLACK}", f"notify {R}"),
+    ("cli flag", "python train.py --wandb-api-key 0123456789abcdef --lr 3e-4", f"python train.py --wandb-api-key {R} --lr 3e-4"),
+    ("query token", "user=bob&access_token=0123456789abcdef&page=2", f"user=bob&access_token={R}&page=2"),
+    ("stripe", f"charge with {STRIPE}", f"charge with {R}"),
+    ("gitlab", f"clone with {GLPAT}", f"clone with {R}"),
+    ("google api key", f"maps {GOOGLE}", f"maps {R}"),
+    ("pem block", f"key: {PEM} end", f"key: {R} end"),
+]
+
+# Texts that only resemble credentials: kept exactly (hashes, uuids, paths, model names).
+LOOK_ALIKE_TEXTS = [
+    "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "commit 4bf92f3577b34da6a3ce929d0e0e4736a1b2c3d4",
+    "run 123e4567-e89b-12d3-a456-426614174000 started",
+    "/home/trainer/.cache/huggingface/hub/models--meta-llama--Llama-3.1-8B-Instruct/snapshots/abc",
+    "model meta-llama/Llama-3.1-8B-Instruct on mistralai/Mixtral-8x7B-v0.1",
+    "loss sigma=0.125 design=ablation-b",
+    "mysql -u trainer -p -h db.internal runs",
+    "mysql -P 3306 -h db.internal",
+    "https://hooks.example.com/services/retry",
+    "github.com/org/repo/pull/123",
+    "tokenizer gpt2 max_tokens=512",
+    "AccountName=lensruns;EndpointSuffix=core.windows.net",
+    "https://lensruns.blob.core.windows.net/ckpt/step100.pt?sv=2022-11-02&sp=r",
+    "ghost-writer v2 github_path_prefix",
+]

@@ -60,6 +60,10 @@ cdef class Recorder:
     cdef bint _all_ratio
     cdef public object _sampler
     cdef public object _otel
+    # the OpenTelemetry span limits (a _shared.Limits, or None) and what _end checks in C
+    cdef public object _limits
+    cdef Py_ssize_t _attrs_cap
+    cdef bint _value_limited
     # OpenTelemetry's context machinery, for the compiled fast path
     cdef object _cv            # the ContextVar behind opentelemetry.context, or None
     cdef object _context_type
@@ -69,6 +73,7 @@ cdef class Recorder:
     cdef object __weakref__
 
     cdef object _current_context(self)
+    cdef object _repair(self)
     cpdef object _attach(self, Span span)
     cpdef _detach(self, token)
     cpdef int _start(self, Span span) except -1

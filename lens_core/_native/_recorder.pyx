@@ -18,6 +18,9 @@ from cpython.list cimport PyList_Append, PyList_GET_SIZE
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 
 cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
+
+cdef extern from "Python.h":
     int PyContextVar_Get(object var, PyObject* default_value, PyObject** value) except -1
     object PyContextVar_Set(object var, object value)
     int PyContextVar_Reset(object var, object token) except -1
@@ -150,7 +153,7 @@ cdef class Span:
 
     def __init__(self, rec, name, attrs, context=None, kind=KIND_INTERNAL, links=None, record_exception=True):
         self._rec = rec
-        self.name = name
+        self.name = _shared.redact_name(name)
         self.attrs = {} if attrs is None else attrs
         self._context = context
         self.kind = kind
@@ -171,8 +174,14 @@ cdef class Span:
             self.end()
             return False
         self._cm = False
-        self._rec._detach(self._token)
-        self._token = None
+        if self.sampled and <unsigned long>self.thread_id != PyThread_get_thread_ident():
+            # Exited on another thread: its context cannot be reset here. The token is
+            # kept; the entering thread resets it the next time it looks for its current
+            # span (Recorder._repair), so no ended span stays current there.
+            _shared.foreign_exit(self)
+        else:
+            self._rec._detach(self._token)
+            self._token = None
         if exc is not None and self._record_exc and not isinstance(exc, GeneratorExit):
             self._rec._fail(self, exc)
         self._rec._end(self, 0)
@@ -242,7 +251,7 @@ cdef class Span:
     def update_name(self, name):
         """Rename the span (a name that is not a str is converted, counted)."""
         if self._state == _OPEN:
-            self.name = name if type(name) is str else _shared.span_name(self._rec, name)
+            self.name = _shared.redact_name(name if type(name) is str else _shared.span_name(self._rec, name))
 
     def set_status(self, status, description=None):
         """Set the status (a Status or a StatusCode); OK is final, UNSET is ignored."""
@@ -366,6 +375,7 @@ cdef class Recorder:
         self._current_thread = threading.current_thread
         self._mode = _M_ALWAYS_ON
         self._ratio_bound = 0xFFFFFFFFFFFFFFFF
+        self.set_limits(_shared.Limits())
         _lifecycle.on_fork("lens_core.recorder", after_in_child=Recorder._after_fork, owner=self)
 
     # ---- configuration ----------------------------------------------------------------
@@ -379,6 +389,15 @@ cdef class Recorder:
         self._cv = contextvar
         self._context_type = context_type
         self._span_key = span_key
+
+    def set_limits(self, limits):
+        """Apply the OpenTelemetry span limits ``limits`` (a lens_core._native._shared.Limits;
+        the SDK's 128 defaults unless set; None: no limits)."""
+        self._limits = limits
+        cap = -1 if limits is None else limits.attrs_cap()
+        self._attrs_cap = cap if cap >= 0 else PY_SSIZE_T_MAX
+        self._value_limited = limits is not None and (limits.span_value_length is not None
+                                                      or limits.value_length is not None)
 
     def set_sampler(self, mode, ratio=1.0, sampler=None):
         """Sample with a built-in rule (SAMPLE_*), or ask ``sampler`` (SAMPLE_CUSTOM)."""
@@ -477,7 +496,34 @@ cdef class Recorder:
         if ctx is None:
             return None
         found = PyDict_GetItem(ctx, self._span_key)
+        if found is not NULL and _exited_elsewhere(<object>found):
+            return self._repair()
         return None if found is NULL else <object>found
+
+    cdef object _repair(self):
+        # The current span was exited on another thread: reset the context it set (its
+        # token is this thread's), as the with-block would have, until the current span
+        # is one that is still open here. Returns that span, or None.
+        cdef Span stale
+        cdef PyObject* found
+        while True:
+            ctx = self._current_context()
+            if ctx is None:
+                return None
+            found = PyDict_GetItem(ctx, self._span_key)
+            if found is NULL:
+                return None
+            if not _exited_elsewhere(<object>found):
+                return <object>found
+            stale = <Span>(<object>found)
+            token, stale._token = stale._token, None
+            try:
+                if self._cv is not None:
+                    PyContextVar_Reset(self._cv, token)
+                else:
+                    self._otel.detach(token)
+            except Exception:  # not this thread's token after all: leave the context alone
+                return <object>found
 
     cpdef object _attach(self, Span span):
         cdef PyObject* value = NULL
@@ -521,6 +567,8 @@ cdef class Recorder:
                 found = PyDict_GetItem(ctx, self._span_key)
                 if found is not NULL:
                     parent = <object>found
+                    if _exited_elsewhere(parent):  # rare: one C test on the common path
+                        parent = self._repair()
         if parent is None and context is None:
             while hi == 0 and lo == 0:
                 hi = _next64()
@@ -593,6 +641,9 @@ cdef class Recorder:
         span.end_ns = end_ns if end_ns else _now_ns()
         if not span.sampled or span._pid != _pid:  # unsampled, or started before a fork
             return 0
+        if self._limits is not None and (self._value_limited or span.links is not None
+                                         or PyDict_Size(span.attrs) > self._attrs_cap):
+            _shared.apply_limits(self, span)  # rare: three C tests on the common path
         if span._evicted:
             self.evicted_ended += 1
         else:
@@ -770,6 +821,13 @@ cdef class _RandomIds:
         for _ in range((bits + 63) // 64):
             value = (value << 64) | _next64()
         return value & ((1 << bits) - 1)
+
+
+cdef inline bint _exited_elsewhere(object span):
+    # A Lens span exited on another thread while current here: ended, out of its
+    # with-block, its context token still unreset.
+    return (type(span) is Span and (<Span>span)._state == _ENDED and not (<Span>span)._cm
+            and (<Span>span)._token is not None)
 
 
 cdef object _parent_tuple(parent):

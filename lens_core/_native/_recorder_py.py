@@ -20,7 +20,9 @@ hot path takes no lock that a signal handler's shutdown could need.
 from __future__ import annotations
 
 import os
+import sys
 import time
+from _thread import get_ident as _get_ident
 
 from lens_core import _lifecycle, semconv
 from lens_core._native import _shared
@@ -74,7 +76,7 @@ class Span:
         self._record_exc = record_exception
         self._ctx_cache = None
         self._pid = 0
-        self.name = name
+        self.name = _shared.redact_name(name) if rec is not None else name  # a make_record name is clean
         self.kind = kind
         self.attrs = {} if attrs is None else attrs
         self.events = None
@@ -110,8 +112,13 @@ class Span:
             self.end()
             return False
         self._cm = False
-        self._rec._detach(self._token)
-        self._token = None
+        if self.sampled and self.thread_id != _get_ident():
+            # Exited on another thread: its context cannot be reset here; the entering
+            # thread resets it when it next looks for its current span (Recorder._repair).
+            _shared.foreign_exit(self)
+        else:
+            self._rec._detach(self._token)
+            self._token = None
         if exc is not None and self._record_exc and not isinstance(exc, GeneratorExit):
             self._rec._fail(self, exc)
         self._rec._end(self, 0)
@@ -152,7 +159,7 @@ class Span:
     def update_name(self, name) -> None:
         """Rename the span."""
         if self._state == _OPEN:
-            self.name = name if type(name) is str else _shared.span_name(self._rec, name)
+            self.name = _shared.redact_name(name if type(name) is str else _shared.span_name(self._rec, name))
 
     def set_status(self, status, description=None) -> None:
         """Set the status (a Status or a StatusCode); OK is final, UNSET is ignored."""
@@ -196,6 +203,11 @@ class Span:
     def __repr__(self):
         state = "ended" if self._state == _ENDED else "open" if self._state == _OPEN else "new"
         return f"<lens span {self.name!r} {self.span_id:016x} {state}>"
+
+
+def _exited_elsewhere(span) -> bool:
+    # A Lens span exited on another thread while current here (see Span.__exit__).
+    return type(span) is Span and span._state == _ENDED and not span._cm and span._token is not None
 
 
 def make_record(scope, name, kind, trace_id, span_id, parent_id, parent_remote, trace_state, start_ns,
@@ -250,6 +262,7 @@ class Recorder:
         self._ratio_bound = _TRACE_ID_LIMIT
         self._sampler = None
         self._otel = None
+        self.set_limits(_shared.Limits())
         _lifecycle.on_fork("lens_core.recorder", after_in_child=Recorder._after_fork, owner=self)
 
     # ---- configuration (otel_bridge) --------------------------------------------------
@@ -264,6 +277,15 @@ class Recorder:
         self._otel = _shared.OTel(contextvar, context_type, span_key, span_context_type, trace_flags_type,
                            trace_state_type, non_recording_span_type, get_current, attach, detach, format_exc,
                            fail_span)
+
+    def set_limits(self, limits) -> None:
+        """Apply the OpenTelemetry span limits ``limits`` (a lens_core._native._shared.Limits;
+        the SDK's 128 defaults unless set; None: no limits)."""
+        self._limits = limits
+        cap = -1 if limits is None else limits.attrs_cap()
+        self._attrs_cap = cap if cap >= 0 else sys.maxsize
+        self._value_limited = limits is not None and (limits.span_value_length is not None
+                                                      or limits.value_length is not None)
 
     def set_sampler(self, mode: int, ratio: float = 1.0, sampler=None) -> None:
         """Sample with a built-in rule (SAMPLE_*), or ask ``sampler`` (SAMPLE_CUSTOM)."""
@@ -355,6 +377,8 @@ class Recorder:
     def _start(self, span) -> None:
         if type(span.name) is not str:  # managed_span("g", None), an int or bytes name
             span.name = _shared.span_name(self, span.name)
+        if span._context is None:
+            self._current_span()  # resets a context a span exited on another thread left here
         parent = self._parent_of(span._context)
         span._context = None
         if parent is None:
@@ -397,6 +421,9 @@ class Recorder:
             return
         if span._pid != self._pid:  # started before a fork: the parent process records it
             return
+        if self._limits is not None and (self._value_limited or span.links is not None
+                                         or len(span.attrs) > self._attrs_cap):
+            _shared.apply_limits(self, span)
         if span._evicted:
             with self._lock:
                 self.evicted_ended += 1
@@ -550,7 +577,17 @@ class Recorder:
 
     def _current_span(self):
         otel = self._otel
-        return otel.get_current().get(otel.span_key)
+        span = otel.get_current().get(otel.span_key)
+        while _exited_elsewhere(span):
+            # exited on another thread: reset the context it set here (its token is this
+            # thread's), as its with-block would have
+            token, span._token = span._token, None
+            try:
+                otel.detach(token)
+            except Exception:  # not this thread's token after all
+                return span
+            span = otel.get_current().get(otel.span_key)
+        return span
 
 
     # ---- sampling ----------------------------------------------------------------------

@@ -13,29 +13,36 @@ from __future__ import annotations
 
 import time
 
+from lens_core import semconv
 from lens_core.attributes import _sanitize_into, describe_exception, sanitize_attributes
 from lens_core.carrier import TRACEPARENT, TRACESTATE, format_traceparent, parse_traceparent
+from lens_core.redaction import redact_text
 
 __all__ = [
-    "OTel",
     "LARGE_VALUE",
+    "Limits",
+    "OTel",
     "RECORD_BYTES",
     "SPAN_TYPES",
     "STATUS_ERROR",
     "STATUS_OK",
     "STATUS_UNSET",
+    "THREAD_ATTRIBUTES",
     "add_event",
     "add_link",
+    "apply_limits",
     "ask_sampler",
     "attach_carrier",
     "attributes_extra",
     "bad_field",
-    "check_time",
+    "bound_links",
     "carrier_of",
+    "check_time",
     "describe_exception",
     "end_time",
     "events_extra",
     "exception_event",
+    "foreign_exit",
     "int64",
     "links_of",
     "merge_attributes",
@@ -45,6 +52,7 @@ __all__ = [
     "parent_of",
     "parse_carrier",
     "record_size",
+    "redact_name",
     "remote_span",
     "set_status",
     "span_context",
@@ -212,8 +220,129 @@ def ask_sampler(rec, trace_id, span, parent_sampled) -> bool:
     return result.decision.is_sampled()
 
 
+# ---- the OpenTelemetry span limits ---------------------------------------------------------
+
+#: Attributes the encoders add to a native span from its fields (thread.id, thread.name);
+#: the SDK recorder sets them as attributes, so they count towards the span's limit there.
+THREAD_ATTRIBUTES = 2
+
+
+class Limits:
+    """The OpenTelemetry span limits, as the SDK's ``SpanLimits`` reads them from
+    OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, OTEL_ATTRIBUTE_COUNT_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT,
+    OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, OTEL_SPAN_EVENT_COUNT_LIMIT, OTEL_SPAN_LINK_COUNT_LIMIT,
+    OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT and OTEL_LINK_ATTRIBUTE_COUNT_LIMIT (128 each by default;
+    value lengths unlimited). None means no limit. A recorder applies them as the SDK does:
+    past a count the oldest attribute, event or link goes (counted in the span's
+    dropped_*_count), and a text value (or a text item of a sequence) is cut to its length."""
+
+    __slots__ = ("span_attributes", "span_value_length", "events", "links", "event_attributes",
+                 "link_attributes", "value_length")
+
+    def __init__(self, span_attributes=128, span_value_length=None, events=128, links=128, event_attributes=128,
+                 link_attributes=128, value_length=None):
+        self.span_attributes, self.span_value_length = span_attributes, span_value_length
+        self.events, self.links = events, links
+        self.event_attributes, self.link_attributes = event_attributes, link_attributes
+        self.value_length = value_length
+
+    @classmethod
+    def of(cls, span_limits) -> "Limits":
+        """From an SDK ``SpanLimits`` (what the TracerProvider applies to SDK spans)."""
+        return cls(span_limits.max_span_attributes, span_limits.max_span_attribute_length, span_limits.max_events,
+                   span_limits.max_links, span_limits.max_event_attributes, span_limits.max_link_attributes,
+                   span_limits.max_attribute_length)
+
+    def attrs_cap(self) -> int:
+        """Entries a native span's attribute dict may hold (its thread attributes come from fields)."""
+        return -1 if self.span_attributes is None else max(0, self.span_attributes - THREAD_ATTRIBUTES)
+
+
+def _cut(value, length):
+    if isinstance(value, str):
+        return value[:length] if len(value) > length else value
+    if isinstance(value, tuple) and any(isinstance(v, str) and len(v) > length for v in value):
+        return tuple(v[:length] if isinstance(v, str) else v for v in value)
+    return value
+
+
+def _bound(attrs, count, length) -> int:
+    # The SDK's BoundedAttributes, applied to a finished dict: the newest ``count`` entries
+    # stay; text cut to ``length``. Returns how many entries were dropped.
+    dropped = 0
+    if count is not None and len(attrs) > count:
+        dropped = len(attrs) - count
+        for key in list(attrs)[:dropped]:
+            del attrs[key]
+    if length is not None:
+        for key, value in list(attrs.items()):
+            cut = _cut(value, length)
+            if cut is not value:
+                attrs[key] = cut
+    return dropped
+
+
+def apply_limits(rec, span) -> None:
+    """Bound ``span``'s attributes, thread name and links to the recorder's limits, counting
+    what went in ``dropped_attrs`` / ``dropped_links``; the recorders call it when a span
+    ends with more attributes than allowed, with links, or whenever a value length limit
+    is set."""
+    limits = rec._limits
+    if limits is None:
+        return
+    # (thread_name None: the thread attributes are entries of the dict already)
+    cap = limits.attrs_cap() if span.thread_name is not None else (limits.span_attributes or 0)
+    cap = None if limits.span_attributes is None else cap
+    span.dropped_attrs += _bound(span.attrs, cap, limits.span_value_length)
+    if limits.span_value_length is not None and isinstance(span.thread_name, str):
+        span.thread_name = _cut(span.thread_name, limits.span_value_length)
+    if span.links:  # links given at the start were not bounded yet
+        for link in span.links:
+            _bound(link[3], limits.link_attributes, limits.value_length)
+        bound_links(rec, span)
+
+
+def foreign_exit(span) -> None:
+    """A with-block on ``span`` exited on a thread other than the one that entered it:
+    warned about once (a RuntimeWarning, as for SDK spans); the span's context token is
+    left for the entering thread to reset (the recorders do so the next time that thread
+    looks for its current span)."""
+    from lens_core.backend import _warn_foreign_exit
+
+    _warn_foreign_exit(span.name)
+
+
+def redact_name(name):
+    """A span or event name with credential shapes redacted (redact_text); not a str: as given."""
+    return redact_text(name) if type(name) is str else name
+
+
+_THREAD_ID, _THREAD_NAME = semconv.THREAD_ID, semconv.THREAD_NAME
+
+
 def merge_attributes(rec, span, attributes) -> None:
-    _sanitize_into(span.attrs, attributes)
+    attrs = span.attrs
+    limits = rec._limits
+    if limits is None:
+        _sanitize_into(attrs, attributes)
+        return
+    # The SDK recorder's span holds its start attributes, then thread.id and thread.name,
+    # then what is set later, a key set again moving to the end; past the count limit the
+    # oldest goes. The same order here, so the same attributes survive: the thread
+    # attributes become entries at the first later set (the encoders then take them from
+    # the dict, not the span's fields), and a key set again is removed first.
+    if span.thread_name is not None:
+        if limits.span_attributes is not None:  # what the SDK's span dropped at its start
+            span.dropped_attrs += _bound(attrs, limits.attrs_cap(), None)
+        attrs[_THREAD_ID] = span.thread_id
+        attrs[_THREAD_NAME] = span.thread_name
+        span.thread_name = None
+    for key in attributes:
+        if key in attrs:
+            del attrs[key]
+    _sanitize_into(attrs, attributes)
+    if limits.span_attributes is not None and len(attrs) > limits.span_attributes:
+        span.dropped_attrs += _bound(attrs, limits.span_attributes, None)
 
 
 def int64(value) -> int:
@@ -300,9 +429,20 @@ def add_event(rec, span, name, attributes, timestamp) -> None:
         timestamp = check_time(rec, timestamp, "event time")
         if timestamp is None:
             return  # the event is dropped: a guessed time would misplace it
+    clean = sanitize_attributes(attributes)
+    limits = rec._limits
+    if limits is not None:
+        _bound(clean, limits.event_attributes, limits.value_length)
+        if limits.events is not None and limits.events <= 0:
+            span.dropped_events += 1
+            return
     if span.events is None:
         span.events = []
-    span.events.append((span_name(rec, name), timestamp, sanitize_attributes(attributes)))
+    events = span.events
+    events.append((redact_name(span_name(rec, name)), timestamp, clean))
+    if limits is not None and limits.events is not None and len(events) > limits.events:
+        del events[0]  # the SDK keeps the newest events
+        span.dropped_events += 1
 
 
 def add_link(rec, span, context, attributes) -> None:
@@ -311,10 +451,25 @@ def add_link(rec, span, context, attributes) -> None:
         bad_field(rec, f"a link to trace {_short(trace_id)} span {_short(span_id)}")
         return
     state = context.trace_state.to_header() if context.trace_state else None
+    clean = sanitize_attributes(attributes)
+    limits = rec._limits
+    if limits is not None:
+        _bound(clean, limits.link_attributes, limits.value_length)
     if span.links is None:
         span.links = []
-    span.links.append((trace_id, span_id, state or None, sanitize_attributes(attributes),
-                       bool(context.is_remote)))
+    span.links.append((trace_id, span_id, state or None, clean, bool(context.is_remote)))
+    bound_links(rec, span)
+
+
+def bound_links(rec, span) -> None:
+    """Keep the newest links within the link count limit, counting the rest."""
+    limits = rec._limits
+    links = span.links
+    if limits is None or limits.links is None or not links or len(links) <= limits.links:
+        return
+    excess = len(links) - limits.links
+    del links[:excess]
+    span.dropped_links += excess
 
 
 def set_status(rec, span, status, description) -> None:
@@ -331,7 +486,7 @@ def set_status(rec, span, status, description) -> None:
     if span.status_code == STATUS_OK or value == STATUS_UNSET:
         return
     span.status_code = value
-    span.status_msg = description if value == STATUS_ERROR else None
+    span.status_msg = redact_name(description) if value == STATUS_ERROR else None
 
 
 def exception_event(rec, span, exc, attributes, timestamp, escaped) -> None:

@@ -28,12 +28,14 @@ __all__ = [
     "console_span_exporter",
     "file_log_exporter",
     "file_metric_exporter",
+    "file_mode",
     "file_span_exporter",
     "otlp_log_exporter",
     "otlp_metric_exporter",
     "otlp_span_exporter",
     "resolve_exporter_name",
     "resolve_otlp_protocol",
+    "set_file_mode",
 ]
 
 #: Exporter names a configuration may ask for; ``auto`` resolves to ``otlp`` or ``file``.
@@ -177,13 +179,33 @@ def otlp_log_exporter(protocol: str | None = None, **kwargs: Any) -> Any:
     return _otlp_exporter("logs", protocol, kwargs)
 
 
+# -- file permissions ----------------------------------------------------------------
+
+_file_mode = 0o600
+
+
+def set_file_mode(mode: int) -> None:
+    """Permission bits of the trace, metric and log files created from now on (directories
+    get execute wherever read is given); ``LensConfig.file_mode``, applied by setup. Raises
+    ValueError outside 0600..0666 or with execute or special bits (lens_core.config.parse_file_mode)."""
+    global _file_mode
+    from lens_core.config import parse_file_mode
+
+    _file_mode = parse_file_mode(mode)
+
+
+def file_mode() -> int:
+    """The current file permission bits (default 0600: traces may hold prompts)."""
+    return _file_mode
+
+
 # -- file and console --------------------------------------------------------------------
 
 
 def file_span_exporter(
     directory: str | os.PathLike[str] | None = None, run_id: str = "default", rank: int | str = 0
 ) -> Any:
-    """Return a ``FileSpanExporter`` writing ``<directory>/<run_id>/traces-rank<rank>-pid<pid>.jsonl``.
+    """Return a ``FileSpanExporter`` writing ``<directory>/<run_id>/traces-rank<rank>-pid<pid>-<tag>.jsonl``.
 
     Each export appends one OTLP/JSON ``ExportTraceServiceRequest`` line, the format
     of the OpenTelemetry Collector's file exporter. ``directory`` defaults to
@@ -195,7 +217,7 @@ def file_span_exporter(
 def file_metric_exporter(
     directory: str | os.PathLike[str] | None = None, run_id: str = "default", rank: int | str = 0, **kwargs: Any
 ) -> Any:
-    """Return a ``FileMetricExporter`` writing ``metrics-rank<rank>-pid<pid>.jsonl`` lines.
+    """Return a ``FileMetricExporter`` writing ``metrics-rank<rank>-pid<pid>-<tag>.jsonl`` lines.
 
     ``kwargs`` (``preferred_temporality``, ``preferred_aggregation``) go to the SDK's
     ``MetricExporter``.
@@ -206,7 +228,7 @@ def file_metric_exporter(
 def file_log_exporter(
     directory: str | os.PathLike[str] | None = None, run_id: str = "default", rank: int | str = 0
 ) -> Any:
-    """Return a ``FileLogExporter`` writing ``logs-rank<rank>-pid<pid>.jsonl`` lines."""
+    """Return a ``FileLogExporter`` writing ``logs-rank<rank>-pid<pid>-<tag>.jsonl`` lines."""
     return _submodule("_file").FileLogExporter(directory or DEFAULT_FILE_DIR, run_id, rank)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from lens_core import semconv
-from lens_core.backend import LiveSpan, SpanBackend
+from lens_core.backend import LiveSpan, SpanBackend, _get_ident, _release_stale, _stale, _warn_foreign_exit
 from otel_bridge.sdk.failure import record_failure
 
 __all__ = ["INSTRUMENTATION_SCOPE", "OTelBackend"]
@@ -136,6 +136,9 @@ class _LiveOTelSpan(LiveSpan):
 
     def __enter__(self):
         backend = self._backend
+        thread = self._thread = _get_ident()
+        if thread in _stale:  # a span entered here was exited on another thread: reset its context first
+            _release_stale(thread)
         context = self._context
         if context is not None:
             context = backend._context(context)
@@ -146,7 +149,11 @@ class _LiveOTelSpan(LiveSpan):
 
     def __exit__(self, exc_type, exc, tb):
         try:
-            self._backend._detach(self._token)
+            if _get_ident() == self._thread:
+                self._backend._detach(self._token)
+            else:  # exited on another thread: the entering thread resets the context (LiveSpan)
+                _stale.setdefault(self._thread, []).append((self._backend, self._token))
+                _warn_foreign_exit(self._name)
         finally:
             if exc is None or not self._record or isinstance(exc, GeneratorExit):
                 self._span.end()  # closing a generator is not a failure

@@ -7,7 +7,7 @@ import random
 
 from otel_bridge.lifecycle import on_fork
 
-__all__ = ["SeedIndependentIdGenerator", "instance_id", "lens_version"]
+__all__ = ["SeedIndependentIdGenerator", "instance_id", "lens_version", "process_tag"]
 
 
 def lens_version() -> str:
@@ -51,9 +51,43 @@ class SeedIndependentIdGenerator:
         return True
 
 
+_tags: dict = {}  # pid -> process_tag (a forked child computes its own)
+
+
+def process_tag(pid: int = None) -> str:
+    """Eight hex digits that tell apart processes sharing a host name and a pid: a CRC of
+    the kernel's boot id, the pid namespace (its inode: containers on one host each have
+    their own) and the process's start time (clock ticks since boot, /proc/<pid>/stat), so a
+    pid reused later, or the same pid in two containers, gets another tag. Where /proc does
+    not tell (not Linux), eight random hex digits per process."""
+    pid = os.getpid() if pid is None else pid
+    tag = _tags.get(pid)
+    if tag is None:
+        import zlib
+
+        # /proc/self, not /proc/<pid>: in a pid namespace whose /proc is the host's, the pid
+        # this process sees (say 1) names another process there.
+        proc = "/proc/self" if pid == os.getpid() else f"/proc/{pid}"
+        try:
+            with open("/proc/sys/kernel/random/boot_id", "rb") as fh:
+                boot = fh.read().strip()
+            namespace = os.stat(f"{proc}/ns/pid").st_ino
+            with open(f"{proc}/stat", "rb") as fh:
+                # the fields after the command name, which may hold spaces and parentheses
+                started = fh.read().rsplit(b")", 1)[1].split()[19]
+            tag = f"{zlib.crc32(b'%s/%d/%s' % (boot, namespace, started)):08x}"
+        except (OSError, IndexError):
+            tag = os.urandom(4).hex()
+        _tags.clear()  # only this process's (and a fork's own) is ever asked for again
+        _tags[pid] = tag
+    return tag
+
+
 def instance_id(run_id: str, rank, pid: int = None) -> str:
-    """``service.instance.id``: unique per process (``<run>-rank<R>-<host>-<pid>``), so a Ray
-    driver and its rank-0 actor, or a forked child and its parent, never share one."""
+    """``service.instance.id``: unique per process (``<run>-rank<R>-<host>-<pid>-<tag>``, the
+    tag from process_tag), so a Ray driver and its rank-0 actor, a forked child and its
+    parent, or two containers on one host whose processes have the same pid never share one."""
     import socket
 
-    return f"{run_id}-rank{rank}-{socket.gethostname()}-{os.getpid() if pid is None else pid}"
+    pid = os.getpid() if pid is None else pid
+    return f"{run_id}-rank{rank}-{socket.gethostname()}-{pid}-{process_tag(pid)}"

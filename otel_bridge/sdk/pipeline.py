@@ -23,6 +23,7 @@ import threading
 import time
 
 from lens_core import _log, semconv
+from lens_core.redaction import redact_span_fields
 
 from otel_bridge._signals import signals_to_main_thread
 from otel_bridge.lifecycle import on_fork
@@ -260,26 +261,49 @@ def _adapt_otlp(exporter):
 
 
 class FileSink:
-    """OTLP/JSON lines in ``<dir>/<run_id>/traces-rank<R>-pid<P>.jsonl``."""
+    """OTLP/JSON lines in ``<dir>/<run_id>/traces-rank<R>-pid<P>-<tag>.jsonl``, each at most
+    ``max_line_bytes``: a batch that would write a longer line has its values past
+    ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` (1 MiB characters when unset) cut, listed in
+    ``lens.truncated_keys``, and is split (otel_bridge.exporters._file.write_records)."""
 
-    def __init__(self, writer, encoder):
+    def __init__(self, writer, encoder, max_line_bytes: int = 8 << 20):
+        from otel_bridge.exporters._file import value_limit
+
         self._writer = writer
         self._encode = encoder
+        self.max_line_bytes = max_line_bytes
+        self.value_limit = value_limit()
+        self._lost_seen = 0
+        self._pipeline = None  # set by encode: the pipeline whose counts a lost file corrects
 
     @property
     def path(self):
         return self._writer.path
 
     def encode(self, pipeline, records):
-        """``records`` as one OTLP/JSON line."""
-        return self._encode(pipeline.resource_json, pipeline.scopes.json, records)
+        """``records`` as OTLP/JSON lines that each fit ``max_line_bytes``: [(line, spans)]."""
+        from otel_bridge.exporters._file import fit_lines
 
-    def deliver(self, line, count):
-        """Append the line: (ok, error, retryable)."""
+        self._pipeline = pipeline
+        return fit_lines(self._encode, pipeline.resource_json, pipeline.scopes.json, records,
+                         max_line_bytes=self.max_line_bytes, limit=self.value_limit)
+
+    def deliver(self, lines, count):
+        """Append the lines: (ok, error, retryable)."""
         try:
-            self._writer.write_line(line)
+            for line, spans in lines:
+                self._writer.write_line(line, spans)
         except (OSError, ValueError) as exc:
             return False, f"could not write {self._writer.path}: {exc}", False
+        finally:
+            # Spans already counted exported into a file that was deleted since (or whose
+            # directory was): lost after all. The loss record counts them as failed.
+            lost = self._writer.lost_spans - self._lost_seen
+            pipeline = self._pipeline
+            if lost and pipeline is not None:
+                self._lost_seen += lost
+                pipeline.exported -= lost
+                pipeline.failed += lost
         return True, None, False
 
     def shutdown(self, timeout_s):
@@ -723,12 +747,22 @@ class SpanPipeline:
         status = span.status
         code = fix.status_code(getattr(status.status_code, "value", status.status_code))
         start_ns, end_ns = fix.times(span.start_time, span.end_time)
+        name, attrs = fix.name(span.name), dict(span.attributes or {})
+        events, links = fix.events(events, start_ns), fix.links(links)
+        message = fix.description(status.description) if code == 2 else None
+        # Secrets are redacted here, off the app thread, for every SDK span: the SDK
+        # recorder's (whose set_attribute / add_event / record_exception Lens never sees)
+        # and raw OpenTelemetry tracers' alike. A changed span is no longer handed on as the
+        # SDK object (an SDK exporter sink rebuilds it from the record).
+        clean = redact_span_fields(name, attrs, events, links, message)
+        if clean is not None:
+            name, attrs, events, links, message = clean
         record = self.encoders.make_record(
-            self.scopes.index(span.instrumentation_scope), fix.name(span.name), fix.kind(span.kind.value + 1),
+            self.scopes.index(span.instrumentation_scope), name, fix.kind(span.kind.value + 1),
             ctx.trace_id, ctx.span_id, parent.span_id if parent else 0, bool(parent and parent.is_remote),
-            state or None, start_ns, end_ns, dict(span.attributes or {}), fix.events(events, start_ns),
-            fix.links(links), code, fix.description(status.description) if code == 2 else None,
-            tuple(fix.count(n) for n in (span.dropped_attributes, span.dropped_events, span.dropped_links)), span)
+            state or None, start_ns, end_ns, attrs, events, links, code, message,
+            tuple(fix.count(n) for n in (span.dropped_attributes, span.dropped_events, span.dropped_links)),
+            span if clean is None and not fix.fixed else None)
         self._count_fixed(fix)
         return record
 

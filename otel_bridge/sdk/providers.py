@@ -48,6 +48,7 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 
     from lens_core.config import DEFAULT_SERVICE_NAME
+    from lens_core.redaction import redact_attributes
 
     from otel_bridge.resources import detect_resource_attributes
     from otel_bridge.resources.dl import detect_software, detect_topology
@@ -85,7 +86,10 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
         environment.pop(semconv.SERVICE_NAME, None)
     attrs.update(environment)
     attrs.update(caller)
-    return Resource(attrs, semconv.SCHEMA_URL)
+    # OTEL_RESOURCE_ATTRIBUTES (and a detected command line) may carry a credential
+    # (db.password=..., a URL with user:password@): redacted by key and by shape like any
+    # span attribute; the resource is exported with every batch.
+    return Resource(redact_attributes(attrs), semconv.SCHEMA_URL)
 
 
 def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, local_rank: int = 0,
@@ -104,6 +108,7 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
 
     from otel_bridge import exporters
 
+    exporters.set_file_mode(config.file_mode)
     resource = build_resource(config, run_id=run_id, rank=rank, world_size=world_size,
                               local_rank=local_rank, resource_attributes=resource_attributes)
     # The exporter name goes to each signal's builder unresolved: ``auto`` is decided per

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from lens_core import _impl, semconv
+from lens_core._native._shared import Limits
 
 from otel_bridge import exporters
 from otel_bridge.sdk import upstream
@@ -25,15 +26,19 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
     """(tracer_provider, pipeline, native recorder or None) for ``config``; the pipeline's
     export thread is running. ``exporter_name`` may be ``auto`` (decided for traces);
     ``sampler`` None means the SDK's (OTEL_TRACES_SAMPLER)."""
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 
     impl = _impl.recorder()
     recorder = impl.Recorder(max_open=config.max_open_spans, buffer_bytes=config.buffer_mb << 20)
     sink = _sink(exporters.resolve_exporter_name(exporter_name, signal="traces"), config, run_id, rank,
                  span_exporter, impl)
+    # One set of OpenTelemetry span limits (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT and the rest, the
+    # SDK's 128 defaults) for SDK spans and the native recorder alike: both write the same data.
+    limits = SpanLimits()
+    recorder.set_limits(Limits.of(limits))
     # shutdown_on_exit=False: the SDK's own exit hook has no deadline; ours does.
     tracer_provider = TracerProvider(resource=resource, id_generator=SeedIndependentIdGenerator(),
-                                     sampler=sampler, shutdown_on_exit=False)
+                                     sampler=sampler, shutdown_on_exit=False, span_limits=limits)
     pipeline = SpanPipeline(recorder, sink, scopes=ScopeTable("lens", lens_version()), encoders=impl,
                             resource=resource, retarget=_retargeter(run_id),
                             spool_factory=_spool_factory(config, run_id, rank))
@@ -61,7 +66,7 @@ def _sink(exporter_name, config, run_id, rank, span_exporter, impl):
         from otel_bridge.exporters._file import JsonLinesWriter
 
         return FileSink(JsonLinesWriter(config.file_dir or exporters.DEFAULT_FILE_DIR, run_id, rank, "traces"),
-                        impl.encode_traces_json)
+                        impl.encode_traces_json, max_line_bytes=config.file_line_mb << 20)
     return SdkExporterSink(exporters.console_span_exporter())
 
 

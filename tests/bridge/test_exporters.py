@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from otel_bridge import exporters  # noqa: E402
+from otel_bridge.sdk.identity import process_tag  # noqa: E402
 from otel_bridge.exporters import (  # noqa: E402
     DEFAULT_FILE_DIR,
     EXPORTER_NAMES,
@@ -302,7 +303,7 @@ def test_file_span_exporter_writes_otlp_json_lines(tmp_path):
     parent_ctx, child_ctx = _make_two_spans(provider)
     provider.shutdown()
 
-    path = tmp_path / "run-1" / f"traces-rank2-pid{os.getpid()}.jsonl"
+    path = tmp_path / "run-1" / f"traces-rank2-pid{os.getpid()}-{process_tag()}.jsonl"
     assert file_exporter.path == path
     lines = _read_lines(path)
     assert len(lines) == 2  # SimpleSpanProcessor: one export (one line) per span
@@ -350,7 +351,7 @@ def test_file_metric_exporter_writes_otlp_json_lines(tmp_path):
     assert provider.force_flush()
     provider.shutdown()  # exports once more, then closes the file
 
-    lines = _read_lines(tmp_path / "run-1" / f"metrics-rank0-pid{os.getpid()}.jsonl")
+    lines = _read_lines(tmp_path / "run-1" / f"metrics-rank0-pid{os.getpid()}-{process_tag()}.jsonl")
     assert len(lines) >= 1
     for line in lines:
         data = json.loads(line)
@@ -381,7 +382,7 @@ def test_file_log_exporter_writes_otlp_json_lines(tmp_path):
     span_ctx = _emit_log_in_span(provider)
     provider.shutdown()
 
-    (line,) = _read_lines(tmp_path / "run-1" / f"logs-rank1-pid{os.getpid()}.jsonl")
+    (line,) = _read_lines(tmp_path / "run-1" / f"logs-rank1-pid{os.getpid()}-{process_tag()}.jsonl")
     (record,) = [r for records in _walk(json.loads(line), "logRecords") for r in records]
     assert record["traceId"] == format(span_ctx.trace_id, "032x")
     assert record["spanId"] == format(span_ctx.span_id, "016x")
@@ -467,7 +468,7 @@ def _run_and_kill(directory, mode):
         process.stdout.close()
     assert process.returncode == -signal.SIGKILL
     (path,) = (Path(directory) / "killed").iterdir()
-    assert path.name == f"traces-rank0-pid{process.pid}.jsonl"
+    assert path.name.startswith(f"traces-rank0-pid{process.pid}-") and path.name.endswith(".jsonl")
     return path
 
 
@@ -690,11 +691,11 @@ def test_fork_child_writes_file_named_for_its_pid(tmp_path):
         return [_span_name(line) for line in _read_lines(path)]
 
     run_dir = tmp_path / "forked"
-    assert sorted(p.name for p in run_dir.iterdir()) == sorted(
-        [f"traces-rank0-pid{os.getpid()}.jsonl", f"traces-rank0-pid{child}.jsonl"]
-    )
-    assert names(run_dir / f"traces-rank0-pid{os.getpid()}.jsonl") == ["parent-before-fork", "parent-after-fork"]
-    assert names(run_dir / f"traces-rank0-pid{child}.jsonl") == ["child"]
+    (child_file,) = run_dir.glob(f"traces-rank0-pid{child}-*.jsonl")
+    parent_file = run_dir / f"traces-rank0-pid{os.getpid()}-{process_tag()}.jsonl"
+    assert sorted(run_dir.iterdir()) == sorted([parent_file, child_file])
+    assert names(parent_file) == ["parent-before-fork", "parent-after-fork"]
+    assert names(child_file) == ["child"]
 
 
 # -- the receiver itself -----------------------------------------------------------------

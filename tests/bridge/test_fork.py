@@ -60,7 +60,7 @@ def test_a_forked_child_exports_only_its_own_spans_and_each_span_once(tmp_path):
     assert [sid for sid, n in counts.items() if n > 1] == []
     by_file = collections.defaultdict(list)
     for span in spans:
-        by_file["child" if span["file"].endswith(f"-pid{child_pid}.jsonl") else "parent"].append(span["name"])
+        by_file["child" if f"-pid{child_pid}-" in span["file"] else "parent"].append(span["name"])
     assert sorted(set(by_file["child"])) == ["child"] and len(by_file["child"]) == 50
     assert by_file["parent"].count("parent-before") == 200
     assert by_file["parent"].count("parent-after") == 1

@@ -19,6 +19,7 @@ from lens_core.registry import SpanRegistry  # noqa: E402
 from otel_bridge import active_handle, setup_telemetry
 from otel_bridge.sdk import providers as providers_module  # noqa: E402
 from otel_bridge.sdk.backend import OTelBackend  # noqa: E402
+from otel_bridge.sdk.identity import process_tag  # noqa: E402
 from otel_bridge.handle import resolve_rank  # noqa: E402
 from otel_bridge.sdk.providers import build_noop_providers  # noqa: E402
 from trace_files import read_spans, run_script  # noqa: E402
@@ -263,7 +264,7 @@ def test_resource_has_service_run_rank_user_and_host_attributes(monkeypatch):
     assert "service.version" not in attrs  # the application's, not Lens's
     assert attrs["telemetry.distro.name"] == "lens"
     assert attrs["telemetry.distro.version"] == providers_module.lens_version()
-    assert attrs["service.instance.id"] == f"r1-rank3-{attrs['host.name']}-{os.getpid()}"
+    assert attrs["service.instance.id"] == f"r1-rank3-{attrs['host.name']}-{os.getpid()}-{process_tag()}"
     assert attrs["nemo.run.id"] == "r1"
     assert (attrs["nv.dl.rank"], attrs["nv.dl.world_size"], attrs["nv.dl.local_rank"]) == (3, 8, 1)
     assert attrs["nv.dl.user"] == "ada"
@@ -428,7 +429,7 @@ def test_auto_exporter_sends_traces_metrics_and_logs_to_an_otlp_receiver(otlp_re
     resource = gen.resource
     assert resource["service.name"] == "rl-trainer"
     assert resource["nv.dl.rank"] == 1
-    assert resource["service.instance.id"] == f"job9-rank1-{resource['host.name']}-{os.getpid()}"
+    assert resource["service.instance.id"] == f"job9-rank1-{resource['host.name']}-{os.getpid()}-{process_tag()}"
     assert resource["nemo.run.id"] == "job9"
     assert resource["deployment.environment"] == "ci"
     assert resource["team"] == "rl"

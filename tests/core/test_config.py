@@ -146,9 +146,9 @@ def test_every_numeric_setting_has_a_range_and_the_millisecond_ones_fit_threadin
 
     from lens_core.config import NUMERIC_RANGES
 
-    numeric = {f for f, v in LensConfig()._defaults.items() if type(v) is int}
+    numeric = {f for f, v in LensConfig()._defaults.items() if type(v) is int} - {"file_mode"}  # octal bits
     assert set(NUMERIC_RANGES) == numeric == {"metric_export_interval_ms", "shutdown_timeout_ms",
-                                              "max_open_spans", "buffer_mb", "spool_mb"}
+                                              "max_open_spans", "buffer_mb", "spool_mb", "file_line_mb"}
     for name, (low, high, unit) in NUMERIC_RANGES.items():
         assert (0 if name == "spool_mb" else 1) <= low < high  # spool_mb=0 turns the spool off
         if unit == "milliseconds":
@@ -292,3 +292,27 @@ def test_goodput_metrics_is_on_by_default_and_read_from_the_environment():
     assert from_env(LENS_GOODPUT_METRICS="0").goodput_metrics is False
     with pytest.raises(ValueError, match="LENS_GOODPUT_METRICS"):
         from_env(LENS_GOODPUT_METRICS="maybe")
+
+
+@pytest.mark.parametrize("raw, mode", [("0600", 0o600), ("640", 0o640), ("0o660", 0o660), ("0666", 0o666)])
+def test_lens_file_mode_takes_octal_permissions_that_keep_the_owner_reading_and_writing(raw, mode):
+    assert LensConfig.from_env(environ={"LENS_FILE_MODE": raw}).file_mode == mode
+    assert LensConfig(file_mode=raw).file_mode == mode
+
+
+@pytest.mark.parametrize("raw", ["0755", "0400", "0200", "4600", "1666", "rw-r--r--", "9", "", "0o", 0o700, True])
+def test_lens_file_mode_refuses_execute_special_bits_and_an_owner_without_read_write(raw):
+    with pytest.raises(ValueError, match="file permissions"):
+        LensConfig(file_mode=raw)
+
+
+def test_a_config_survives_copy_deepcopy_and_pickle():
+    """Regression: LensConfig could not be pickled or copied (its immutable __setattr__
+    refused the default slot-by-slot restore)."""
+    import copy
+    import pickle
+
+    config = LensConfig(enabled=True, export_ranks="0,3", redact_allow="a,b", file_mode="0640")
+    for clone in (copy.copy(config), copy.deepcopy(config), pickle.loads(pickle.dumps(config)),
+                  pickle.loads(pickle.dumps(config, protocol=0))):
+        assert clone == config and type(clone.export_ranks) is type(config.export_ranks)

@@ -14,7 +14,7 @@ from lens_core.redaction import (
     set_redact_allow,
 )
 from lens_core.spans import sanitize_attributes
-from secret_cases import SECRET_CASES, VISIBLE_CASES
+from secret_cases import LOOK_ALIKE_TEXTS, SECRET_CASES, SHAPES, VISIBLE_CASES
 
 
 @pytest.fixture(autouse=True)
@@ -176,6 +176,19 @@ def test_texts_that_only_resemble_credentials_are_kept(text):
     assert redact_text(text) is text
 
 
+@pytest.mark.parametrize("name, text, expected", SHAPES, ids=[c[0] for c in SHAPES])
+def test_the_twenty_credential_shapes_are_redacted_in_free_text(name, text, expected):
+    """Regression (issue #18): GCP private_key_id, Azure AccountKey=, Azure SAS sig=, Slack
+    webhook URLs, mysql -p<pw> and github_pat_ tokens passed every redaction path (the
+    prefilter looked for "gh", which github_pat_ lacks)."""
+    assert redact_text(text) == expected
+
+
+@pytest.mark.parametrize("text", LOOK_ALIKE_TEXTS, ids=repr)
+def test_hashes_uuids_paths_and_model_names_are_kept(text):
+    assert redact_text(text) is text
+
+
 def test_a_sequence_keeps_its_clean_items_and_is_returned_unchanged_when_clean():
     clean = ("rollout", "grpo-step")
     assert redact_value("tags", clean) is clean
@@ -186,7 +199,9 @@ def test_a_sequence_keeps_its_clean_items_and_is_returned_unchanged_when_clean()
 @pytest.mark.parametrize("unit, prefix", [
     ("eyJ", ""), ("b:", "://a:"), ("bearer ", ""), ("password", ""), ("-a", ""), ("sk-", ""), ("hf_", ""),
     ("AKIA", ""), ("Basic QUJD", ""), ("x", "-----BEGIN RSA PRIVATE KEY-----"),
-], ids=["jwt", "url", "bearer", "kv", "flag", "sk", "hf", "aws", "basic", "pem"])
+    ("mysql a ", ""), ("mysql -pa ", ""), ("&sig=", ""), ("hooks.slack.com/services/", "://"), ("github_pat_", ""),
+], ids=["jwt", "url", "bearer", "kv", "flag", "sk", "hf", "aws", "basic", "pem", "mysql", "mysql-p", "sas", "slack",
+        "github-pat"])
 def test_redaction_takes_linear_time_on_pathological_text(unit, prefix):
     """Regression: "eyJ" * 20000 took 0.85 s (every eyJ rescanned the run to its end: quadratic).
     Ten times the text must cost about as much as the short text ten times (a same-run ratio).

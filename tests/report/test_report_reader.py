@@ -204,6 +204,23 @@ def test_a_run_folder_with_metrics_and_logs_files_reads_only_the_traces(tmp_path
     assert [Path(f).name for f in read.files] == ["traces-rank0-pid1.jsonl"]
 
 
+def test_trace_files_named_before_and_after_the_process_tag_are_read_alike(tmp_path, otlp):
+    """File names gained a process tag (issue #18: two containers' pid 1 shared one file):
+    the old names, the new ones and a refused name's successor (-2) are all read (the reader
+    takes any *.jsonl under the folder; it parses no file name)."""
+    run = tmp_path / "job"
+    run.mkdir()
+    otlp.write(run / "traces-rank0-pid1.jsonl", otlp.request([otlp.span(1, "old", 0, 1)], nv_dl_rank=0,
+                                                              service_instance_id="job-rank0-host-1"))
+    otlp.write(run / "traces-rank1-pid1-1a2b3c4d.jsonl", otlp.request(
+        [otlp.span(2, "new", 0, 1)], nv_dl_rank=1, service_instance_id="job-rank1-host-1-1a2b3c4d"))
+    otlp.write(run / "traces-rank2-pid1-5e6f7a8b-2.jsonl", otlp.request(
+        [otlp.span(3, "refused-then-next", 0, 1)], nv_dl_rank=2, service_instance_id="job-rank2-host-1-5e6f7a8b"))
+    read = read_spans([tmp_path])
+    assert sorted(s.name for s in read.spans) == ["new", "old", "refused-then-next"] and read.problems == ()
+    assert len(read.files) == 3
+
+
 def test_a_store_nobody_closed_leaves_no_database_behind():
     """Regression: a TraceStore that was not closed left its temporary database (hundreds of MB) in /tmp."""
     import gc
