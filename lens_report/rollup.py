@@ -150,7 +150,7 @@ def build_report(
     step_names = [name for (name,) in con.execute(f"SELECT DISTINCT name FROM spans {where}").fetchall()
                   if pattern.search(name)]
     con.execute("CREATE OR REPLACE TEMP TABLE step_names (name VARCHAR)")
-    insert_rows(con, "INSERT INTO step_names VALUES (?)", [[n] for n in step_names])
+    insert_rows(con, "step_names", [[n] for n in step_names])
     _classify(con, where)
     _jump(con)
     _steps(con)
@@ -323,7 +323,7 @@ def _span_ref(con: Any, ids: list[int]) -> dict[int, tuple[str, str, str, str, i
     if not ids:
         return {}
     con.execute("CREATE OR REPLACE TEMP TABLE wanted (id BIGINT)")
-    insert_rows(con, "INSERT INTO wanted VALUES (?)", [[i] for i in ids])
+    insert_rows(con, "wanted", [[i] for i in ids])
     rows = con.execute("""
         SELECT s.rowid, printf('%032x', s.trace), printf('%016x', s.span), s.name, f.path, s.line - f.first + 1,
                s.rank_label
@@ -454,7 +454,7 @@ def _rank_order(con: Any) -> list[str]:
 def _rank_steps(con: Any) -> tuple[list[str], RankSteps]:
     labels = _rank_order(con)
     con.execute("CREATE OR REPLACE TEMP TABLE rank_index (rank_label VARCHAR, idx INTEGER)")
-    insert_rows(con, "INSERT INTO rank_index VALUES (?, ?)", [[label, i] for i, label in enumerate(labels)])
+    insert_rows(con, "rank_index", [[label, i] for i, label in enumerate(labels)])
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE rank_steps AS
         SELECT s.iteration, r.idx AS rank, sum(s.wall_ns) AS wall_ns, {", ".join(f"sum({x}) AS {x}" for x in BUCKETS)}
@@ -619,11 +619,11 @@ def choose_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | N
         chosen += [label for label in labels if label not in chosen][: default_ranks - len(chosen)]
         chosen.sort(key=lambda label: order[label])
     con.execute("CREATE OR REPLACE TEMP TABLE wf_ranks (rank_label VARCHAR)")
-    insert_rows(con, "INSERT INTO wf_ranks VALUES (?)", [[label] for label in chosen])
+    insert_rows(con, "wf_ranks", [[label] for label in chosen])
     window = "true"
     if chosen_steps is not None:
         con.execute("CREATE OR REPLACE TEMP TABLE wf_steps (iteration BIGINT)")
-        insert_rows(con, "INSERT INTO wf_steps VALUES (?)", [[it] for it in chosen_steps])
+        insert_rows(con, "wf_steps", [[it] for it in chosen_steps])
         con.execute("""
             CREATE OR REPLACE TEMP TABLE wf_windows AS
             SELECT s.iteration, min(k.start_ns) AS lo, max(k.end_ns) AS hi
