@@ -16,6 +16,7 @@ from typing import Any
 
 from lens_core import semconv
 
+from .dialect import DUCKDB, LOSS_COUNTERS, ResourceFields, SpanFields
 from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem, Span
 
 __all__ = [
@@ -58,7 +59,10 @@ def _line_type(detail: bool) -> str:
     return '{"resourceSpans":[{"resource":{"attributes":' + attrs + '},"scopeSpans":[{"spans":[' + span + "]}]}]}"
 
 
-_KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+# the resource and span fields the file reader's CTEs name, in the dialect both engines share
+_RESOURCE = ResourceFields(DUCKDB, run="run", instance="instance", rank_text="rank_text", pid_text="pid_text",
+                           host="host", service="service", distro="distro")
+_SPAN = SpanFields(DUCKDB, kind_text="t.kind", status_text="t.status.code")
 
 
 class MissingEngine(ImportError):
@@ -142,8 +146,7 @@ def _time(column: str) -> str:
     return f"CASE WHEN regexp_full_match({column}, '[0-9]{{1,19}}') THEN TRY_CAST({column} AS BIGINT) END"
 
 
-_LOSS_COUNTERS = (semconv.LENS_SPANS_CREATED, semconv.LENS_SPANS_DROPPED, semconv.LENS_SPANS_FAILED,
-                  semconv.LENS_SPANS_UNENDED, semconv.LENS_SPANS_TRUNCATED)
+_LOSS_COUNTERS = LOSS_COUNTERS
 LENS_DISTRO = "lens"
 """``telemetry.distro.name`` of a process that Lens set up: it writes a final loss record at shutdown."""
 
@@ -195,18 +198,13 @@ WITH lines AS NOT MATERIALIZED (
            {_rattr(semconv.SERVICE_INSTANCE_ID)} AS instance, {_rattr(semconv.NV_DL_RANK, "intValue")} AS rank_text,
            {_rattr(semconv.PROCESS_PID, "intValue")} AS pid_text, {_rattr(semconv.HOST_NAME)} AS host,
            {_rattr(semconv.SERVICE_NAME)} AS service,
-           coalesce({_rattr(semconv.TELEMETRY_DISTRO_NAME)} = {_sql_text(LENS_DISTRO)}, false) AS lens_process
+           {_rattr(semconv.TELEMETRY_DISTRO_NAME)} AS distro
     FROM rs
 ), rsl AS NOT MATERIALIZED (
-    SELECT *,
-           coalesce(instance, CASE WHEN pid_text IS NOT NULL OR host IS NOT NULL
-                                   THEN 'pid ' || coalesce(pid_text, '?') || '@' || coalesce(host, '?') END,
-                    service, 'unknown process') AS process,
-           coalesce(run, nullif(regexp_extract(instance, '^(.*?)-rank[0-9]+(-.*)?$', 1), ''), '') AS run_id,
-           CASE WHEN regexp_full_match(rank_text, '[0-9]{{1,18}}') THEN rank_text::BIGINT END AS rank
+    SELECT *, {_RESOURCE.process()} AS process, {_RESOURCE.run_id()} AS run_id, {_RESOURCE.rank()} AS rank
     FROM rsr
 ), rsk AS NOT MATERIALIZED (
-    SELECT *, CASE WHEN rank IS NOT NULL THEN 'rank ' || rank ELSE process END AS rank_label FROM rsl
+    SELECT *, {ResourceFields.rank_label(DUCKDB, "rank", "process")} AS rank_label FROM rsl
 ), sc AS NOT MATERIALIZED (
     SELECT * EXCLUDE (scopes), unnest(coalesce(nullif(scopes, []), [NULL])) AS sc FROM rsk
 ), x AS NOT MATERIALIZED (
@@ -235,14 +233,12 @@ SELECT
             THEN 'endTimeUnixNano must be a non-negative integer or a string of one, got ' || t.endTimeUnixNano
     END,
     trace_id, span_id, nullif(parent_id, 0), coalesce(t.name, ''),
-    CASE WHEN t.kind IS NULL THEN 'UNSPECIFIED'
-         WHEN length(t.kind) = 1 THEN ['{"', '".join(_KINDS)}'][TRY_CAST(t.kind AS INTEGER) + 1]
-         ELSE regexp_replace(t.kind, '^SPAN_KIND_', '') END,
+    {_SPAN.kind()},
     nullif(st, 0), nullif(en, 0),
     CASE WHEN st IS NULL THEN t.startTimeUnixNano END, CASE WHEN en IS NULL THEN t.endTimeUnixNano END,
-    coalesce(t.status.code IN ('2', 'STATUS_CODE_ERROR'), false),
+    {_SPAN.error()},
     {_attr(BUCKET_ATTR, "stringValue")},
-    CASE WHEN regexp_full_match({iteration}, '-?[0-9]{{1,18}}') THEN {iteration}::BIGINT END,
+    {_SPAN.iteration(iteration)},
     {_attr(semconv.LENS_GROUP, "stringValue")},
     TRY_CAST({_attr(semconv.LENS_UMBRELLA, "boolValue")} AS BOOLEAN),
     {_attr(semconv.RL_EFFICIENCY_CATEGORY, "stringValue")},
@@ -250,8 +246,8 @@ SELECT
     {_attr(semconv.THREAD_NAME, "stringValue")},
     coalesce(TRY_CAST({_attr(semconv.LENS_SPAN_TRUNCATED, "boolValue")} AS BOOLEAN), false),
     run_id, instance, rank,
-    CASE WHEN regexp_full_match(pid_text, '[0-9]{{1,18}}') THEN pid_text::BIGINT END,
-    host, service, process, rank_label, lens_process,
+    {_RESOURCE.pid()},
+    host, service, process, rank_label, {_RESOURCE.lens_process()},
     CASE WHEN t.name = {_sql_text(semconv.LENS_LOSS_SPAN_NAME)} THEN {loss} END,
     {detail_cols}
 FROM y
