@@ -84,7 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``report`` arguments (``PATH...``, ``--run``, ``--json``, ``--html``, ...) to ``parser``."""
     from .rollup import DEFAULT_MAX_VIOLATIONS, DEFAULT_TOP_N
 
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="trace file or directory")
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="trace file or directory")
+    parser.add_argument("--clickhouse", metavar="URL",
+                        help="read spans from the Collector's ClickHouse table instead of files: a server "
+                             "(http://user:password@host:8123) or chdb:DIR (an embedded chdb database)")
+    parser.add_argument("--table", default="otel_traces", metavar="[DB.]NAME",
+                        help="the span table with --clickhouse (default otel_traces)")
     parser.add_argument("--run", metavar="ID", help="the run to report when the input holds several")
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of tables")
     parser.add_argument("--html", metavar="OUT", help="also write a self-contained HTML page to OUT")
@@ -161,6 +166,11 @@ def run(args: argparse.Namespace) -> int:
     except MissingEngine as exc:
         _error(str(exc))
         return EXIT_FAILED
+    if bool(args.paths) == bool(args.clickhouse):
+        _error("give trace files or directories, or --clickhouse URL (not both)")
+        return EXIT_USAGE
+    if args.clickhouse:
+        return _run_clickhouse(args, duckdb)
     files, missing = find_trace_files(args.paths)
     if missing:  # a mistyped path among good ones is an error, not a smaller report
         for problem in missing:
@@ -177,12 +187,44 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
 
 
+def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
+    """``lens report --clickhouse URL``: the spans of ``--table`` read through ClickHouse, then the same report."""
+    from .clickhouse import ClickHouseStore, open_source
+
+    progress = _Progress(sys.stderr)
+    try:
+        source = open_source(args.clickhouse)
+    except (ImportError, ValueError) as exc:
+        _error(str(exc))
+        return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
+    except Exception as exc:  # a server that cannot be reached: one line
+        _error(f"cannot connect to {args.clickhouse}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        return EXIT_FAILED
+    try:
+        with ClickHouseStore(source, args.table, detail=bool(args.perfetto), memory_limit=args.memory_limit) as store:
+            try:
+                store.load_table()
+            except ValueError as exc:
+                _error(str(exc))
+                return EXIT_USAGE
+            progress.say(f"read {store.span_count()} spans from {args.table}")
+            return _report(store, args, progress)
+    except duckdb.Error as exc:
+        _error(f"the report engine failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        return EXIT_FAILED
+    except RuntimeError as exc:  # chdb and clickhouse-connect raise their query errors so
+        _error(f"ClickHouse failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        return EXIT_FAILED
+    finally:
+        source.close()
+
+
 def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
     from .render_text import render_runs, render_text
     from .rollup import RunChoiceError, build_report
 
     if store.span_count() == 0:
-        _error(f"no spans read from {' '.join(map(str, args.paths))}")
+        _error(f"no spans read from {' '.join(map(str, args.paths)) or args.table}")
         for problem in store.problems:
             print(f"  {problem}", file=sys.stderr)
         return EXIT_NO_DATA

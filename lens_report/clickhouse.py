@@ -16,6 +16,7 @@ from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR
 
 __all__ = [
     "CLICKHOUSE_HINT",
+    "add_schema_arguments",
     "ChdbSource",
     "ClickHouseSource",
     "ClickHouseStore",
@@ -23,7 +24,9 @@ __all__ = [
     "ServerSource",
     "check_table_name",
     "load_otlp_files",
+    "open_source",
     "otel_traces_ddl",
+    "run_schema",
     "schema_sql",
 ]
 
@@ -237,6 +240,42 @@ class ServerSource:
     def close(self) -> None:
         """Close the connection."""
         self.client.close()
+
+
+def open_source(url: str) -> ChdbSource | ServerSource:
+    """``chdb:DIR`` (an embedded database in DIR) or a server URL (``http[s]://user:pass@host:port/db``)."""
+    if url.startswith("chdb:"):
+        path = url[5:]
+        if not path or not os.path.isdir(path):
+            raise ValueError(f"chdb:DIR needs an existing directory holding a chdb database, got {url!r}")
+        return ChdbSource(path)
+    if not re.match(r"(https?|clickhouse)://", url):
+        raise ValueError(f"expected a server URL (http://user:password@host:8123) or chdb:DIR, got {url!r}")
+    return ServerSource(url)
+
+
+def add_schema_arguments(parser: Any) -> None:
+    """Add the ``clickhouse-schema`` arguments (``--table``, ``--no-rollup``, ``--exporter-table``) to ``parser``."""
+    parser.add_argument("--table", default="otel_traces", metavar="[DB.]NAME",
+                        help="the exporter's span table (default otel_traces)")
+    parser.add_argument("--no-rollup", action="store_true",
+                        help="only the materialized columns, not the per-(run, rank, step) rollup and its view")
+    parser.add_argument("--exporter-table", action="store_true",
+                        help="first print the exporter's own CREATE TABLE (for a table made by hand or in chdb)")
+
+
+def run_schema(args: Any) -> int:
+    """``lens clickhouse-schema``: print the DDL; the exit status (2 for a bad table name)."""
+    import sys
+
+    try:
+        text = (otel_traces_ddl(args.table) + ";\n" if args.exporter_table else "") + \
+            schema_sql(args.table, rollup=not args.no_rollup)
+    except ValueError as exc:
+        print(f"lens clickhouse-schema: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
+    return 0
 
 
 # ---- the loader: OTLP-JSON lines -> otel_traces rows, as the exporter writes them -----------------

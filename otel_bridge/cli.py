@@ -174,6 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     build_report_parser(sub)
 
+    from lens_report.clickhouse import add_schema_arguments, run_schema
+
+    schema = sub.add_parser("clickhouse-schema", help="DDL that lets lens report scan columns of otel_traces",
+                            description="Print the DDL a team adds to the Collector's ClickHouse span table "
+                            "(otel_traces) so lens report scans columns, not attribute maps.")
+    add_schema_arguments(schema)
+    schema.set_defaults(func=run_schema)
+
     resolve = sub.add_parser("resolve", help="show what a span-group spec enables",
                              description="Show what a span-group spec enables. Entries may be separate "
                              "arguments; a '-group' entry subtracts (lens resolve per_step -job).")
