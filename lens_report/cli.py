@@ -91,6 +91,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", default="otel_traces", metavar="[DB.]NAME",
                         help="the span table with --clickhouse (default otel_traces)")
     parser.add_argument("--run", metavar="ID", help="the run to report when the input holds several")
+    parser.add_argument("--attempt", type=non_negative_int, metavar="N",
+                        help="the launch of the run to report when its run id was launched more than once "
+                             "(1 = the first; a restart or a reused LENS_RUN_ID)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of tables")
     parser.add_argument("--html", metavar="OUT", help="also write a self-contained HTML page to OUT")
     parser.add_argument("--perfetto", metavar="OUT",
@@ -230,10 +233,11 @@ def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
         return EXIT_NO_DATA
     try:
         report = build_report(store, run=args.run, step_pattern=args.step_pattern, top_n=args.top,
-                              max_violations=args.max_violations)
+                              max_violations=args.max_violations, attempt=args.attempt)
     except RunChoiceError as exc:
         if args.json:
-            print(json.dumps({"runs": [info.to_json() for info in exc.runs]}, indent=2))
+            attempts = {"attempts": [a.to_json() for a in exc.attempts]} if hasattr(exc, "attempts") else {}
+            print(json.dumps({"runs": [info.to_json() for info in exc.runs], **attempts}, indent=2))
         else:
             sys.stdout.write(render_runs(exc.runs))
         _error(str(exc))
