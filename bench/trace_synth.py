@@ -65,7 +65,7 @@ def write_rank(directory: str, run: str, rank: int, ranks: int, steps: int, extr
     """Write one rank's file; returns how many spans it holds.
 
     ``extra`` adds that many short unbucketed spans under the job span after the steps (to size
-    a file exactly: 1 step and 8 extra make the 30-span files of the many-files benchmark).
+    a file exactly: 1 step and 9 extra make the 30-span files of the many-files benchmark).
     """
     thread = ',{"key":"thread.id","value":{"intValue":"140000000000001"}},' \
              '{"key":"thread.name","value":{"stringValue":"MainThread"}}'

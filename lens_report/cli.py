@@ -204,7 +204,8 @@ def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
         _error(f"cannot connect to {args.clickhouse}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         return EXIT_FAILED
     try:
-        with ClickHouseStore(source, args.table, detail=bool(args.perfetto), memory_limit=args.memory_limit) as store:
+        with ClickHouseStore(source, args.table, detail=bool(args.perfetto), memory_limit=args.memory_limit,
+                             run=args.run) as store:
             try:
                 store.load_table()
             except ValueError as exc:
@@ -215,7 +216,7 @@ def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
     except duckdb.Error as exc:
         _error(f"the report engine failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
         return EXIT_FAILED
-    except RuntimeError as exc:  # chdb and clickhouse-connect raise their query errors so
+    except source.errors as exc:  # a query ClickHouse refused, a connection lost: one line
         _error(f"ClickHouse failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         return EXIT_FAILED
     finally:

@@ -121,7 +121,7 @@ def schema_sql(table: str = "otel_traces", *, rollup: bool = True) -> str:
     lines = [f"-- lens: columns the report scans instead of the attribute maps (run, rank, step, bucket)"]
     for column, (kind, expr) in _materialized().items():
         lines.append(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind} MATERIALIZED {expr};")
-    lines += [f"-- existing rows: ALTER TABLE {name} MATERIALIZE COLUMN LensRun; (and LensRank, LensStep, LensBucket)"]
+    lines += [f"-- rows inserted before: ALTER TABLE {name} MATERIALIZE COLUMN LensRun (and LensRank, LensStep, LensBucket)"]
     if rollup:
         base = table.rsplit(".", 1)
         target = check_table_name(".".join([*base[:-1], base[-1] + "_lens_rank_steps"]))
@@ -147,6 +147,12 @@ def schema_sql(table: str = "otel_traces", *, rollup: bool = True) -> str:
 class ClickHouseSource(Protocol):
     """Where ClickHouse SQL runs: a server (:class:`ServerSource`) or chdb in process (:class:`ChdbSource`)."""
 
+    errors: tuple[type[BaseException], ...]
+    """What a failed query raises."""
+
+    def close(self) -> None:
+        """Release the connection or session."""
+
     def command(self, sql: str) -> None:
         """Run a statement that returns nothing."""
 
@@ -171,6 +177,10 @@ class ChdbSource:
             from chdb import session
         except ImportError as exc:
             raise ImportError(f"the embedded ClickHouse engine (chdb) is not installed: {CLICKHOUSE_HINT}") from exc
+        import chdb
+
+        self.errors: tuple[type[BaseException], ...] = (chdb.ChdbError, RuntimeError)
+        """What the engine raises for a failed query."""
         self._tmp = None if path else tempfile.TemporaryDirectory(prefix="lens-chdb-")
         self.path = path or self._tmp.name  # type: ignore[union-attr]
         self.session = session.Session(self.path)
@@ -204,6 +214,10 @@ class ServerSource:
             import clickhouse_connect
         except ImportError as exc:
             raise ImportError(f"reading a ClickHouse server needs clickhouse-connect: {CLICKHOUSE_HINT}") from exc
+        from clickhouse_connect.driver.exceptions import ClickHouseError
+
+        self.errors: tuple[type[BaseException], ...] = (ClickHouseError, RuntimeError)
+        """What the client raises for a failed query or a lost connection."""
         self.client = clickhouse_connect.get_client(dsn=url)
 
     def command(self, sql: str) -> None:
@@ -380,7 +394,7 @@ def load_otlp_files(source: ClickHouseSource, table: str, paths: Iterable[str | 
 
 # ---- the store: otel_traces rows -> the report's spans table ---------------------------------------
 
-def _projection(table: str, columns: set[str], detail: bool) -> str:
+def _projection(table: str, columns: set[str], detail: bool, run: str | None = None) -> str:
     """ClickHouse SQL: one row per span of ``table`` with the store's fields, computed where the spans live.
 
     The materialized columns of :func:`schema_sql` replace the map lookups when the table has them.
@@ -411,7 +425,7 @@ SELECT rowNumberInAllBlocks() + 1 AS line, TraceId AS trace_hex, SpanId AS span_
        {ResourceFields.rank_label(CLICKHOUSE, rank, process)} AS rank_label, {res.lens_process()} AS lens_process,
        if(SpanName = {sql_text(semconv.LENS_LOSS_SPAN_NAME)}, toString({loss}), NULL) AS loss_text,
        {attrs} AS attrs
-FROM {name}"""
+FROM {name}{"" if run is None else f" WHERE {use['LensRun']} = {sql_text(run)}"}"""
 
 
 class ClickHouseStore(TraceStore):
@@ -420,13 +434,14 @@ class ClickHouseStore(TraceStore):
     ClickHouse computes every field of a span (from the materialized columns of
     ``lens clickhouse-schema`` when the table has them, else from the attribute maps) and
     streams the rows as Arrow batches into the store, where the report's rollup runs as it does
-    for files. ``files`` is ``("clickhouse:TABLE",)`` and a span's line is its row number.
+    for files. With ``run`` only that run's spans leave ClickHouse (a filter on ``LensRun``). ``files`` is ``("clickhouse:TABLE",)`` and a span's line is its row number.
     """
 
     def __init__(self, source: ClickHouseSource, table: str, *, detail: bool = False,
                  memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int | None = None,
-                 temp_dir: str | None = None) -> None:
+                 temp_dir: str | None = None, run: str | None = None) -> None:
         check_table_name(table)
+        self.run = run
         super().__init__(detail=detail, memory_limit=memory_limit, threads=threads, temp_dir=temp_dir)
         self.source = source
         self.table = table
@@ -452,7 +467,10 @@ class ClickHouseStore(TraceStore):
         self.columns_used = tuple(sorted(c for c in LENS_COLUMNS if c in columns))
         self.files = [f"clickhouse:{self.table}"]
         self.con.execute("INSERT INTO files VALUES (0, ?, NULL)", [self.files[0]])
-        reader = self.source.batches(_projection(self.table, columns, self.detail))
+        reader = self.source.batches(_projection(self.table, columns, self.detail, self.run))
+        if not len(reader.schema):  # no rows at all: chdb sends no columns either
+            self._finish()
+            return
         self.con.register("ch_rows", reader)
         trace = "TRY_CAST('0x' || trace_hex AS UHUGEINT)"
         span = "TRY_CAST('0x' || span_hex AS UBIGINT)"
