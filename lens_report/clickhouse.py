@@ -311,11 +311,14 @@ def _map_sql(attrs: str) -> str:
     """DuckDB: an OTLP attribute list as a text map, each value as the exporter's ``AsString`` writes it."""
     value = ("coalesce(a.value.stringValue, a.value.intValue, a.value.boolValue, a.value.doubleValue, "
              "CAST(a.value.arrayValue AS VARCHAR), CAST(a.value.kvlistValue AS VARCHAR), a.value.bytesValue, '')")
-    # the exporter's map keeps one value per key (the last); DuckDB refuses duplicate map keys
-    entries = f"list_transform(coalesce({attrs}, []), lambda a: {{'key': a.key, 'value': {value}}})"
-    return (f"map_from_entries(list_filter({entries}, lambda e, i: e.key IS NOT NULL AND "
-            f"list_position(list_reverse(list_transform({entries}, lambda x: x.key)), e.key) "
-            f"= len({entries}) - i + 1))")
+    entries = f"list_transform(coalesce({attrs}, []), lambda a: {{'key': coalesce(a.key, ''), 'value': {value}}})"
+    keys = f"list_transform(coalesce({attrs}, []), lambda a: coalesce(a.key, ''))"
+    # the exporter's map keeps one value per key (the last); DuckDB refuses duplicate map keys,
+    # so the rare list that repeats a key keeps each key's last entry (quadratic, but only there)
+    last_only = (f"list_filter({entries}, lambda e, i: list_position(list_reverse({keys}), e.key) "
+                 f"= len({keys}) - i + 1)")
+    return (f"map_from_entries(CASE WHEN len(list_distinct({keys})) = len({keys}) THEN {entries} "
+            f"ELSE {last_only} END)")
 
 
 def _to_parquet(files: list[str], out: str) -> int:
@@ -336,17 +339,17 @@ def _to_parquet(files: list[str], out: str) -> int:
         WITH lines AS (SELECT json_transform(json, '{_LOAD_LINE}') AS j
                        FROM read_ndjson_objects(?, ignore_errors=true, maximum_object_size={_MAX_LINE_BYTES})),
         rs AS (SELECT unnest(j.resourceSpans) AS rs FROM lines),
-        sc AS (SELECT rs, unnest(rs.scopeSpans) AS sc FROM rs),
-        x AS (SELECT rs, sc, unnest(sc.spans) AS t FROM sc),
+        sc AS (SELECT rs, {_map_sql("rs.resource.attributes")} AS res_map, coalesce({service}, '') AS service,
+                      unnest(rs.scopeSpans) AS sc FROM rs),
+        x AS (SELECT res_map, service, sc.scope AS scope, unnest(sc.spans) AS t FROM sc),
         y AS (SELECT *, {_int_id("t.traceId", 16)} AS trace, {_int_id("t.spanId", 8)} AS span,
                      CASE WHEN coalesce(t.parentSpanId, '') <> '' THEN {_int_id("t.parentSpanId", 8)} END AS parent,
                      {_time("t.startTimeUnixNano")} AS st, {_time("t.endTimeUnixNano")} AS en FROM x)
         SELECT coalesce(st, 0) AS ts_ns, printf('%032x', trace) AS TraceId, printf('%016x', span) AS SpanId,
                CASE WHEN parent IS NULL THEN '' ELSE printf('%016x', parent) END AS ParentSpanId,
                coalesce(t.traceState, '') AS TraceState, coalesce(t.name, '') AS SpanName,
-               'SPAN_KIND_' || {kind.kind()} AS SpanKind, coalesce({service}, '') AS ServiceName,
-               {_map_sql("rs.resource.attributes")} AS ResourceAttributes,
-               coalesce(sc.scope.name, '') AS ScopeName, coalesce(sc.scope.version, '') AS ScopeVersion,
+               'SPAN_KIND_' || {kind.kind()} AS SpanKind, service AS ServiceName, res_map AS ResourceAttributes,
+               coalesce(scope.name, '') AS ScopeName, coalesce(scope.version, '') AS ScopeVersion,
                {_map_sql("t.attributes")} AS SpanAttributes,
                -- wraps as the exporter's unsigned subtraction does when a span ends before it starts
                coalesce(en, 0) - coalesce(st, 0) AS duration_ns,

@@ -10,11 +10,16 @@ __all__ = [
     "CLICKHOUSE",
     "DUCKDB",
     "Dialect",
+    "LENS_DISTRO",
     "LOSS_COUNTERS",
     "ResourceFields",
     "SpanFields",
     "sql_text",
 ]
+
+
+LENS_DISTRO = "lens"
+"""``telemetry.distro.name`` of a process that Lens set up: it writes a final loss record at shutdown."""
 
 
 def sql_text(text: str) -> str:
@@ -127,7 +132,7 @@ class ResourceFields:
 
     def lens_process(self) -> str:
         """SQL: whether Lens set the process up (``telemetry.distro.name`` = ``lens``)."""
-        return f"coalesce({self.distro} = 'lens', false)"
+        return f"coalesce({self.distro} = {sql_text(LENS_DISTRO)}, false)"
 
     @staticmethod
     def rank_label(dialect: Dialect, rank: str, process: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from lens_core import semconv
 
-from .dialect import DUCKDB, LOSS_COUNTERS, ResourceFields, SpanFields
+from .dialect import DUCKDB, LENS_DISTRO, LOSS_COUNTERS, ResourceFields, SpanFields  # noqa: F401 (LENS_DISTRO: engine's name before)
 from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem, Span
 
 __all__ = [
@@ -147,8 +147,6 @@ def _time(column: str) -> str:
 
 
 _LOSS_COUNTERS = LOSS_COUNTERS
-LENS_DISTRO = "lens"
-"""``telemetry.distro.name`` of a process that Lens set up: it writes a final loss record at shutdown."""
 
 _COLUMNS = """
     file INTEGER, line BIGINT, problem VARCHAR,
