@@ -214,7 +214,12 @@ class ServerSource:
             import clickhouse_connect
         except ImportError as exc:
             raise ImportError(f"reading a ClickHouse server needs clickhouse-connect: {CLICKHOUSE_HINT}") from exc
+        import logging
+
         from clickhouse_connect.driver.exceptions import ClickHouseError
+
+        # the client logs each failed request besides raising it: the report says it once
+        logging.getLogger("clickhouse_connect").setLevel(logging.CRITICAL)
 
         self.errors: tuple[type[BaseException], ...] = (ClickHouseError, RuntimeError)
         """What the client raises for a failed query or a lost connection."""
