@@ -2,6 +2,15 @@
 
     python bench/report_bench.py            # 1M and 10M spans (1,000 ranks x 500 steps x 20), ~5 minutes
     python bench/report_bench.py --ci       # 20k and 200k spans, the chain and overlap cases: < 30 s
+    python bench/report_bench.py --only files --files 10000      # 10,000 rank files of 30 spans
+    python bench/report_bench.py --only floor --sizes 100x500    # report CPU / DuckDB reading and unnesting
+    python bench/report_bench.py --only clickhouse --sizes 100x500  # the same spans in otel_traces (chdb)
+
+Many files: N rank files of 30 spans (a job span, one 20-span step and 9 more) against the same number
+of spans in 10 files; the per-file overhead is the CPU difference over N. Floor: DuckDB alone
+(``read_json`` of the same files, spans unnested and counted) in a child process, against
+``lens report`` on them. ClickHouse: the files loaded into ``otel_traces`` in chdb (with the
+columns of ``lens clickhouse-schema``), then ``lens report --clickhouse chdb:DIR``.
 
 Each size is a synthetic run in the file exporter's format (bench/trace_synth.py), reported by
 ``python -m lens_report`` in a child process whose wall time and peak RSS (``wait4``)
@@ -31,11 +40,11 @@ import trace_synth  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 
-def measure(args: list[str]) -> tuple[float, float, float]:
-    """(wall seconds, peak RSS MB, CPU seconds) of ``python -m lens_report ARGS``."""
+def measure(args: list[str], command: list[str] | None = None) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MB, CPU seconds) of ``python -m lens_report ARGS`` (or of ``command``)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "lens_report", *args], env=env,
+    proc = subprocess.Popen(command or [sys.executable, "-m", "lens_report", *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
@@ -80,8 +89,92 @@ def run(sizes: list[tuple[int, int]], edge: int, workdir: Path, jobs: int) -> di
     return results
 
 
+_FLOOR = """
+import sys, duckdb
+files = sys.argv[1:]
+con = duckdb.connect()
+con.execute("SET threads = 2")
+print(con.execute('''SELECT count(*) FROM (SELECT unnest(ss.spans) FROM (SELECT unnest(rs.scopeSpans) AS ss FROM
+    (SELECT unnest(resourceSpans) AS rs FROM read_json(?, format='newline_delimited', maximum_object_size=16777216))))
+''', [files]).fetchall()[0][0])
+"""
+
+
+def floor(folder: Path) -> tuple[float, float, float]:
+    """(wall, peak RSS MB, CPU) of DuckDB alone reading the trace files of ``folder`` and unnesting their spans."""
+    files = sorted(str(p) for p in folder.rglob("*.jsonl"))
+    return measure([], [sys.executable, "-c", _FLOOR, *files])
+
+
+def run_files(count: int, workdir: Path, jobs: int) -> dict[str, object]:
+    """``count`` rank files of 30 spans against the same spans in 10 files: report CPU and the per-file overhead."""
+    many, few = workdir / "many", workdir / "few"
+    spans = trace_synth.write_run(many, count, 1, jobs=jobs, extra=9)  # job + 20-span step + 9 = 30 a file
+    steps = max(1, round((spans / 10 - 1) / trace_synth.SPANS_PER_STEP))
+    few_spans = trace_synth.write_run(few, 10, steps, jobs=jobs)
+    wall_many, rss_many, cpu_many = measure([str(many)])
+    wall_few, rss_few, cpu_few = measure([str(few)])
+    row = {"files": count, "spans": spans, "report_s": round(wall_many, 2), "report_cpu_s": round(cpu_many, 2),
+           "peak_rss_mb": round(rss_many), "same_spans_in_10_files": few_spans,
+           "ten_files_report_s": round(wall_few, 2), "ten_files_report_cpu_s": round(cpu_few, 2),
+           "per_file_cpu_ms": round((cpu_many - cpu_few * spans / few_spans) / count * 1000, 3)}
+    print(json.dumps({"many_files": row}), flush=True)
+    shutil.rmtree(many)
+    shutil.rmtree(few)
+    return row
+
+
+def run_floor(sizes: list[tuple[int, int]], workdir: Path, jobs: int) -> list[dict[str, object]]:
+    """Per size: ``lens report`` CPU and peak RSS against DuckDB alone reading and unnesting the same files."""
+    rows = []
+    for ranks, steps in sizes:
+        folder = workdir / f"floor-r{ranks}s{steps}"
+        spans = trace_synth.write_run(folder, ranks, steps, jobs=jobs)
+        wall, rss, cpu = measure([str(folder)])
+        fwall, frss, fcpu = floor(folder)
+        row = {"spans": spans, "report_s": round(wall, 2), "report_cpu_s": round(cpu, 2), "peak_rss_mb": round(rss),
+               "duckdb_read_s": round(fwall, 2), "duckdb_read_cpu_s": round(fcpu, 2), "duckdb_peak_rss_mb": round(frss),
+               "cpu_ratio": round(cpu / fcpu, 3)}
+        print(json.dumps({"floor": row}), flush=True)
+        rows.append(row)
+        shutil.rmtree(folder)
+    return rows
+
+
+def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int) -> list[dict[str, object]]:
+    """Per size: the spans loaded into otel_traces in chdb (schema-helper columns on), then ``lens report --clickhouse``."""
+    from lens_report.clickhouse import ChdbSource, load_otlp_files, otel_traces_ddl, schema_sql
+
+    rows = []
+    for ranks, steps in sizes:
+        folder = workdir / f"ch-r{ranks}s{steps}"
+        db = workdir / f"chdb-r{ranks}s{steps}"
+        db.mkdir(parents=True, exist_ok=True)
+        spans = trace_synth.write_run(folder, ranks, steps, jobs=jobs)
+        started = time.perf_counter()
+        source = ChdbSource(str(db))
+        source.command(otel_traces_ddl("otel_traces"))
+        sql = "\n".join(line for line in schema_sql("otel_traces", rollup=False).splitlines()
+                        if not line.startswith("--"))
+        for statement in filter(None, (part.strip() for part in sql.split(";"))):
+            source.command(statement)
+        loaded = load_otlp_files(source, "otel_traces", [folder], create=False)
+        source.close()
+        load_s = time.perf_counter() - started
+        shutil.rmtree(folder)
+        wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}"])
+        row = {"spans": loaded, "load_s": round(load_s, 2), "report_s": round(wall, 2), "report_cpu_s": round(cpu, 2),
+               "peak_rss_mb": round(rss), "spans_per_cpu_s": round(loaded / cpu)}
+        print(json.dumps({"clickhouse": row}), flush=True)
+        rows.append(row)
+        shutil.rmtree(db)
+    return rows
+
+
 def check(results: dict[str, object]) -> list[tuple[str, float, float, bool]]:
     """(label, ratio, bound, ok) for every same-run ratio the benchmark gates on."""
+    if "sizes" not in results:
+        return check_extra(results)
     sizes = results["sizes"]
     small, large = sizes[0], sizes[-1]
     span_ratio = large["spans"] / small["spans"]
@@ -94,6 +187,21 @@ def check(results: dict[str, object]) -> list[tuple[str, float, float, bool]]:
                  results["chain"]["report_html_s"] / normal, 3.0))
     rows.append(("20k overlapping spans in one lane / normal trace as large (report + html)",
                  results["overlap"]["report_html_s"] / normal, 3.0))
+    return [(label, ratio, bound, ratio <= bound) for label, ratio, bound in rows] + check_extra(results)
+
+
+def check_extra(results: dict[str, object]) -> list[tuple[str, float, float, bool]]:
+    """The many-files and floor ratios, when measured."""
+    rows = []
+    if "many_files" in results:
+        row = results["many_files"]
+        # per span, 30-span files may cost at most 2.5x what the same spans in 10 files cost
+        # (each file is a line with its own resource; 9-29 ms a file before the fix: > 10x)
+        ratio = (row["report_cpu_s"] / row["spans"]) / (row["ten_files_report_cpu_s"] / row["same_spans_in_10_files"])
+        rows.append((f"CPU per span, {row['files']} files of 30 spans / the same spans in 10 files", ratio, 2.5))
+    for row in results.get("floor", []):
+        rows.append((f"lens report CPU / DuckDB reading and unnesting the same {row['spans']} spans",
+                     row["cpu_ratio"], 1.5))
     return [(label, ratio, bound, ratio <= bound) for label, ratio, bound in rows]
 
 
@@ -104,16 +212,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", help="work directory (default: a temporary one, removed afterwards)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes that write traces")
     parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT")
+    parser.add_argument("--only", choices=("sizes", "files", "floor", "clickhouse"),
+                        help="run one part (default: sizes, and in --ci the many-files case too)")
+    parser.add_argument("--files", type=int, help="rank files of 30 spans for the many-files case "
+                                                  "(default 10,000; 1,000 with --ci)")
+    parser.add_argument("--sizes", help="RANKSxSTEPS list for --only floor/clickhouse, e.g. 100x500,300x500")
     args = parser.parse_args(argv)
     sizes = [(10, 100), (100, 100)] if args.ci else [(100, 500), (1000, 500)]
+    if args.sizes:
+        sizes = [tuple(int(x) for x in part.split("x")) for part in args.sizes.split(",")]  # type: ignore[misc]
+    files = args.files or (1000 if args.ci else 10_000)
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="lens-report-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        results = run(sizes, 20_000, workdir, args.jobs)
+        if args.only in (None, "sizes"):
+            results = run(sizes, 20_000, workdir, args.jobs)
+        else:
+            results = {}
+        if args.only == "files" or (args.ci and args.only is None):
+            results["many_files"] = run_files(files, workdir, args.jobs)
+        if args.only == "floor":
+            results["floor"] = run_floor(sizes, workdir, args.jobs)
+        if args.only == "clickhouse":
+            results["clickhouse"] = run_clickhouse(sizes, workdir, args.jobs)
     finally:
         if not args.dir:
             shutil.rmtree(workdir, ignore_errors=True)
-    rows = check(results)
+    rows = check(results) if results else []
     results["checks"] = [{"check": label, "ratio": round(ratio, 3), "bound": bound, "ok": ok}
                          for label, ratio, bound, ok in rows]
     if args.json:

@@ -61,8 +61,12 @@ def _resource(run: str, rank: int, world: int) -> str:
     return "[" + ",".join(_attr(k, v) for k, v in attributes.items()) + "]"
 
 
-def write_rank(directory: str, run: str, rank: int, ranks: int, steps: int) -> int:
-    """Write one rank's file; returns how many spans it holds."""
+def write_rank(directory: str, run: str, rank: int, ranks: int, steps: int, extra: int = 0) -> int:
+    """Write one rank's file; returns how many spans it holds.
+
+    ``extra`` adds that many short unbucketed spans under the job span after the steps (to size
+    a file exactly: 1 step and 9 extra make the 30-span files of the many-files benchmark).
+    """
     thread = ',{"key":"thread.id","value":{"intValue":"140000000000001"}},' \
              '{"key":"thread.name","value":{"stringValue":"MainThread"}}'
     head = ('{"resourceSpans":[{"resource":{"attributes":' + _resource(run, rank, ranks)
@@ -97,6 +101,10 @@ def write_rank(directory: str, run: str, rank: int, ranks: int, steps: int) -> i
             spans.append(template % (span_id, ',"parentSpanId":"%016x"' % parent_id, name,
                                      start + int(lo * length), start + int(hi * length), iteration + attrs))
         n += SPANS_PER_STEP
+    end = T0 + steps * STEP_NS
+    for i in range(extra):
+        spans.append(template % (base + n + i, ',"parentSpanId":"%016x"' % job_id, "rl.data_plane.get",
+                                 end - (i + 1) * 1000, end - i * 1000, _attr("lens.group", "data_plane")))
     path = Path(directory) / run / f"traces-rank{rank}-pid{10_000 + rank}.jsonl"
     with open(path, "w", encoding="utf-8") as out:
         for i in range(0, len(spans), BATCH):
@@ -104,14 +112,15 @@ def write_rank(directory: str, run: str, rank: int, ranks: int, steps: int) -> i
     return len(spans)
 
 
-def write_run(out: str | os.PathLike[str], ranks: int, steps: int, run: str = "synth", jobs: int = 1) -> int:
+def write_run(out: str | os.PathLike[str], ranks: int, steps: int, run: str = "synth", jobs: int = 1,
+              extra: int = 0) -> int:
     """Write every rank's file of one run under ``out``; returns the number of spans."""
     (Path(out) / run).mkdir(parents=True, exist_ok=True)
     if jobs <= 1:
-        return sum(write_rank(str(out), run, rank, ranks, steps) for rank in range(ranks))
+        return sum(write_rank(str(out), run, rank, ranks, steps, extra) for rank in range(ranks))
     with ProcessPoolExecutor(jobs) as pool:
         return sum(pool.map(write_rank, [str(out)] * ranks, [run] * ranks, range(ranks), [ranks] * ranks,
-                            [steps] * ranks, chunksize=max(1, ranks // (4 * jobs))))
+                            [steps] * ranks, [extra] * ranks, chunksize=max(1, ranks // (4 * jobs))))
 
 
 def write_chain(path: str | os.PathLike[str], depth: int) -> None:

@@ -12,6 +12,7 @@ from .engine import (
 )
 from .model import (
     BUCKET_ATTR,
+    AttemptInfo,
     BUCKETS,
     DEFAULT_STEP_PATTERN,
     ITERATION_ATTR,
@@ -30,6 +31,7 @@ from .model import (
 )
 from .rollup import (
     DEFAULT_MAX_VIOLATIONS,
+    AttemptChoiceError,
     DEFAULT_TOP_N,
     RULE_BAD_TIMING,
     RULE_BUCKETED_OVERLAP,
@@ -43,6 +45,7 @@ from .rollup import (
     RULES,
     RunChoiceError,
     build_report,
+    list_attempts,
     list_runs,
 )
 from .rules import (
@@ -67,6 +70,8 @@ def report_files(paths, **options) -> Report:
         return build_report(store, **options)
 
 __all__ = [
+    "AttemptChoiceError",
+    "AttemptInfo",
     "BUCKETS",
     "BUCKET_ATTR",
     "BucketTotals",
@@ -107,6 +112,7 @@ __all__ = [
     "Violation",
     "build_report",
     "find_trace_files",
+    "list_attempts",
     "list_runs",
     "read_spans",
     "render_html",

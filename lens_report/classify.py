@@ -44,6 +44,6 @@ def load_catalog(con: Any) -> None:
     ``unbucketed`` or ``timer-only``) in the DuckDB connection ``con`` from the RL catalog."""
     names, categories = _catalog_rows()
     con.execute(f"CREATE OR REPLACE TEMP TABLE catalog ({CATALOG_COLUMNS})")
-    insert_rows(con, "INSERT INTO catalog VALUES (?, ?, ?, ?, ?)", [list(row) for row in names])
+    insert_rows(con, "catalog", [list(row) for row in names])
     con.execute("CREATE OR REPLACE TEMP TABLE category_rules (category VARCHAR, rule VARCHAR)")
-    insert_rows(con, "INSERT INTO category_rules VALUES (?, ?)", [list(row) for row in categories])
+    insert_rows(con, "category_rules", [list(row) for row in categories])

@@ -15,7 +15,7 @@ from lens_core.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXI
 from .model import DEFAULT_MEMORY_LIMIT, DEFAULT_STEP_PATTERN
 
 __all__ = ["MAX_COUNT", "MAX_SET", "OneLineParser", "PERFETTO_NOTE_SPANS", "SelectionError", "add_arguments",
-           "build_parser", "choose", "int_set", "main", "memory_size", "non_negative_int", "run"]
+           "build_parser", "build_schema_parser", "choose", "int_set", "main", "memory_size", "non_negative_int", "run"]
 
 MAX_COUNT = 1_000_000
 """The largest ``--top`` and ``--max-violations`` (a larger one is a usage error, not an engine failure)."""
@@ -103,8 +103,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``report`` arguments (``PATH...``, ``--run``, ``--json``, ``--html``, ...) to ``parser``."""
     from .rollup import DEFAULT_MAX_VIOLATIONS, DEFAULT_TOP_N
 
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="trace file or directory")
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="trace file or directory")
+    parser.add_argument("--clickhouse", metavar="URL",
+                        help="read spans from the Collector's ClickHouse table instead of files: a server "
+                             "(http://user:password@host:8123) or chdb:DIR (an embedded chdb database)")
+    parser.add_argument("--table", default="otel_traces", metavar="[DB.]NAME",
+                        help="the span table with --clickhouse (default otel_traces)")
     parser.add_argument("--run", metavar="ID", help="the run to report when the input holds several")
+    parser.add_argument("--attempt", type=non_negative_int, metavar="N",
+                        help="the launch of the run to report when its run id was launched more than once "
+                             "(1 = the first; a restart or a reused LENS_RUN_ID)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of tables")
     parser.add_argument("--html", metavar="OUT", help="also write a self-contained HTML page to OUT")
     parser.add_argument("--perfetto", metavar="OUT",
@@ -216,6 +224,11 @@ def run(args: argparse.Namespace) -> int:
     except MissingEngine as exc:
         _error(str(exc))
         return EXIT_FAILED
+    if bool(args.paths) == bool(args.clickhouse):
+        _error("give trace files or directories, or --clickhouse URL (not both)")
+        return EXIT_USAGE
+    if args.clickhouse:
+        return _run_clickhouse(args, duckdb)
     files, missing = find_trace_files(args.paths)
     if missing:  # a mistyped path among good ones is an error, not a smaller report
         for problem in missing:
@@ -236,6 +249,39 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
 
 
+def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
+    """``lens report --clickhouse URL``: the spans of ``--table`` read through ClickHouse, then the same report."""
+    from .clickhouse import ClickHouseStore, open_source
+
+    progress = _Progress(sys.stderr)
+    try:
+        source = open_source(args.clickhouse)
+    except (ImportError, ValueError) as exc:
+        _error(str(exc))
+        return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
+    except Exception as exc:  # a server that cannot be reached: one line
+        _error(f"cannot connect to {args.clickhouse}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        return EXIT_FAILED
+    try:
+        with ClickHouseStore(source, args.table, detail=bool(args.perfetto), memory_limit=args.memory_limit,
+                             run=args.run) as store:
+            try:
+                store.load_table()
+            except ValueError as exc:
+                _error(str(exc))
+                return EXIT_USAGE
+            progress.say(f"read {store.span_count()} spans from {args.table}")
+            return _report(store, args, progress)
+    except duckdb.Error as exc:
+        _error(f"the report engine failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        return EXIT_FAILED
+    except source.errors as exc:  # a query ClickHouse refused, a connection lost: one line
+        _error(f"ClickHouse failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        return EXIT_FAILED
+    finally:
+        source.close()
+
+
 def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
     from .render_text import render_runs, render_text
     from .rollup import RunChoiceError, build_report
@@ -244,7 +290,7 @@ def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
         if len(store.problems) == 1:  # e.g. one file, one line too long to read: one line says it all
             _error(f"no spans read: {store.problems[0]}")
             return EXIT_NO_DATA
-        _error(f"no spans read from {' '.join(map(str, args.paths))}")
+        _error(f"no spans read from {' '.join(map(str, args.paths)) or args.table}")
         from .render_text import terminal_safe
 
         for problem in store.problems:
@@ -252,10 +298,11 @@ def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
         return EXIT_NO_DATA
     try:
         report = build_report(store, run=args.run, step_pattern=args.step_pattern, top_n=args.top,
-                              max_violations=args.max_violations)
+                              max_violations=args.max_violations, attempt=args.attempt)
     except RunChoiceError as exc:
         if args.json:
-            print(json.dumps({"runs": [info.to_json() for info in exc.runs]}, indent=2))
+            attempts = {"attempts": [a.to_json() for a in exc.attempts]} if hasattr(exc, "attempts") else {}
+            print(json.dumps({"runs": [info.to_json() for info in exc.runs], **attempts}, indent=2))
         else:
             sys.stdout.write(render_runs(exc.runs))
         _error(str(exc))
@@ -322,3 +369,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # where no watch could start (SIGINT was ignored, then restored)
         _error("interrupted")
         return EXIT_INTERRUPTED
+
+
+def build_schema_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``clickhouse-schema`` to the ``lens`` command's subparsers (the report's door for it)."""
+    from .clickhouse import add_schema_arguments, run_schema
+
+    schema = sub.add_parser("clickhouse-schema", help="DDL that lets lens report scan columns of otel_traces",
+                            description="Print the DDL a team adds to the Collector's ClickHouse span table "
+                            "(otel_traces) so lens report scans columns, not attribute maps.")
+    add_schema_arguments(schema)
+    schema.set_defaults(func=run_schema)
+    return schema

@@ -12,6 +12,7 @@ from lens_core import semconv
 from lens_core.registry import Bucket
 
 __all__ = [
+    "AttemptInfo",
     "BUCKETS",
     "BUCKET_ATTR",
     "BucketTotals",
@@ -446,6 +447,44 @@ class RunInfo:
 
 
 @dataclass(frozen=True)
+class AttemptInfo:
+    """One launch of a run: a run id reused by a restart or a re-run (``LENS_RUN_ID`` fixed) has several.
+
+    Launches are told apart by their processes (``service.instance.id`` holds host and pid):
+    a process that starts after every process of the attempt before it has ended, on a rank
+    that attempt already had, begins a new attempt. ``gap_ns`` is the time from the end of
+    the previous attempt to this one's start (lost to the restart), ``repeated_steps`` how
+    many of this attempt's steps the previous one had run already (work done again).
+    """
+
+    attempt: int
+    processes: int
+    ranks: int
+    spans: int
+    start_ns: int | None
+    end_ns: int | None
+    goodput: float | None = None
+    gap_ns: int | None = None
+    repeated_steps: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The attempt as a JSON-ready dict."""
+        return {"attempt": self.attempt, "processes": self.processes, "ranks": self.ranks, "spans": self.spans,
+                "start_ns": self.start_ns, "end_ns": self.end_ns,
+                "wall_s": None if self.start_ns is None or self.end_ns is None
+                else (self.end_ns - self.start_ns) / NS_PER_S,
+                "goodput": self.goodput, "lost_before_s": _seconds(self.gap_ns), "repeated_steps": self.repeated_steps}
+
+    def describe(self) -> str:
+        """One phrase: ``attempt 2: 4 ranks, 212 s, goodput 51.0 %, 300 s lost before it``."""
+        wall = "" if self.start_ns is None or self.end_ns is None else f", {(self.end_ns - self.start_ns) / NS_PER_S:.0f} s"
+        goodput = "" if self.goodput is None else f", goodput {self.goodput * 100:.1f} %"
+        lost = "" if self.gap_ns is None else f", {self.gap_ns / NS_PER_S:.0f} s lost before it"
+        again = f", {self.repeated_steps} step(s) run again" if self.repeated_steps else ""
+        return f"attempt {self.attempt}: {self.ranks} rank(s){wall}{goodput}{lost}{again}"
+
+
+@dataclass(frozen=True)
 class TopSpan:
     """Spans sharing one name: how many, and how long in total and on average."""
 
@@ -492,6 +531,10 @@ class Report:
     rule_counts: dict[str, int] = field(default_factory=dict)
     unfinished: tuple[UnfinishedProcess, ...] = ()
     """Processes whose telemetry never shut down (see :class:`UnfinishedProcess`)."""
+    attempt: int | None = None
+    """Which launch of the run this report is of, when the run id was launched more than once."""
+    attempts: tuple[AttemptInfo, ...] = ()
+    """Every launch of the run (empty when it was launched once), each with its goodput and the time lost before it."""
     restart_lost_ns: int | None = None
     """Rank-seconds lost between attempts of the run (restarts), when known; the badput's ``restarts`` part."""
 
@@ -548,6 +591,9 @@ class Report:
             "telemetry_loss": {"lost": sum(row.lost for row in self.loss), "processes": [r.to_json() for r in self.loss],
                                "unfinished": [u.to_json() for u in self.unfinished]},
         }
+        if self.attempts:
+            data["attempt"] = self.attempt
+            data["attempts"] = [a.to_json() for a in self.attempts]
         if rank_steps:
             data["rank_steps"] = self.rank_steps.to_json(ranks)
         return data

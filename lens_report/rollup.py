@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from .classify import load_catalog
@@ -12,6 +13,7 @@ from .rules import VOCABULARY_RULES, vocabulary_violations
 from .engine import TraceStore, insert_rows
 from .model import (
     BUCKETS,
+    AttemptInfo,
     DEFAULT_STEP_PATTERN,
     NS_PER_S,
     BucketTotals,
@@ -27,6 +29,7 @@ from .model import (
 )
 
 __all__ = [
+    "AttemptChoiceError",
     "DEFAULT_MAX_VIOLATIONS",
     "DEFAULT_TOP_N",
     "RULES",
@@ -43,6 +46,7 @@ __all__ = [
     "TOLERANCE_NS",
     "WaterfallSelection",
     "build_report",
+    "list_attempts",
     "list_runs",
     "waterfall_spans",
 ]
@@ -100,6 +104,15 @@ class RunChoiceError(ValueError):
         self.runs = runs
 
 
+class AttemptChoiceError(RunChoiceError):
+    """The run id was launched more than once (or the attempt asked for is not among its launches);
+    ``attempts`` lists them, each with its goodput and the time lost before it."""
+
+    def __init__(self, message: str, runs: tuple[RunInfo, ...], attempts: tuple[AttemptInfo, ...]) -> None:
+        super().__init__(message, runs)
+        self.attempts = attempts
+
+
 def _sql(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -127,6 +140,55 @@ def _choose_run(store: TraceStore, run: str | None) -> tuple[str, bool]:
     return (ids[0] if ids else ""), False
 
 
+def _attempt_rows(con: Any, run_where: str) -> list[tuple[Any, ...]]:
+    """(process, rank, first start, last end, spans) of every process of the run, by first start."""
+    # loss records give membership, not times: they are written when the process shuts down
+    timed = "span_row AND start_ns IS NOT NULL AND end_ns >= start_ns"
+    return con.execute(f"""
+        SELECT process, min(rank), min(start_ns) FILTER (WHERE {timed}), max(end_ns) FILTER (WHERE {timed}),
+               count(*) FILTER (WHERE span_row)
+        FROM (SELECT process, rank, start_ns, end_ns, run, true AS span_row FROM spans
+              UNION ALL SELECT process, rank, start_ns, end_ns, run, false FROM loss)  -- a process with loss records only
+        {run_where} GROUP BY process ORDER BY 3 NULLS LAST, process
+    """).fetchall()
+
+
+def list_attempts(store: TraceStore, run_id: str | None = None) -> tuple[AttemptInfo, ...]:
+    """The launches of one run (see :class:`~lens_report.model.AttemptInfo`), oldest first; goodput not computed.
+
+    Also leaves the table ``process_attempts`` (process, attempt) in the store.
+    """
+    con = store.con
+    where = f"WHERE run = {_sql(run_id)}" if run_id is not None else ""
+    groups: list[dict[str, Any]] = []
+    for process, rank, start, end, spans in _attempt_rows(con, where):
+        current = groups[-1] if groups else None
+        # a new launch: this process starts after the current attempt has ended, on a rank it had
+        if (current is None or (start is not None and current["end"] is not None and start > current["end"]
+                                and rank is not None and rank in current["ranks"])):
+            current = {"processes": [], "ranks": set(), "labels": set(), "spans": 0, "start": start, "end": end}
+            groups.append(current)
+        current["processes"].append(process)
+        current["spans"] += spans
+        if rank is not None:
+            current["ranks"].add(rank)
+        current["labels"].add(rank if rank is not None else process)
+        if end is not None:
+            current["end"] = end if current["end"] is None else max(current["end"], end)
+        if start is not None and current["start"] is None:
+            current["start"] = start
+    con.execute("CREATE OR REPLACE TEMP TABLE process_attempts (process VARCHAR, attempt INTEGER)")
+    insert_rows(con, "process_attempts", [(p, i) for i, g in enumerate(groups, start=1) for p in g["processes"]])
+    attempts = []
+    for i, group in enumerate(groups, start=1):
+        gap = None
+        if i > 1 and group["start"] is not None and groups[i - 2]["end"] is not None:
+            gap = group["start"] - groups[i - 2]["end"]
+        attempts.append(AttemptInfo(i, len(group["processes"]), len(group["labels"]), group["spans"],
+                                    group["start"], group["end"], gap_ns=gap))
+    return tuple(attempts)
+
+
 def build_report(
     store: TraceStore,
     *,
@@ -134,6 +196,7 @@ def build_report(
     step_pattern: str | re.Pattern[str] = DEFAULT_STEP_PATTERN,
     top_n: int = DEFAULT_TOP_N,
     max_violations: int = DEFAULT_MAX_VIOLATIONS,
+    attempt: int | None = None,
 ) -> Report:
     """Roll the spans of one run up per (rank, step), per step, per rank and for the run, and check the invariants.
 
@@ -143,16 +206,55 @@ def build_report(
     A step's buckets sum the bucketed spans below it, in any process. Raises
     :class:`RunChoiceError` when ``run`` is ``None`` and the store holds several runs, or
     when ``run`` is not among them.
+
+    A run id launched more than once (a restart, a re-run with a fixed ``LENS_RUN_ID``) is
+    never reported as one run: without ``attempt`` it raises :class:`AttemptChoiceError`
+    naming each launch with its goodput and the time lost between them; with ``attempt``
+    (1 = the first launch) the report is of that launch and lists them all in ``attempts``.
     """
     pattern = re.compile(step_pattern)
     run_id, filtered = _choose_run(store, run)
+    attempts = list_attempts(store, run_id if filtered else None)
+    if len(attempts) <= 1:
+        if attempt not in (None, 1):
+            raise AttemptChoiceError(f"run {run_id!r} was launched once; there is no attempt {attempt}",
+                                     list_runs(store), attempts)
+        cond = f"run = {_sql(run_id)}" if filtered else ""
+        return _build(store, run_id, cond, pattern, top_n, max_violations)
+    if attempt is not None and not 1 <= attempt <= len(attempts):
+        raise AttemptChoiceError(f"run {run_id!r} has attempts 1-{len(attempts)}, not {attempt}",
+                                 list_runs(store), attempts)
+    # every other attempt first: the chosen one is built last, so its tables stay for the views
+    order = [i for i in range(1, len(attempts) + 1) if i != attempt] + ([attempt] if attempt is not None else [])
+    reports: dict[int, Report] = {}
+    for i in order:
+        cond = ((f"run = {_sql(run_id)} AND " if filtered else "")
+                + f"process IN (SELECT process FROM process_attempts WHERE attempt = {int(i)})")
+        reports[i] = _build(store, run_id, cond, pattern, top_n, max_violations)
+    infos = []
+    for info in attempts:
+        before = reports.get(info.attempt - 1)
+        repeated = 0 if before is None else len({s.iteration for s in reports[info.attempt].steps}
+                                                & {s.iteration for s in before.steps})
+        infos.append(replace(info, goodput=reports[info.attempt].run.goodput, repeated_steps=repeated))
+    if attempt is None:
+        raise AttemptChoiceError(
+            f"run {run_id!r} was launched {len(infos)} times (a restart or a reused run id), and launches are "
+            f"never reported as one run: {'; '.join(a.describe() for a in infos)}. Choose one with --attempt N",
+            list_runs(store), tuple(infos))
+    return replace(reports[attempt], attempt=attempt, attempts=tuple(infos))
+
+
+def _build(store: TraceStore, run_id: str, cond: str, pattern: re.Pattern[str], top_n: int,
+           max_violations: int) -> Report:
+    """The report of the spans that satisfy ``cond`` (an SQL condition on ``spans``; '' for all)."""
     con = store.con
     load_catalog(con)
-    where = f"WHERE run = {_sql(run_id)}" if filtered else ""
+    where = f"WHERE {cond}" if cond else ""
     step_names = [name for (name,) in con.execute(f"SELECT DISTINCT name FROM spans {where}").fetchall()
                   if pattern.search(name)]
     con.execute("CREATE OR REPLACE TEMP TABLE step_names (name VARCHAR)")
-    insert_rows(con, "INSERT INTO step_names VALUES (?)", [[n] for n in step_names])
+    insert_rows(con, "step_names", [[n] for n in step_names])
     _classify(con, where)
     _jump(con)
     _steps(con)
@@ -182,9 +284,9 @@ def build_report(
         top_spans=_top_spans(con, top_n, where),
         violations=violations,
         problems=tuple(store.problems),
-        loss=_loss(con, run_id if filtered else None),
+        loss=_loss(con, cond or None),
         rule_counts=dict(counts),
-        unfinished=_unfinished(con, run_id if filtered else None),
+        unfinished=_unfinished(con, cond or None),
     )
 
 
@@ -325,7 +427,7 @@ def _span_ref(con: Any, ids: list[int]) -> dict[int, tuple[str, str, str, str, i
     if not ids:
         return {}
     con.execute("CREATE OR REPLACE TEMP TABLE wanted (id BIGINT)")
-    insert_rows(con, "INSERT INTO wanted VALUES (?)", [[i] for i in ids])
+    insert_rows(con, "wanted", [[i] for i in ids])
     rows = con.execute("""
         SELECT s.rowid, printf('%032x', s.trace), printf('%016x', s.span), s.name, f.path, s.line - f.first + 1,
                s.rank_label
@@ -459,7 +561,7 @@ def _rank_order(con: Any) -> list[str]:
 def _rank_steps(con: Any) -> tuple[list[str], RankSteps]:
     labels = _rank_order(con)
     con.execute("CREATE OR REPLACE TEMP TABLE rank_index (rank_label VARCHAR, idx INTEGER)")
-    insert_rows(con, "INSERT INTO rank_index VALUES (?, ?)", [[label, i] for i, label in enumerate(labels)])
+    insert_rows(con, "rank_index", [[label, i] for i, label in enumerate(labels)])
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE rank_steps AS
         SELECT s.iteration, r.idx AS rank, sum(s.wall_ns) AS wall_ns, {", ".join(f"sum({x}) AS {x}" for x in BUCKETS)}
@@ -552,9 +654,9 @@ def _top_spans(con: Any, top_n: int, where: str) -> tuple[TopSpan, ...]:
     return tuple(TopSpan(name, count, int(total)) for name, count, total in rows)
 
 
-def _unfinished(con: Any, run_id: str | None) -> tuple[UnfinishedProcess, ...]:
+def _unfinished(con: Any, cond: str | None) -> tuple[UnfinishedProcess, ...]:
     """Processes Lens set up, with spans or loss records in the run, but no final loss record."""
-    where = f"AND run = {_sql(run_id)}" if run_id is not None else ""
+    where = f"AND {cond}" if cond is not None else ""
     rows = con.execute(f"""
         WITH seen AS (
             SELECT rank_label, process, rank, 1 AS span FROM spans WHERE lens_process {where}
@@ -568,9 +670,9 @@ def _unfinished(con: Any, run_id: str | None) -> tuple[UnfinishedProcess, ...]:
     return tuple(UnfinishedProcess(rank, process, int(spans)) for rank, process, spans, _ in rows)
 
 
-def _loss(con: Any, run_id: str | None) -> tuple[LossRow, ...]:
+def _loss(con: Any, cond: str | None) -> tuple[LossRow, ...]:
     """Per process, its newest loss record (the counters are cumulative: the largest wins)."""
-    where = f"WHERE run = {_sql(run_id)}" if run_id is not None else ""
+    where = f"WHERE {cond}" if cond is not None else ""
     rows = con.execute(f"""
         SELECT any_value(rank_label), process, {", ".join(f"coalesce(max(loss[{i}]), 0)" for i in range(1, 6))},
                min(rank)
@@ -624,11 +726,11 @@ def choose_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | N
         chosen += [label for label in labels if label not in chosen][: default_ranks - len(chosen)]
         chosen.sort(key=lambda label: order[label])
     con.execute("CREATE OR REPLACE TEMP TABLE wf_ranks (rank_label VARCHAR)")
-    insert_rows(con, "INSERT INTO wf_ranks VALUES (?)", [[label] for label in chosen])
+    insert_rows(con, "wf_ranks", [[label] for label in chosen])
     window = "true"
     if chosen_steps is not None:
         con.execute("CREATE OR REPLACE TEMP TABLE wf_steps (iteration BIGINT)")
-        insert_rows(con, "INSERT INTO wf_steps VALUES (?)", [[it] for it in chosen_steps])
+        insert_rows(con, "wf_steps", [[it] for it in chosen_steps])
         con.execute("""
             CREATE OR REPLACE TEMP TABLE wf_windows AS
             SELECT s.iteration, min(k.start_ns) AS lo, max(k.end_ns) AS hi

@@ -215,9 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
         add_demo_arguments(demo)
         demo.set_defaults(func=_cmd_demo)
 
-    from lens_report.cli import build_parser as build_report_parser
+    from lens_report.cli import build_parser as build_report_parser, build_schema_parser
 
     build_report_parser(sub)
+    build_schema_parser(sub)
 
     resolve = sub.add_parser("resolve", help="show what a span-group spec enables",
                              description="Show what a span-group spec enables. Entries may be separate "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -125,11 +126,78 @@ def two_step_spans() -> list[dict[str, Any]]:
     ]
 
 
+ENGINES_ENV = "LENS_REPORT_ENGINES"
+"""Set to ``clickhouse`` (and ``ENGINES_LOG`` to a file): every :func:`report_of` also loads its spans into
+``otel_traces`` in chdb, reports from there, and asserts the two JSON reports are equal."""
+
+ENGINES_LOG = "LENS_REPORT_ENGINES_LOG"
+"""A file :func:`report_of` appends one line to per report: ``compared`` or ``files only: WHY``."""
+
+
+def comparable(report_json: dict[str, Any]) -> dict[str, Any]:
+    """A report's JSON without what only files have: file names and lines (violations sorted without them)."""
+    data = dict(report_json)
+    data.pop("files", None)
+    data["violations"] = sorted((json.dumps({k: v for k, v in violation.items() if k not in ("file", "line")},
+                                            sort_keys=True) for violation in data["violations"]))
+    return data
+
+
+def _clickhouse_report(paths: Any, options: dict[str, Any]) -> tuple[Any, Any]:
+    """(the report, or the exception building it raised) over the spans of ``paths`` loaded into chdb."""
+    from lens_report.clickhouse import ChdbSource, ClickHouseStore, load_otlp_files
+
+    source = ChdbSource()
+    try:
+        load_otlp_files(source, "otel_traces", paths)
+        with ClickHouseStore(source, "otel_traces") as store:
+            store.load_table()
+            try:
+                return build_report(store, **options), None
+            except Exception as exc:  # noqa: BLE001 - compared with what the file report raised
+                return None, exc
+    finally:
+        source.close()
+
+
+def _log(line: str) -> None:
+    with open(os.environ[ENGINES_LOG], "a", encoding="utf-8") as out:
+        out.write(line + "\n")
+
+
 def report_of(*paths: Any, **options: Any) -> Any:
-    """The report over ``paths`` (files or directories); options go to build_report."""
+    """The report over ``paths`` (files or directories); options go to build_report.
+
+    With ``LENS_REPORT_ENGINES=clickhouse`` the same spans are also reported from ClickHouse
+    (see :data:`ENGINES_ENV`) and the two reports must be equal.
+    """
     with TraceStore() as store:
         store.load(paths)
-        return build_report(store, **options)
+        both = "clickhouse" in os.environ.get(ENGINES_ENV, "")
+        # what the Collector's exporter never writes (unreadable lines, the same span twice) has no
+        # otel_traces twin: such input is reported from files only
+        out_of_range = store.con.execute(
+            "SELECT count(*) FROM spans WHERE start_text IS NOT NULL OR end_text IS NOT NULL").fetchall()[0][0]
+        why = ("input problems" if store.problems else "duplicate spans" if store.duplicate_count
+               else "times past uint64 nanoseconds" if out_of_range else "")
+        try:
+            report = build_report(store, **options)
+        except Exception as exc:
+            if both and not why:
+                other, error = _clickhouse_report(paths, options)
+                assert other is None and type(error) is type(exc) and str(error) == str(exc), (exc, error, other)
+                _log("compared")
+            raise
+    if both:
+        if why:
+            _log(f"files only: {why}")
+        else:
+            other, error = _clickhouse_report(paths, options)
+            assert error is None, error
+            ours, theirs = comparable(report.to_json()), comparable(other.to_json())
+            assert theirs == ours, [(key, ours[key], theirs[key]) for key in ours if ours[key] != theirs.get(key)]
+            _log("compared")
+    return report
 
 
 def html_of(*paths: Any, steps: Any = None, ranks: Any = None, **options: Any) -> str:

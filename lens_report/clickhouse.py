@@ -1,0 +1,502 @@
+"""The report over the Collector's ClickHouse table (``otel_traces``): its schema, the schema helper, a loader, and the store that reads it."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
+from lens_core import semconv
+
+from .dialect import CLICKHOUSE, DUCKDB, LOSS_COUNTERS, ResourceFields, SpanFields, sql_text
+from .engine import TraceStore, find_trace_files
+from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR
+
+__all__ = [
+    "CLICKHOUSE_HINT",
+    "add_schema_arguments",
+    "ChdbSource",
+    "ClickHouseSource",
+    "ClickHouseStore",
+    "LENS_COLUMNS",
+    "ServerSource",
+    "check_table_name",
+    "load_otlp_files",
+    "open_source",
+    "otel_traces_ddl",
+    "run_schema",
+    "schema_sql",
+]
+
+CLICKHOUSE_HINT = "pip install 'lens-telemetry[clickhouse]'"
+"""How to install what the ClickHouse path needs (clickhouse-connect for a server, chdb in process)."""
+
+LENS_COLUMNS = {"LensRun": "run", "LensRank": "rank", "LensStep": "step", "LensBucket": "bucket"}
+"""Materialized columns ``lens clickhouse-schema`` adds to the table, and what each holds."""
+
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
+
+
+def check_table_name(table: str) -> str:
+    """``table`` (``name`` or ``database.name``) quoted for SQL; ValueError naming what is allowed otherwise."""
+    if not _TABLE_NAME.fullmatch(table):
+        raise ValueError(f"a table is NAME or DATABASE.NAME of letters, digits and '_', got {table!r}")
+    return ".".join(f"`{part}`" for part in table.split("."))
+
+
+def otel_traces_ddl(table: str = "otel_traces") -> str:
+    """The table the Collector's ClickHouse exporter (contrib ``clickhouseexporter``) creates for spans.
+
+    The columns and types are the exporter's (``Timestamp`` is the span's start, ``Duration`` its
+    length in ns, attribute values as text in ``Map(LowCardinality(String), String)``); the
+    sort key and indexes are one release's and have changed across releases: the report reads
+    column names only.
+    """
+    name = check_table_name(table)
+    return f"""CREATE TABLE IF NOT EXISTS {name} (
+    Timestamp DateTime64(9) CODEC(Delta, ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    SpanId String CODEC(ZSTD(1)),
+    ParentSpanId String CODEC(ZSTD(1)),
+    TraceState String CODEC(ZSTD(1)),
+    SpanName LowCardinality(String) CODEC(ZSTD(1)),
+    SpanKind LowCardinality(String) CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    ResourceAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion String CODEC(ZSTD(1)),
+    SpanAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    Duration UInt64 CODEC(ZSTD(1)),
+    StatusCode LowCardinality(String) CODEC(ZSTD(1)),
+    StatusMessage String CODEC(ZSTD(1)),
+    Events Nested (Timestamp DateTime64(9), Name LowCardinality(String),
+                   Attributes Map(LowCardinality(String), String)) CODEC(ZSTD(1)),
+    Links Nested (TraceId String, SpanId String, TraceState String,
+                  Attributes Map(LowCardinality(String), String)) CODEC(ZSTD(1))
+) ENGINE = MergeTree
+PARTITION BY toDate(Timestamp)
+ORDER BY (ServiceName, SpanName, toDateTime(Timestamp))
+SETTINGS index_granularity = 8192"""
+
+
+# the resource and span fields read from the exporter's maps: a missing key is NULL, as in files
+def _resource_fields() -> ResourceFields:
+    res = "ResourceAttributes"
+    return ResourceFields(
+        CLICKHOUSE, run=CLICKHOUSE.map_value(res, semconv.NEMO_RUN_ID),
+        instance=CLICKHOUSE.map_value(res, semconv.SERVICE_INSTANCE_ID),
+        rank_text=CLICKHOUSE.map_value(res, semconv.NV_DL_RANK), pid_text=CLICKHOUSE.map_value(res, semconv.PROCESS_PID),
+        host=CLICKHOUSE.map_value(res, semconv.HOST_NAME), service=CLICKHOUSE.map_value(res, semconv.SERVICE_NAME),
+        distro=CLICKHOUSE.map_value(res, semconv.TELEMETRY_DISTRO_NAME))
+
+
+def _span_attr(key: str) -> str:
+    return CLICKHOUSE.map_value("SpanAttributes", key)
+
+
+_SPAN = SpanFields(CLICKHOUSE, kind_text="toString(SpanKind)", status_text="toString(StatusCode)")
+
+
+def _materialized() -> dict[str, tuple[str, str]]:
+    """column -> (type, expression) of the materialized columns: the same expressions the report reads maps with."""
+    res = _resource_fields()
+    return {
+        "LensRun": ("LowCardinality(String)", res.run_id()),
+        "LensRank": ("Nullable(Int64)", res.rank()),
+        "LensStep": ("Nullable(Int64)", _SPAN.iteration(_span_attr(ITERATION_ATTR))),
+        "LensBucket": ("LowCardinality(Nullable(String))", _span_attr(BUCKET_ATTR)),
+    }
+
+
+def schema_sql(table: str = "otel_traces", *, rollup: bool = True) -> str:
+    """What ``lens clickhouse-schema`` prints: materialized columns for run id, rank, step and bucket,
+    and (``rollup``) a per-(run, rank, step) rollup table kept by a materialized view at insert time.
+
+    Existing rows get the columns with ``ALTER TABLE ... MATERIALIZE COLUMN`` (a background
+    mutation); the report uses the columns when the table has them and reads the maps otherwise.
+    """
+    name = check_table_name(table)
+    lines = [f"-- lens: columns the report scans instead of the attribute maps (run, rank, step, bucket)"]
+    for column, (kind, expr) in _materialized().items():
+        lines.append(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind} MATERIALIZED {expr};")
+    lines += [f"-- rows inserted before: ALTER TABLE {name} MATERIALIZE COLUMN LensRun (and LensRank, LensStep, LensBucket)"]
+    if rollup:
+        base = table.rsplit(".", 1)
+        target = check_table_name(".".join([*base[:-1], base[-1] + "_lens_rank_steps"]))
+        view = check_table_name(".".join([*base[:-1], base[-1] + "_lens_rank_steps_mv"]))
+        sums = ",\n    ".join(f"sumIf(Duration, LensBucket = '{b}') AS {b.capitalize()}Ns"
+                              for b in ("productive", "overhead", "idle", "wasted"))
+        lines += [
+            "-- lens (optional): per (run, rank, step) bucket seconds of spans stamped with rl.iteration, kept at",
+            "-- insert time for dashboards; lens report computes its own figures from the spans",
+            f"CREATE TABLE IF NOT EXISTS {target} (",
+            "    LensRun LowCardinality(String), LensRank Int64, LensStep Int64, Spans UInt64,",
+            "    ProductiveNs UInt64, OverheadNs UInt64, IdleNs UInt64, WastedNs UInt64",
+            ") ENGINE = SummingMergeTree ORDER BY (LensRun, LensStep, LensRank);",
+            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view} TO {target} AS",
+            f"SELECT LensRun, assumeNotNull(LensRank) AS LensRank, assumeNotNull(LensStep) AS LensStep,",
+            f"    count() AS Spans,\n    {sums}",
+            f"FROM {name} WHERE LensRank IS NOT NULL AND LensStep IS NOT NULL",
+            "GROUP BY LensRun, LensRank, LensStep;",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+class ClickHouseSource(Protocol):
+    """Where ClickHouse SQL runs: a server (:class:`ServerSource`) or chdb in process (:class:`ChdbSource`)."""
+
+    errors: tuple[type[BaseException], ...]
+    """What a failed query raises."""
+
+    def close(self) -> None:
+        """Release the connection or session."""
+
+    def command(self, sql: str) -> None:
+        """Run a statement that returns nothing."""
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """The rows of a small query."""
+
+    def batches(self, sql: str) -> Any:
+        """A ``pyarrow.RecordBatchReader`` over the rows of a query (streamed)."""
+
+    def insert_parquet(self, table: str, columns: str, select: str, path: str) -> None:
+        """``INSERT INTO table (columns) SELECT select FROM`` the Parquet file at ``path``."""
+
+
+_ARROW_SETTINGS = "SETTINGS output_format_arrow_string_as_string = 1, output_format_arrow_low_cardinality_as_dictionary = 0"
+
+
+class ChdbSource:
+    """ClickHouse in process (chdb): a session whose data lives in ``path`` (a temporary directory when None)."""
+
+    def __init__(self, path: str | None = None) -> None:
+        try:
+            from chdb import session
+        except ImportError as exc:
+            raise ImportError(f"the embedded ClickHouse engine (chdb) is not installed: {CLICKHOUSE_HINT}") from exc
+        import chdb
+
+        self.errors: tuple[type[BaseException], ...] = (chdb.ChdbError, RuntimeError)
+        """What the engine raises for a failed query."""
+        self._tmp = None if path else tempfile.TemporaryDirectory(prefix="lens-chdb-")
+        self.path = path or self._tmp.name  # type: ignore[union-attr]
+        self.session = session.Session(self.path)
+
+    def command(self, sql: str) -> None:
+        self.session.query(sql)
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        table = self.session.query(sql + " " + _ARROW_SETTINGS, "ArrowTable")
+        return [tuple(row.values()) for row in table.to_pylist()]
+
+    def batches(self, sql: str) -> Any:
+        return self.session.send_query(sql + " " + _ARROW_SETTINGS, "Arrow").record_batch(rows_per_batch=65536)
+
+    def insert_parquet(self, table: str, columns: str, select: str, path: str) -> None:
+        self.session.query(f"INSERT INTO {check_table_name(table)} ({columns}) SELECT {select} "
+                           f"FROM file({sql_text(os.path.abspath(path))}, Parquet)")
+
+    def close(self) -> None:
+        """Close the session (and delete its data when it was temporary)."""
+        self.session.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+class ServerSource:
+    """A ClickHouse server through clickhouse-connect, e.g. ``http://user:pass@host:8123/db``."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            import clickhouse_connect
+        except ImportError as exc:
+            raise ImportError(f"reading a ClickHouse server needs clickhouse-connect: {CLICKHOUSE_HINT}") from exc
+        import logging
+
+        from clickhouse_connect.driver.exceptions import ClickHouseError
+
+        # the client logs each failed request besides raising it: the report says it once
+        logging.getLogger("clickhouse_connect").setLevel(logging.CRITICAL)
+
+        self.errors: tuple[type[BaseException], ...] = (ClickHouseError, RuntimeError)
+        """What the client raises for a failed query or a lost connection."""
+        self.client = clickhouse_connect.get_client(dsn=url)
+
+    def command(self, sql: str) -> None:
+        self.client.command(sql)
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in self.client.query(sql).result_rows]
+
+    def batches(self, sql: str) -> Any:
+        import pyarrow as pa
+
+        stream = self.client.query_arrow_stream(sql, use_strings=True)
+        blocks = iter(stream)
+        first = next(blocks, None)
+        if first is None:
+            return pa.RecordBatchReader.from_batches(pa.schema([]), iter(()))
+
+        def all_blocks() -> Iterator[Any]:
+            yield from (first.to_batches() if hasattr(first, "to_batches") else [first])
+            for block in blocks:
+                yield from (block.to_batches() if hasattr(block, "to_batches") else [block])
+
+        return pa.RecordBatchReader.from_batches(first.schema, all_blocks())
+
+    def insert_parquet(self, table: str, columns: str, select: str, path: str) -> None:
+        # the server cannot read this machine's files: the rows go through this process
+        import pyarrow.parquet as pq
+
+        self.command(f"CREATE TEMPORARY TABLE lens_load ({_PARQUET_STRUCTURE})")
+        self.client.insert_arrow("lens_load", pq.read_table(path))
+        self.command(f"INSERT INTO {check_table_name(table)} ({columns}) SELECT {select} FROM lens_load")
+        self.command("DROP TEMPORARY TABLE lens_load")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.client.close()
+
+
+def open_source(url: str) -> ChdbSource | ServerSource:
+    """``chdb:DIR`` (an embedded database in DIR) or a server URL (``http[s]://user:pass@host:port/db``)."""
+    if url.startswith("chdb:"):
+        path = url[5:]
+        if not path or not os.path.isdir(path):
+            raise ValueError(f"chdb:DIR needs an existing directory holding a chdb database, got {url!r}")
+        return ChdbSource(path)
+    if not re.match(r"(https?|clickhouse)://", url):
+        raise ValueError(f"expected a server URL (http://user:password@host:8123) or chdb:DIR, got {url!r}")
+    return ServerSource(url)
+
+
+def add_schema_arguments(parser: Any) -> None:
+    """Add the ``clickhouse-schema`` arguments (``--table``, ``--no-rollup``, ``--exporter-table``) to ``parser``."""
+    parser.add_argument("--table", default="otel_traces", metavar="[DB.]NAME",
+                        help="the exporter's span table (default otel_traces)")
+    parser.add_argument("--no-rollup", action="store_true",
+                        help="only the materialized columns, not the per-(run, rank, step) rollup and its view")
+    parser.add_argument("--exporter-table", action="store_true",
+                        help="first print the exporter's own CREATE TABLE (for a table made by hand or in chdb)")
+
+
+def run_schema(args: Any) -> int:
+    """``lens clickhouse-schema``: print the DDL; the exit status (2 for a bad table name)."""
+    import sys
+
+    try:
+        text = (otel_traces_ddl(args.table) + ";\n" if args.exporter_table else "") + \
+            schema_sql(args.table, rollup=not args.no_rollup)
+    except ValueError as exc:
+        print(f"lens clickhouse-schema: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
+    return 0
+
+
+# ---- the loader: OTLP-JSON lines -> otel_traces rows, as the exporter writes them -----------------
+
+_VALUE = ('{"stringValue":"VARCHAR","intValue":"VARCHAR","boolValue":"VARCHAR","doubleValue":"VARCHAR",'
+          '"arrayValue":"JSON","kvlistValue":"JSON","bytesValue":"VARCHAR"}')
+_ATTRS = '[{"key":"VARCHAR","value":' + _VALUE + "}]"
+_LOAD_LINE = ('{"resourceSpans":[{"resource":{"attributes":' + _ATTRS + '},"scopeSpans":[{"scope":{"name":"VARCHAR",'
+              '"version":"VARCHAR"},"spans":[{"traceId":"VARCHAR","spanId":"VARCHAR","parentSpanId":"VARCHAR",'
+              '"traceState":"VARCHAR","name":"VARCHAR","kind":"VARCHAR","startTimeUnixNano":"VARCHAR",'
+              '"endTimeUnixNano":"VARCHAR","attributes":' + _ATTRS + ',"status":{"code":"VARCHAR","message":"VARCHAR"}}]}]}]}')
+_PARQUET_STRUCTURE = ("ts_ns Int64, TraceId String, SpanId String, ParentSpanId String, TraceState String, "
+                      "SpanName String, SpanKind String, ServiceName String, "
+                      "ResourceAttributes Map(String, String), ScopeName String, ScopeVersion String, "
+                      "SpanAttributes Map(String, String), duration_ns Int64, StatusCode String, StatusMessage String")
+
+
+def _map_sql(attrs: str) -> str:
+    """DuckDB: an OTLP attribute list as a text map, each value as the exporter's ``AsString`` writes it."""
+    value = ("coalesce(a.value.stringValue, a.value.intValue, a.value.boolValue, a.value.doubleValue, "
+             "CAST(a.value.arrayValue AS VARCHAR), CAST(a.value.kvlistValue AS VARCHAR), a.value.bytesValue, '')")
+    entries = f"list_transform(coalesce({attrs}, []), lambda a: {{'key': coalesce(a.key, ''), 'value': {value}}})"
+    keys = f"list_transform(coalesce({attrs}, []), lambda a: coalesce(a.key, ''))"
+    # the exporter's map keeps one value per key (the last); DuckDB refuses duplicate map keys,
+    # so the rare list that repeats a key keeps each key's last entry (quadratic, but only there)
+    last_only = (f"list_filter({entries}, lambda e, i: list_position(list_reverse({keys}), e.key) "
+                 f"= len({keys}) - i + 1)")
+    return (f"map_from_entries(CASE WHEN len(list_distinct({keys})) = len({keys}) THEN {entries} "
+            f"ELSE {last_only} END)")
+
+
+def _to_parquet(files: list[str], out: str) -> int:
+    """Write the spans of OTLP-JSON ``files`` as otel_traces rows to the Parquet file ``out``; the row count.
+
+    A span with an id that is not hex or base64 of the right size, or a time that is not an
+    integer, is left out: the Collector's receivers refuse it, so the exporter never writes it.
+    """
+    from .engine import _MAX_LINE_BYTES, _int_id, _time, require_duckdb  # the reader's id and time parsing
+
+    duckdb = require_duckdb()
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    kind = SpanFields(DUCKDB, kind_text="t.kind", status_text="t.status.code")
+    service = "list_filter(rs.resource.attributes, lambda a: a.key = 'service.name')[1].value.stringValue"
+    con.execute(f"""
+        COPY (
+        WITH lines AS (SELECT json_transform(json, '{_LOAD_LINE}') AS j
+                       FROM read_ndjson_objects(?, ignore_errors=true, maximum_object_size={_MAX_LINE_BYTES})),
+        rs AS (SELECT unnest(j.resourceSpans) AS rs FROM lines),
+        sc AS (SELECT rs, {_map_sql("rs.resource.attributes")} AS res_map, coalesce({service}, '') AS service,
+                      unnest(rs.scopeSpans) AS sc FROM rs),
+        x AS (SELECT res_map, service, sc.scope AS scope, unnest(sc.spans) AS t FROM sc),
+        y AS (SELECT *, {_int_id("t.traceId", 16)} AS trace, {_int_id("t.spanId", 8)} AS span,
+                     CASE WHEN coalesce(t.parentSpanId, '') <> '' THEN {_int_id("t.parentSpanId", 8)} END AS parent,
+                     {_time("t.startTimeUnixNano")} AS st, {_time("t.endTimeUnixNano")} AS en FROM x)
+        SELECT coalesce(st, 0) AS ts_ns, printf('%032x', trace) AS TraceId, printf('%016x', span) AS SpanId,
+               CASE WHEN parent IS NULL THEN '' ELSE printf('%016x', parent) END AS ParentSpanId,
+               coalesce(t.traceState, '') AS TraceState, coalesce(t.name, '') AS SpanName,
+               'SPAN_KIND_' || {kind.kind()} AS SpanKind, service AS ServiceName, res_map AS ResourceAttributes,
+               coalesce(scope.name, '') AS ScopeName, coalesce(scope.version, '') AS ScopeVersion,
+               {_map_sql("t.attributes")} AS SpanAttributes,
+               -- wraps as the exporter's unsigned subtraction does when a span ends before it starts
+               coalesce(en, 0) - coalesce(st, 0) AS duration_ns,
+               CASE WHEN t.status.code IN ('2', 'STATUS_CODE_ERROR') THEN 'STATUS_CODE_ERROR'
+                    WHEN t.status.code IN ('1', 'STATUS_CODE_OK') THEN 'STATUS_CODE_OK'
+                    ELSE 'STATUS_CODE_UNSET' END AS StatusCode,
+               coalesce(t.status.message, '') AS StatusMessage
+        FROM y
+        WHERE t IS NOT NULL AND trace IS NOT NULL AND span IS NOT NULL
+              AND NOT (coalesce(t.parentSpanId, '') <> '' AND parent IS NULL)
+              AND (st IS NOT NULL OR t.startTimeUnixNano IS NULL)
+              AND (en IS NOT NULL OR t.endTimeUnixNano IS NULL)
+        ) TO {sql_text(out)} (FORMAT parquet)
+    """, [files])
+    count = con.execute(f"SELECT count(*) FROM read_parquet({sql_text(out)})").fetchall()[0][0]
+    con.close()
+    return int(count)
+
+
+_INSERT_COLUMNS = ("Timestamp, TraceId, SpanId, ParentSpanId, TraceState, SpanName, SpanKind, ServiceName, "
+                   "ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, Duration, StatusCode, StatusMessage")
+_INSERT_SELECT = ("fromUnixTimestamp64Nano(ts_ns), TraceId, SpanId, ParentSpanId, TraceState, SpanName, SpanKind, "
+                  "ServiceName, ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, "
+                  "reinterpretAsUInt64(duration_ns), StatusCode, StatusMessage")
+
+
+def load_otlp_files(source: ClickHouseSource, table: str, paths: Iterable[str | os.PathLike[str]], *,
+                    create: bool = True, parquet: str | None = None) -> int:
+    """Load the spans of OTLP-JSON trace files into ``table`` as the Collector's exporter would; the span count.
+
+    With ``create`` the table is first created from :func:`otel_traces_ddl`. The rows pass
+    through a Parquet file (``parquet``, else a temporary one), which DuckDB writes and
+    ClickHouse reads: for tests, benchmarks, and moving file exports into ClickHouse.
+    """
+    files, _missing = find_trace_files(paths)
+    if create:
+        source.command(otel_traces_ddl(table))
+    with tempfile.TemporaryDirectory(prefix="lens-load-") as tmp:
+        out = parquet or os.path.join(tmp, "spans.parquet")
+        count = _to_parquet(files, out) if files else 0
+        if count:
+            source.insert_parquet(table, _INSERT_COLUMNS, _INSERT_SELECT, out)
+    return count
+
+
+# ---- the store: otel_traces rows -> the report's spans table ---------------------------------------
+
+def _projection(table: str, columns: set[str], detail: bool, run: str | None = None) -> str:
+    """ClickHouse SQL: one row per span of ``table`` with the store's fields, computed where the spans live.
+
+    The materialized columns of :func:`schema_sql` replace the map lookups when the table has them.
+    """
+    name = check_table_name(table)
+    res = _resource_fields()
+    mat = {column: expr for column, (_kind, expr) in _materialized().items()}
+    use = {column: (column if column in columns else f"({expr})") for column, expr in mat.items()}
+    process = res.process()
+    rank = use["LensRank"]
+    loss = ("[" + ", ".join([*(CLICKHOUSE.to_int(_span_attr(key)) for key in LOSS_COUNTERS),
+                              f"toInt64(coalesce({CLICKHOUSE.to_bool(_span_attr(semconv.LENS_TELEMETRY_FINAL))}, false))"])
+            + "]")
+    attrs = ("concat('[', arrayStringConcat(arrayMap((k, v) -> concat('{\"key\":', toJSONString(k), "
+             "',\"value\":{\"stringValue\":', toJSONString(v), '}}'), mapKeys(SpanAttributes), "
+             "mapValues(SpanAttributes)), ','), ']')") if detail else "CAST(NULL AS Nullable(String))"
+    return f"""
+SELECT rowNumberInAllBlocks() + 1 AS line, TraceId AS trace_hex, SpanId AS span_hex, ParentSpanId AS parent_hex,
+       toString(SpanName) AS name, {_SPAN.kind()} AS kind,
+       toUnixTimestamp64Nano(Timestamp) AS st, st + reinterpretAsInt64(Duration) AS en,
+       {_SPAN.error()} AS error, {use["LensBucket"]} AS bucket, {use["LensStep"]} AS iteration,
+       {_span_attr(semconv.LENS_GROUP)} AS grp, {CLICKHOUSE.to_bool(_span_attr(semconv.LENS_UMBRELLA))} AS umbrella,
+       {_span_attr(semconv.RL_EFFICIENCY_CATEGORY)} AS category, {_span_attr(semconv.THREAD_ID)} AS thread,
+       {_span_attr(semconv.THREAD_NAME)} AS thread_name,
+       coalesce({CLICKHOUSE.to_bool(_span_attr(semconv.LENS_SPAN_TRUNCATED))}, false) AS truncated,
+       {use["LensRun"]} AS run, {res.instance} AS instance, {rank} AS rank, {res.pid()} AS pid,
+       {res.host} AS host, {res.service} AS service, {process} AS process,
+       {ResourceFields.rank_label(CLICKHOUSE, rank, process)} AS rank_label, {res.lens_process()} AS lens_process,
+       if(SpanName = {sql_text(semconv.LENS_LOSS_SPAN_NAME)}, toString({loss}), NULL) AS loss_text,
+       {attrs} AS attrs
+FROM {name}{"" if run is None else f" WHERE {use['LensRun']} = {sql_text(run)}"}"""
+
+
+class ClickHouseStore(TraceStore):
+    """The spans of a ClickHouse ``otel_traces`` table in the report's store, one row each.
+
+    ClickHouse computes every field of a span (from the materialized columns of
+    ``lens clickhouse-schema`` when the table has them, else from the attribute maps) and
+    streams the rows as Arrow batches into the store, where the report's rollup runs as it does
+    for files. With ``run`` only that run's spans leave ClickHouse (a filter on ``LensRun``). ``files`` is ``("clickhouse:TABLE",)`` and a span's line is its row number.
+    """
+
+    def __init__(self, source: ClickHouseSource, table: str, *, detail: bool = False,
+                 memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int | None = None,
+                 temp_dir: str | None = None, run: str | None = None) -> None:
+        check_table_name(table)
+        self.run = run
+        super().__init__(detail=detail, memory_limit=memory_limit, threads=threads, temp_dir=temp_dir)
+        self.source = source
+        self.table = table
+        self.columns_used: tuple[str, ...] = ()
+
+    def table_columns(self) -> set[str]:
+        """The column names of the table (a table without the exporter's is refused)."""
+        database, _, name = self.table.rpartition(".")
+        where = (f"database = {sql_text(database)}" if database else "database = currentDatabase()")
+        columns = {row[0] for row in self.source.rows(
+            f"SELECT name FROM system.columns WHERE {where} AND table = {sql_text(name)}")}
+        needed = {"Timestamp", "TraceId", "SpanId", "ParentSpanId", "SpanName", "SpanKind", "ResourceAttributes",
+                  "SpanAttributes", "Duration", "StatusCode"}
+        if not columns:
+            raise ValueError(f"no table {self.table} (or it has no columns)")
+        if needed - columns:
+            raise ValueError(f"table {self.table} lacks the exporter's column(s) {', '.join(sorted(needed - columns))}")
+        return columns
+
+    def load_table(self) -> None:
+        """Read every span of the table into the store, then index it as :meth:`load_files` does. Call once."""
+        columns = self.table_columns()
+        self.columns_used = tuple(sorted(c for c in LENS_COLUMNS if c in columns))
+        self.files = [f"clickhouse:{self.table}"]
+        self.con.execute("INSERT INTO files VALUES (0, ?, NULL)", [self.files[0]])
+        reader = self.source.batches(_projection(self.table, columns, self.detail, self.run))
+        if not len(reader.schema):  # no rows at all: chdb sends no columns either
+            self._finish()
+            return
+        self.con.register("ch_rows", reader)
+        trace = "TRY_CAST('0x' || trace_hex AS UHUGEINT)"
+        span = "TRY_CAST('0x' || span_hex AS UBIGINT)"
+        parent = "CASE WHEN parent_hex <> '' THEN TRY_CAST('0x' || parent_hex AS UBIGINT) END"
+        try:
+            self.con.execute(f"""
+                INSERT INTO spans
+                SELECT 0, line,
+                       CASE WHEN {trace} IS NULL THEN 'TraceId ' || trace_hex || ' is not 32 hex digits'
+                            WHEN {span} IS NULL THEN 'SpanId ' || span_hex || ' is not 16 hex digits'
+                            WHEN parent_hex <> '' AND {parent} IS NULL
+                                THEN 'ParentSpanId ' || parent_hex || ' is not 16 hex digits' END,
+                       {trace}, {span}, nullif({parent}, 0), name, kind, nullif(st, 0), nullif(en, 0), NULL, NULL,
+                       error, bucket, iteration, grp, umbrella, category, thread, thread_name, truncated,
+                       run, instance, rank, pid, host, service, process, rank_label, lens_process,
+                       loss_text::BIGINT[], attrs, NULL, NULL
+                FROM ch_rows
+            """)
+        finally:
+            self.con.unregister("ch_rows")
+        self._finish()

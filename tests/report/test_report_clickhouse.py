@@ -1,0 +1,138 @@
+"""The report over the Collector's ClickHouse table in chdb: the schema helper's columns, the CLI, and what files and maps disagree on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("chdb")
+
+from lens_report import TraceStore, build_report  # noqa: E402
+from lens_report.clickhouse import (  # noqa: E402
+    ChdbSource,
+    ClickHouseStore,
+    check_table_name,
+    load_otlp_files,
+    schema_sql,
+)
+from report_helpers import comparable, two_step_spans  # noqa: E402
+
+from multirank import write_ddp_run  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _statements(sql: str) -> list[str]:
+    """The statements of ``lens clickhouse-schema`` output (comments dropped)."""
+    text = "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
+    return [part.strip() for part in text.split(";") if part.strip()]
+
+
+def _file_report(*paths):
+    with TraceStore() as store:
+        store.load(paths)
+        return build_report(store)
+
+
+@pytest.mark.engines
+def test_the_schema_helpers_columns_are_used_and_give_the_same_report_as_the_maps(tmp_path):
+    """With LensRun/LensRank/LensStep/LensBucket materialized the report scans them, and reads what the maps give; the
+    optional rollup view fills at insert time."""
+    pytest.importorskip("opentelemetry.sdk")
+    write_ddp_run(tmp_path)
+    folder = tmp_path / "ddp"
+    source = ChdbSource()
+    try:
+        load_otlp_files(source, "plain", [folder])
+        source.command("CREATE DATABASE IF NOT EXISTS otel")
+        from lens_report.clickhouse import otel_traces_ddl
+
+        source.command(otel_traces_ddl("otel.otel_traces"))
+        for statement in _statements(schema_sql("otel.otel_traces")):
+            source.command(statement)
+        load_otlp_files(source, "otel.otel_traces", [folder], create=False)
+        with ClickHouseStore(source, "plain") as store:
+            store.load_table()
+            assert store.columns_used == ()
+            from_maps = build_report(store).to_json()
+        with ClickHouseStore(source, "otel.otel_traces") as store:
+            store.load_table()
+            assert store.columns_used == ("LensBucket", "LensRank", "LensRun", "LensStep")
+            from_columns = build_report(store).to_json()
+        for run, expected in (("ddp", from_columns["spans"]), ("other", 0)):  # --run filters where the spans live
+            with ClickHouseStore(source, "otel.otel_traces", run=run) as store:
+                store.load_table()
+                assert store.span_count() == expected
+        rollup = source.rows("SELECT LensRank, sum(ProductiveNs) FROM otel.otel_traces_lens_rank_steps "
+                             "GROUP BY LensRank ORDER BY LensRank")
+    finally:
+        source.close()
+    assert comparable(from_columns) == comparable(from_maps) == comparable(_file_report(folder).to_json())
+    assert [rank for rank, _ in rollup] == list(range(len(from_maps["ranks"])))
+    assert all(ns > 0 for _, ns in rollup)
+
+
+@pytest.mark.engines
+def test_lens_report_clickhouse_prints_the_same_json_as_the_files(tmp_path, otlp):
+    """``lens report --clickhouse chdb:DIR --table T --json`` reports the spans loaded from files as the files do."""
+    path = otlp.write(tmp_path / "t.jsonl", otlp.request(two_step_spans(), service_name="trainer"))
+    db = tmp_path / "db"
+    db.mkdir()
+    source = ChdbSource(str(db))
+    try:
+        load_otlp_files(source, "otel_traces", [path])
+    finally:
+        source.close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", "--clickhouse", f"chdb:{db}", "--json"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["files"] == ["clickhouse:otel_traces"]
+    assert comparable(data) == comparable(_file_report(path).to_json())
+    bad = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", "--clickhouse", f"chdb:{db}",
+                          "--table", "nope"], env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.strip() == "lens report: no table nope (or it has no columns)"
+
+
+@pytest.mark.engines
+def test_an_attribute_set_to_the_empty_string_is_not_an_absent_one(tmp_path, otlp):
+    """Regression guard for ClickHouse reading a missing map key as '': a span whose rl.bucket is '' is an unknown
+    bucket (flagged), a span without rl.bucket is unbucketed, in files and in otel_traces alike."""
+    span = otlp.span
+    spans = [span(1, "rl.grpo.step", 0, 10, iteration=1), span(2, "rl.grpo.policy_training", 0, 4, 1, bucket="",
+                                                              iteration=1),
+             span(3, "rl.grpo.reward_calculation", 4, 6, 1, iteration=1)]
+    path = otlp.write(tmp_path / "t.jsonl", otlp.request(spans, service_name="trainer"))
+    files = _file_report(path)
+    source = ChdbSource()
+    try:
+        load_otlp_files(source, "otel_traces", [path])
+        with ClickHouseStore(source, "otel_traces") as store:
+            store.load_table()
+            table = build_report(store)
+    finally:
+        source.close()
+    assert files.rule_counts.get("unknown-bucket") == 1
+    assert comparable(table.to_json()) == comparable(files.to_json())
+
+
+def test_table_names_are_checked_before_they_reach_sql():
+    """A --table value is NAME or DB.NAME, quoted; anything else is refused with what is allowed."""
+    assert check_table_name("otel.otel_traces") == "`otel`.`otel_traces`"
+    with pytest.raises(ValueError, match="NAME or DATABASE.NAME"):
+        check_table_name("otel_traces; DROP TABLE x")
+
+
+def test_a_server_that_cannot_be_reached_is_one_line_and_exit_1(capsys):
+    """``--clickhouse http://...`` to a closed port: one line naming the URL, no traceback, no client log line."""
+    pytest.importorskip("clickhouse_connect")
+    from lens_report.cli import main
+
+    assert main(["--clickhouse", "http://127.0.0.1:1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("lens report: cannot connect to http://127.0.0.1:1: ")
