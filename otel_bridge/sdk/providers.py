@@ -1,7 +1,8 @@
 """build_providers / build_noop_providers: the only place the OpenTelemetry SDK is constructed.
 
-Every SDK import here happens inside a function, so importing this module is cheap and a
-quiet rank that never calls build_providers never loads ``opentelemetry.sdk``.
+Every SDK import here happens inside a function, so importing this module loads no
+``opentelemetry``; the bridge's own floors below it are imported at module level. A quiet
+rank never imports this module (setup_telemetry does so only on an exporting rank).
 """
 
 from __future__ import annotations
@@ -9,8 +10,13 @@ from __future__ import annotations
 import os
 
 from lens_core import semconv
+from lens_core.config import DEFAULT_SERVICE_NAME
+from lens_core.export_ranks import ExportRanks
 
+from otel_bridge import exporters
+from otel_bridge.resources import detect_resource_attributes
 from otel_bridge.sdk import upstream
+from otel_bridge.sdk.backend import OTelBackend
 from otel_bridge.sdk.identity import SeedIndependentIdGenerator, instance_id, lens_version
 
 __all__ = [
@@ -46,10 +52,6 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     """The Resource: detected host/process/cluster attributes, then lens's own (service,
     run, rank), then ``OTEL_RESOURCE_ATTRIBUTES``, then the caller's (which win)."""
     from opentelemetry.sdk.resources import OTELResourceDetector, Resource
-
-    from lens_core.config import DEFAULT_SERVICE_NAME
-
-    from otel_bridge.resources import detect_resource_attributes
 
     environ = os.environ if environ is None else environ
     caller = dict(resource_attributes or {})
@@ -97,8 +99,6 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
     from opentelemetry.propagators.composite import CompositePropagator
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    from otel_bridge import exporters
-
     resource = build_resource(config, run_id=run_id, rank=rank, world_size=world_size,
                               local_rank=local_rank, resource_attributes=resource_attributes)
     # The exporter name goes to each signal's builder unresolved: ``auto`` is decided per
@@ -132,8 +132,6 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
 def _rank_sampler(config, rank, world_size, local_rank):
     """A RankSampler when ``config.trace_ranks`` leaves ranks out; None (the SDK's sampler
     from OTEL_TRACES_SAMPLER) when every rank records traces."""
-    from lens_core.export_ranks import ExportRanks
-
     if config.trace_ranks == ExportRanks():
         return None
     from otel_bridge.sdk.sampling import RankSampler
@@ -144,8 +142,6 @@ def _rank_sampler(config, rank, world_size, local_rank):
 def _build_meter_provider(config, name, resource, run_id, rank, metric_reader, built):
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-
-    from otel_bridge import exporters
 
     reader = metric_reader
     if reader is None:
@@ -161,8 +157,6 @@ def _build_meter_provider(config, name, resource, run_id, rank, metric_reader, b
 def _build_logger_provider(config, name, resource, run_id, rank, built):
     LoggerProvider = upstream.logs_module("sdk").LoggerProvider
     BatchLogRecordProcessor = upstream.logs_module("sdk.export").BatchLogRecordProcessor
-
-    from otel_bridge import exporters
 
     provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     exporter = exporters.build_log_exporter(name, file_dir=config.file_dir, run_id=run_id, rank=rank)
@@ -214,8 +208,6 @@ def build_counting_backend():
     lens_ci's ``lens_overhead`` fixture). The caller shuts the provider down."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-    from otel_bridge.sdk.backend import OTelBackend
 
     exporter = CountingSpanExporter()
     provider = TracerProvider()
