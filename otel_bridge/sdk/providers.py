@@ -10,11 +10,9 @@ from __future__ import annotations
 import os
 
 from lens_core import semconv
-from lens_core.config import DEFAULT_SERVICE_NAME
 from lens_core.export_ranks import ExportRanks
 
 from otel_bridge import exporters
-from otel_bridge.resources import detect_resource_attributes
 from otel_bridge.sdk import upstream
 from otel_bridge.sdk.backend import OTelBackend
 from otel_bridge.sdk.identity import SeedIndependentIdGenerator, instance_id, lens_version
@@ -52,6 +50,10 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     """The Resource: detected host/process/cluster attributes, then lens's own (service,
     run, rank), then ``OTEL_RESOURCE_ATTRIBUTES``, then the caller's (which win)."""
     from opentelemetry.sdk.resources import OTELResourceDetector, Resource
+
+    from lens_core.config import DEFAULT_SERVICE_NAME
+
+    from otel_bridge.resources import detect_resource_attributes
 
     environ = os.environ if environ is None else environ
     caller = dict(resource_attributes or {})

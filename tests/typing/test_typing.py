@@ -40,13 +40,11 @@ def _mypy_errors(proc):
             for m in re.finditer(r"^([^:\n]+):(\d+): error: (.*)$", proc.stdout, re.M)]
 
 
-@pytest.mark.slow  # a type checker run: ~1 min on a loaded 2-core machine
 def test_the_user_program_type_checks_clean_under_mypy_strict():
     proc = _mypy("user_program.py")
     assert proc.returncode == 0, proc.stdout
 
 
-@pytest.mark.slow  # a type checker run: ~1 min on a loaded 2-core machine
 def test_the_user_program_type_checks_clean_under_pyright_strict():
     assert _pyright("-p", str(HERE / "pyrightconfig.json"), str(HERE / "user_program.py")) == []
 
@@ -55,14 +53,12 @@ def _expected_lines(path):
     return {number for number, line in enumerate(path.read_text().splitlines(), 1) if MARK.search(line)}
 
 
-@pytest.mark.slow  # a type checker run: ~1 min on a loaded 2-core machine
 def test_mypy_catches_every_mistake_and_nothing_else():
     expected = _expected_lines(HERE / "mistakes.py")
     found = {line for name, line, _ in _mypy_errors(_mypy("mistakes.py"))}
     assert len(expected) >= 14 and found == expected
 
 
-@pytest.mark.slow  # a type checker run: ~1 min on a loaded 2-core machine
 def test_pyright_catches_every_mistake_and_nothing_else():
     expected = _expected_lines(HERE / "mistakes.py")
     found = {line for _, line, _ in _pyright("-p", str(HERE / "pyrightconfig.json"), str(HERE / "mistakes.py"))}
@@ -81,7 +77,6 @@ def test_the_user_program_runs_and_exports_its_spans(tmp_path):
             "typedlib.checkpointing", "typedlib.finalize", "typedlib.loss"} <= names
 
 
-@pytest.mark.slow  # a type checker run: ~1 min on a loaded 2-core machine
 def test_a_copy_of_the_fallbacks_checks_clean_in_a_strictly_typed_library(tmp_path):
     """The README's optional-import pattern type-checks with the copied file under both checkers."""
     package = tmp_path / "mylib"
@@ -113,7 +108,6 @@ def test_a_copy_of_the_fallbacks_checks_clean_in_a_strictly_typed_library(tmp_pa
     assert _pyright("-p", str(tmp_path / "pyrightconfig.json"), str(package), cwd=tmp_path) == []
 
 
-@pytest.mark.slow  # a type checker run: ~1 min on a loaded 2-core machine
 def test_the_gate_stub_matches_the_compiled_module():
     pytest.importorskip("lens_core._gate")
     pytest.importorskip("mypy.stubtest")
