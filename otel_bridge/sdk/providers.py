@@ -1,7 +1,8 @@
 """build_providers / build_noop_providers: the only place the OpenTelemetry SDK is constructed.
 
-Every SDK import here happens inside a function, so importing this module is cheap and a
-quiet rank that never calls build_providers never loads ``opentelemetry.sdk``.
+Every SDK import here happens inside a function, so importing this module loads no
+``opentelemetry``; the bridge's own floors below it are imported at module level. A quiet
+rank never imports this module (setup_telemetry does so only on an exporting rank).
 """
 
 from __future__ import annotations
@@ -9,8 +10,11 @@ from __future__ import annotations
 import os
 
 from lens_core import semconv
+from lens_core.export_ranks import ExportRanks
 
+from otel_bridge import exporters
 from otel_bridge.sdk import upstream
+from otel_bridge.sdk.backend import OTelBackend
 from otel_bridge.sdk.identity import SeedIndependentIdGenerator, instance_id, lens_version
 
 __all__ = [
@@ -106,8 +110,6 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
     from opentelemetry.propagators.composite import CompositePropagator
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    from otel_bridge import exporters
-
     exporters.set_file_mode(config.file_mode)
     resource = build_resource(config, run_id=run_id, rank=rank, world_size=world_size,
                               local_rank=local_rank, resource_attributes=resource_attributes)
@@ -142,8 +144,6 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
 def _rank_sampler(config, rank, world_size, local_rank):
     """A RankSampler when ``config.trace_ranks`` leaves ranks out; None (the SDK's sampler
     from OTEL_TRACES_SAMPLER) when every rank records traces."""
-    from lens_core.export_ranks import ExportRanks
-
     if config.trace_ranks == ExportRanks():
         return None
     from otel_bridge.sdk.sampling import RankSampler
@@ -154,8 +154,6 @@ def _rank_sampler(config, rank, world_size, local_rank):
 def _build_meter_provider(config, name, resource, run_id, rank, metric_reader, built):
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-
-    from otel_bridge import exporters
 
     reader = metric_reader
     if reader is None:
@@ -171,8 +169,6 @@ def _build_meter_provider(config, name, resource, run_id, rank, metric_reader, b
 def _build_logger_provider(config, name, resource, run_id, rank, built):
     LoggerProvider = upstream.logs_module("sdk").LoggerProvider
     BatchLogRecordProcessor = upstream.logs_module("sdk.export").BatchLogRecordProcessor
-
-    from otel_bridge import exporters
 
     provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     exporter = exporters.build_log_exporter(name, file_dir=config.file_dir, run_id=run_id, rank=rank)
@@ -224,8 +220,6 @@ def build_counting_backend():
     lens_ci's ``lens_overhead`` fixture). The caller shuts the provider down."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-    from otel_bridge.sdk.backend import OTelBackend
 
     exporter = CountingSpanExporter()
     provider = TracerProvider()

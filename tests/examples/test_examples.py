@@ -38,6 +38,7 @@ def _report_exits_0(directory):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
+@pytest.mark.engines  # torchrun starts torch.distributed processes (~2 min at load ~15)
 def test_the_torchrun_example_is_one_trace_rooted_on_rank_0_that_the_other_ranks_join(tmp_path):
     _run(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "examples/torchrun_trace.py"],
          tmp_path, "first-job", EXAMPLE_STEPS="3", LENS_METRICS_ENABLED="0")
@@ -67,6 +68,7 @@ def test_the_torchrun_example_is_one_trace_rooted_on_rank_0_that_the_other_ranks
     _report_exits_0(tmp_path / "first-job")
 
 
+@pytest.mark.slow  # trains a real torch model in a child process (~2 min at load ~15)
 def test_the_generic_trainer_has_steps_carrying_their_iteration_and_bucketed_leaves(tmp_path):
     _run(["examples/generic_trainer.py"], tmp_path, "trainer", EXAMPLE_STEPS="4")
     spans = read_spans(tmp_path / "trainer")
