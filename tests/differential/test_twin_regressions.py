@@ -134,3 +134,59 @@ def test_an_event_time_is_an_int_both_twins_can_write(stamp):
         else:
             assert not span.events
         encoder.encode_traces_pb(b"", [b""], [span])
+
+
+def _trace_fn_ending_its_own_span(twin):
+    """(trace_fn span, child span, current span after the call) under ``twin``'s gate and recorder."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import lens_core
+    from lens_core import _impl, state
+    from lens_core.registry import SpanRegistry
+    from otel_bridge.sdk import recording
+
+    _impl.use(twin.impl)
+    SpanRegistry.clear()
+    state._reset_for_tests()
+    SpanRegistry.register("regress", ["fn", "child"])
+    rec = twin.Recorder()
+    recording._bind(rec, TracerProvider(shutdown_on_exit=False), twin)
+    lens_core.install_backend(rec)
+    try:
+        lens_core.set_span_group_spec("all")
+
+        @lens_core.trace_fn("fn", "traced")
+        def traced():
+            trace.get_current_span().end()  # the function ends its own span early
+            with lens_core.managed_span("child", "child"):
+                pass
+
+        traced()
+        after = rec._current_span()
+    finally:
+        lens_core.uninstall_backend()
+        SpanRegistry.clear()
+        state._reset_for_tests()
+    records = {r.name: r for r in rec.take(100)}
+    return records["traced"], records["child"], after
+
+
+def test_a_trace_fn_that_ends_its_own_span_stays_its_childrens_parent():
+    """Regression (twins diverged after the foreign-thread exit work): the compiled gate's
+    trace_fn holds its span's context token outside any with-block, so a function that ended
+    its own span early (``trace.get_current_span().end()``) looked to the compiled recorder
+    like a span exited on another thread: its next span reset the function's context and
+    started a new trace (a root), where the pure gate and recorder kept the ended span as the
+    parent. Both now mark a foreign-thread exit where it happens (Span.__exit__)."""
+    from lens_core import _impl
+
+    before = _impl.IMPLEMENTATION
+    try:
+        for twin in require_pair(recorder_pair()):
+            fn_span, child, after = contextvars.Context().run(_trace_fn_ending_its_own_span, twin)
+            assert child.trace_id == fn_span.trace_id, twin
+            assert child.parent_id == fn_span.span_id, twin
+            assert after is None, twin  # the function's context is reset once, when it returns
+    finally:
+        _impl.use(before)
