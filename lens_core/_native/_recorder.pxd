@@ -15,6 +15,7 @@ cdef class Span:
     cdef object _token
     cdef object _context
     cdef bint _cm
+    cdef bint _foreign  # its with-block exited on another thread (token kept for the entering one)
     cdef bint _record_exc
     cdef object _ctx_cache
     cdef int _pid

@@ -178,6 +178,7 @@ cdef class Span:
             # Exited on another thread: its context cannot be reset here. The token is
             # kept; the entering thread resets it the next time it looks for its current
             # span (Recorder._repair), so no ended span stays current there.
+            self._foreign = True
             _shared.foreign_exit(self)
         else:
             self._rec._detach(self._token)
@@ -824,9 +825,12 @@ cdef class _RandomIds:
 
 
 cdef inline bint _exited_elsewhere(object span):
-    # A Lens span exited on another thread while current here: ended, out of its
-    # with-block, its context token still unreset.
-    return (type(span) is Span and (<Span>span)._state == _ENDED and not (<Span>span)._cm
+    # A Lens span whose with-block exited on another thread while current here, its
+    # context token still unreset. Marked where it happens (Span.__exit__), not inferred
+    # from an ended span holding a token: the gate's trace_fn holds its span's token
+    # outside any with-block, and a function that ends its own span early stays its
+    # children's parent (as under the pure gate's with-block).
+    return (type(span) is Span and (<Span>span)._foreign and (<Span>span)._state == _ENDED
             and (<Span>span)._token is not None)
 
 

@@ -60,7 +60,7 @@ class Span:
     record once ended. ``with`` on an unstarted span starts it and makes it current."""
 
     __slots__ = (
-        "_rec", "_state", "_token", "_context", "_cm", "_record_exc", "_ctx_cache", "_pid",
+        "_rec", "_state", "_token", "_context", "_cm", "_foreign", "_record_exc", "_ctx_cache", "_pid",
         "trace_id", "span_id", "parent_id", "parent_remote", "trace_state", "sampled", "flags", "name", "kind",
         "start_ns", "end_ns", "attrs", "events", "links", "status_code", "status_msg", "scope",
         "thread_id", "thread_name", "dropped_attrs", "dropped_events", "dropped_links", "sdk_span",
@@ -73,6 +73,7 @@ class Span:
         self._token = None
         self._context = context  # what to parent on: None = the current OTel context
         self._cm = False
+        self._foreign = False  # its with-block exited on another thread (Span.__exit__)
         self._record_exc = record_exception
         self._ctx_cache = None
         self._pid = 0
@@ -115,6 +116,7 @@ class Span:
         if self.sampled and self.thread_id != _get_ident():
             # Exited on another thread: its context cannot be reset here; the entering
             # thread resets it when it next looks for its current span (Recorder._repair).
+            self._foreign = True
             _shared.foreign_exit(self)
         else:
             self._rec._detach(self._token)
@@ -206,8 +208,9 @@ class Span:
 
 
 def _exited_elsewhere(span) -> bool:
-    # A Lens span exited on another thread while current here (see Span.__exit__).
-    return type(span) is Span and span._state == _ENDED and not span._cm and span._token is not None
+    # A Lens span exited on another thread while current here (marked in Span.__exit__, as
+    # in the compiled twin: an ended span holding a token is not enough, see there).
+    return type(span) is Span and span._foreign and span._state == _ENDED and span._token is not None
 
 
 def make_record(scope, name, kind, trace_id, span_id, parent_id, parent_remote, trace_state, start_ns,

@@ -37,6 +37,33 @@ CHAIN_EXCEPTIONS = 8
 _FRAME_CACHE_LIMIT = 4096
 _frame_texts: dict = {}  # (id(code), line) -> (code, that frame's redacted text)
 _GROUP = getattr(__import__("builtins"), "BaseExceptionGroup", None)  # Python 3.11+
+
+
+def _wrapper_files():
+    # Lens's own call frames between a caller and a trace_fn function: the compiled gate's
+    # (Cython names its file by package path), the pure gate's and spans._call_factory's.
+    import os
+
+    import lens_core
+
+    root = os.path.dirname(os.path.abspath(lens_core.__file__))
+    return ("lens_core/_gate.pyx", os.path.join(root, "_gate_py.py")), os.path.join(root, "spans.py")
+
+
+_GATE_FILES, _SPANS_FILE = _wrapper_files()
+
+
+def _hidden(tb) -> bool:
+    # A frame an exception passed through inside Lens's trace_fn wrapper is not written: the
+    # two gates' wrappers differ (one C frame, or two Python ones), and a stack trace that
+    # named them would differ in length between the twins, and so in the bytes the buffer
+    # budgets the span at (which spans a full buffer keeps). The innermost frame (where the
+    # exception was raised) is always written, a bug inside the gate included.
+    if tb.tb_next is None:
+        return False
+    code = tb.tb_frame.f_code
+    name = code.co_filename
+    return name in _GATE_FILES or (name == _SPANS_FILE and code.co_name == "_call_factory")
 _CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
 _CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
 
@@ -84,7 +111,8 @@ def _frames(tb) -> str:
                 and t.tb_lasti == last[3]):
             hit = last
             break
-        new.append(t)
+        if not _hidden(t):
+            new.append(t)
         t = t.tb_next
     if hit is None:
         count = len(new)

@@ -134,3 +134,117 @@ def test_an_event_time_is_an_int_both_twins_can_write(stamp):
         else:
             assert not span.events
         encoder.encode_traces_pb(b"", [b""], [span])
+
+
+def _trace_fn_ending_its_own_span(twin):
+    """(trace_fn span, child span, current span after the call) under ``twin``'s gate and recorder."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import lens_core
+    from lens_core import _impl, state
+    from lens_core.registry import SpanRegistry
+    from otel_bridge.sdk import recording
+
+    _impl.use(twin.impl)
+    SpanRegistry.clear()
+    state._reset_for_tests()
+    SpanRegistry.register("regress", ["fn", "child"])
+    rec = twin.Recorder()
+    recording._bind(rec, TracerProvider(shutdown_on_exit=False), twin)
+    lens_core.install_backend(rec)
+    try:
+        lens_core.set_span_group_spec("all")
+
+        @lens_core.trace_fn("fn", "traced")
+        def traced():
+            trace.get_current_span().end()  # the function ends its own span early
+            with lens_core.managed_span("child", "child"):
+                pass
+
+        traced()
+        after = rec._current_span()
+    finally:
+        lens_core.uninstall_backend()
+        SpanRegistry.clear()
+        state._reset_for_tests()
+    records = {r.name: r for r in rec.take(100)}
+    return records["traced"], records["child"], after
+
+
+def test_a_trace_fn_that_ends_its_own_span_stays_its_childrens_parent():
+    """Regression (twins diverged after the foreign-thread exit work): the compiled gate's
+    trace_fn holds its span's context token outside any with-block, so a function that ended
+    its own span early (``trace.get_current_span().end()``) looked to the compiled recorder
+    like a span exited on another thread: its next span reset the function's context and
+    started a new trace (a root), where the pure gate and recorder kept the ended span as the
+    parent. Both now mark a foreign-thread exit where it happens (Span.__exit__)."""
+    from lens_core import _impl
+
+    before = _impl.IMPLEMENTATION
+    try:
+        for twin in require_pair(recorder_pair()):
+            fn_span, child, after = contextvars.Context().run(_trace_fn_ending_its_own_span, twin)
+            assert child.trace_id == fn_span.trace_id, twin
+            assert child.parent_id == fn_span.span_id, twin
+            assert after is None, twin  # the function's context is reset once, when it returns
+    finally:
+        _impl.use(before)
+
+
+def _budgeted_failure(twin):
+    """(stack trace, budgeted bytes) of a failing trace_fn's span under ``twin``'s gate and recorder."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import lens_core
+    from lens_core import _impl, state
+    from lens_core._native import _shared
+    from lens_core.registry import SpanRegistry
+    from otel_bridge.sdk import recording
+
+    _impl.use(twin.impl)
+    SpanRegistry.clear()
+    state._reset_for_tests()
+    SpanRegistry.register("regress", ["fn"])
+    rec = twin.Recorder()
+    recording._bind(rec, TracerProvider(shutdown_on_exit=False), twin)
+    lens_core.install_backend(rec)
+    try:
+        lens_core.set_span_group_spec("all")
+
+        @lens_core.trace_fn("fn", "inner")
+        def inner():
+            raise KeyError("boom")
+
+        @lens_core.trace_fn("fn", "outer")
+        def outer():
+            inner()
+
+        with pytest.raises(KeyError):
+            outer()
+    finally:
+        lens_core.uninstall_backend()
+        SpanRegistry.clear()
+        state._reset_for_tests()
+    return [(r.events[0][2]["exception.stacktrace"], _shared.record_size(r)) for r in rec.take(100)]
+
+
+def test_a_failing_trace_fn_is_budgeted_alike_by_both_twins():
+    """Regression (twins diverged once the buffer bounded bytes): a trace_fn's exception event
+    wrote the gate's own wrapper frames (the compiled gate's one _gate.pyx frame, the pure
+    gate's _gate_py.traced and spans._call_factory frames), so the same failure made stack
+    traces of different lengths, the span was budgeted at different sizes, and a nearly full
+    buffer kept different spans under each twin. The wrapper frames are no longer written."""
+    from lens_core import _impl
+
+    before = _impl.IMPLEMENTATION
+    try:
+        compiled, pure = (contextvars.Context().run(_budgeted_failure, twin)
+                          for twin in require_pair(recorder_pair()))
+        compiled, pure = list(compiled), list(pure)
+    finally:
+        _impl.use(before)
+    assert compiled == pure
+    (inner_trace, _), (outer_trace, _) = pure
+    assert "_gate" not in outer_trace and "_call_factory" not in outer_trace
+    assert "in inner" in inner_trace and "in outer" in outer_trace and "in inner" in outer_trace
