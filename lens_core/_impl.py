@@ -45,6 +45,8 @@ def _build_failed() -> None:
                 why = f.readline().strip()
         except OSError:
             why = "see the install log"
+        if len(why) > 160:  # a compiler's whole command line: the start says which step failed
+            why = why[:157] + "..."
         sys.stderr.write(f"lens_core: the compiled gate and recorder failed to build at install ({why}); "
                          "running the pure-Python twins (set LENS_PURE_PYTHON=1 to choose them and silence this)\n")
 
