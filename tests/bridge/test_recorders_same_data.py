@@ -2,8 +2,8 @@
 LENS_RECORDER=sdk and LENS_RECORDER=native, into the real OTLP receiver over gRPC and HTTP
 and into files, compared span by span: names, parent links, kind, status, events (the
 exception event too), attributes (bucket, iteration, thread, user attributes, redaction),
-links, resource and scope (with their declared schema urls). Ids are random in each run, so a span is known by its path of
-names from the root, and parents and link targets by theirs."""
+links, resource and scope (with their declared schema urls). Ids are random in each run, so a
+span is known by its path of names from the root, and parents and link targets by theirs."""
 
 import json
 import subprocess

@@ -1,8 +1,9 @@
 """The compiled and pure OTLP encoders write the same bytes: generated records (what the recorders
 and SDK spans can hold: every attribute type, surrogates, control characters, big and negative
 integers, NaN and infinities, str/float/int subclasses from SDK spans, events, links, statuses,
-several scopes, resource and scope schema urls or none) through both implementations give identical protobuf bytes and OTLP/JSON text;
-the protobuf parses with opentelemetry-proto and the JSON with json.loads."""
+several scopes, resource and scope schema urls or none) through both implementations give
+identical protobuf bytes and OTLP/JSON text; the protobuf parses with opentelemetry-proto (the
+schema urls where OTLP puts them) and the JSON with json.loads."""
 
 import enum
 import json
