@@ -295,7 +295,13 @@ cdef int _pb_span(_Buf* b, Span r) except -1:
     return 0
 
 
-def encode_traces_pb(bytes resource, scopes, records):
+cdef object _schema_url(urls, object index):
+    # urls[index], or "" where urls is shorter (a scope without a declared schema); a Python
+    # index, not Py_ssize_t: with wraparound and boundscheck off a C index would skip the checks
+    return urls[index] if index < len(urls) else ""
+
+
+def encode_traces_pb(bytes resource, scopes, records, resource_schema_url="", scope_schema_urls=()):
     """An ``ExportTraceServiceRequest`` for ``records`` of one resource (see the Python twin)."""
     cdef _Buf b
     cdef Py_ssize_t rs, ss, sp
@@ -313,7 +319,12 @@ def encode_traces_pb(bytes resource, scopes, records):
                 sp = _open(&b, 2)
                 _pb_span(&b, r)
                 _close(&b, sp)
+            url = _schema_url(scope_schema_urls, scope)
+            if url:
+                _pb_str(&b, 3, url)
             _close(&b, ss)
+        if resource_schema_url:
+            _pb_str(&b, 3, resource_schema_url)
         _close(&b, rs)
         return PyBytes_FromStringAndSize(b.data, b.len)
     finally:
@@ -624,7 +635,7 @@ cdef int _js_span(_Buf* b, Span r) except -1:
     return _byte(b, b'}')
 
 
-def encode_traces_json(str resource, scopes, records):
+def encode_traces_json(str resource, scopes, records, resource_schema_url="", scope_schema_urls=()):
     """One OTLP/JSON ``ExportTraceServiceRequest`` line (no newline) for ``records``."""
     cdef _Buf b
     cdef Span r
@@ -650,8 +661,17 @@ def encode_traces_json(str resource, scopes, records):
                     _byte(&b, b',')
                 first = False
                 _js_span(&b, r)
-            _js_lit(&b, b']}')
-        _js_lit(&b, b']}]}')
+            _byte(&b, b']')
+            url = _schema_url(scope_schema_urls, scope)
+            if url:
+                _js_lit(&b, b',"schemaUrl":')
+                _js_str(&b, url)
+            _byte(&b, b'}')
+        _byte(&b, b']')
+        if resource_schema_url:
+            _js_lit(&b, b',"schemaUrl":')
+            _js_str(&b, resource_schema_url)
+        _js_lit(&b, b'}]}')
         return PyUnicode_DecodeUTF8(b.data, b.len, NULL)
     finally:
         free(b.data)

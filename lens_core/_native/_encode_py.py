@@ -132,16 +132,27 @@ def span_pb(r) -> bytes:
     return b"".join(out)
 
 
-def encode_traces_pb(resource: bytes, scopes, records) -> bytes:
+def _schema_url(urls, index: int) -> str:
+    """``urls[index]``, or "" where ``urls`` is shorter (a scope without a declared schema)."""
+    return urls[index] if index < len(urls) else ""
+
+
+def encode_traces_pb(resource: bytes, scopes, records, resource_schema_url: str = "", scope_schema_urls=()) -> bytes:
     """An ``ExportTraceServiceRequest`` for ``records`` of one resource.
 
     ``resource`` is an encoded ``Resource``; ``scopes[i]`` an encoded
-    ``InstrumentationScope`` for records whose ``scope`` is ``i``."""
+    ``InstrumentationScope`` for records whose ``scope`` is ``i``. ``resource_schema_url`` and
+    ``scope_schema_urls[i]`` go to ResourceSpans.schema_url and ScopeSpans.schema_url (field
+    3 of each); an empty one is omitted, as the SDK's exporters omit it."""
     by_scope: dict[int, list[bytes]] = {}
     for record in records:
         by_scope.setdefault(record.scope, []).append(_field(2, span_pb(record)))
-    scope_spans = b"".join(_field(2, _field(1, scopes[i]) + b"".join(spans)) for i, spans in by_scope.items())
-    return _field(1, _field(1, resource) + scope_spans)
+    scope_spans = []
+    for i, spans in by_scope.items():
+        url = _schema_url(scope_schema_urls, i)
+        scope_spans.append(_field(2, _field(1, scopes[i]) + b"".join(spans) + (_field(3, _utf8(url)) if url else b"")))
+    tail = _field(3, _utf8(resource_schema_url)) if resource_schema_url else b""
+    return _field(1, _field(1, resource) + b"".join(scope_spans) + tail)
 
 
 # ---- OTLP/JSON ----------------------------------------------------------------------------
@@ -244,13 +255,19 @@ def span_json(r) -> str:
     return "".join(out)
 
 
-def encode_traces_json(resource: str, scopes, records) -> str:
+def encode_traces_json(resource: str, scopes, records, resource_schema_url: str = "", scope_schema_urls=()) -> str:
     """One OTLP/JSON ``ExportTraceServiceRequest`` line (no newline) for ``records``.
 
     ``resource`` is the Resource's JSON object text, ``scopes[i]`` the JSON text of an
-    InstrumentationScope."""
+    InstrumentationScope; the schema urls are written as ``"schemaUrl"`` of the
+    ResourceSpans and of each ScopeSpans when not empty (see encode_traces_pb)."""
     by_scope: dict[int, list[str]] = {}
     for record in records:
         by_scope.setdefault(record.scope, []).append(span_json(record))
-    scope_spans = ",".join('{"scope":%s,"spans":[%s]}' % (scopes[i], ",".join(spans)) for i, spans in by_scope.items())
-    return '{"resourceSpans":[{"resource":%s,"scopeSpans":[%s]}]}' % (resource, scope_spans)
+    scope_spans = []
+    for i, spans in by_scope.items():
+        url = _schema_url(scope_schema_urls, i)
+        scope_spans.append('{"scope":%s,"spans":[%s]%s}' % (scopes[i], ",".join(spans),
+                                                            ',"schemaUrl":%s' % _json_text(url) if url else ""))
+    tail = ',"schemaUrl":%s' % _json_text(resource_schema_url) if resource_schema_url else ""
+    return '{"resourceSpans":[{"resource":%s,"scopeSpans":[%s]%s}]}' % (resource, ",".join(scope_spans), tail)

@@ -1,7 +1,9 @@
-"""Trace context across Ray calls: a trace_carrier keyword at dispatch, reopened inside the actor."""
+"""Ray: trace context across calls, telemetry inside actors, and where the driver's cluster came from."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 
 from lens_core import _log, _stepping, current_trace_carrier, remote_trace_context, state
@@ -16,6 +18,7 @@ __all__ = [
     "flush_actor_telemetry",
     "init_actor_telemetry",
     "publish_run_id",
+    "ray_cluster_source",
 ]
 
 TRACE_CARRIER_KWARG = "trace_carrier"
@@ -224,6 +227,52 @@ def publish_run_id(run_id: str = None) -> bool:
     with _lock:
         _published.add((job[0], run_id))
     return True
+
+
+# ---- where the cluster came from -----------------------------------------------------------
+
+
+def ray_cluster_source(address: str | None = None, *, reused: bool = False) -> str | None:
+    """This driver's ``rl.ray.cluster_source`` (one of ``semconv.RAY_CLUSTER_SOURCES``), or None
+    when it cannot be told; for the ``rl.setup.ray_init`` span, e.g.
+    ``span.set_attribute(semconv.RL_RAY_CLUSTER_SOURCE, source)`` when not None.
+
+    Never imports Ray. Once this process has called ``ray.init()``, the answer is what
+    happened: ``started_local`` when that call booted the cluster (its driver node is the
+    head it launched), else it connected to one already running: ``reused_local`` when the
+    caller passes ``reused=True`` (it recognised a local cluster an earlier run of its own
+    left behind, as NeMo-RL's ``init_ray`` does by its cluster tag resource), otherwise
+    ``attached_external`` (a cluster ``ray.sub``, ``ray start`` or KubeRay had running).
+
+    Before ``ray.init()`` it is predicted from ``address`` (what ``ray.init`` will be given),
+    else ``RAY_ADDRESS``: ``"local"`` boots a new cluster (``started_local``); ``"auto"``, a
+    ``host:port`` or a ``ray://`` client address joins a running one (``attached_external``,
+    or ``reused_local`` with ``reused``). With neither, ``ray.init()`` connects to the last
+    local cluster if one is running and boots one otherwise, so the answer is None: ask again
+    after the call.
+    """
+    if not isinstance(reused, bool):
+        raise TypeError(f"ray_cluster_source: reused must be True or False, not {reused!r}")
+    if address is not None and not isinstance(address, str):
+        raise TypeError(f"ray_cluster_source: address must be a str (what ray.init is given), not {address!r}")
+    joined = "reused_local" if reused else "attached_external"
+    ray = sys.modules.get("ray")  # imported by whoever uses Ray; quiet ranks never pay for it
+    is_initialized = getattr(ray, "is_initialized", None)
+    if is_initialized is not None and is_initialized():
+        # ray.init() keeps the node it booted (head=True) or connected to (head=False) here;
+        # a ray:// client has none, and always joined a cluster elsewhere. Private:
+        # ray._private.worker._global_node and Node.head (ray 2.60), hence the getattrs.
+        node = getattr(sys.modules.get("ray._private.worker"), "_global_node", None)
+        head = getattr(node, "head", None)
+        if head is True:
+            return "started_local"
+        if head is False or node is None:
+            return joined
+        return None  # a Ray that keeps its node differently: unknown rather than wrong
+    address = (address or os.environ.get("RAY_ADDRESS") or "").strip()  # ray.init reads "" as none given
+    if not address:
+        return None
+    return "started_local" if address == "local" else joined
 
 
 # ---- telemetry inside an actor ------------------------------------------------------------

@@ -18,6 +18,7 @@ thread; a multiprocessing child flushes before it exits (otel_bridge.handle).
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import threading
 import time
@@ -94,6 +95,7 @@ class ScopeTable:
         self._index = {}
         self.pb = []
         self.json = []
+        self.schema_urls = []  # ScopeSpans.schema_url per scope ("" when undeclared)
         self.objects = []
         self.index(_Scope(name, version))
 
@@ -114,6 +116,7 @@ class ScopeTable:
                 message = InstrumentationScope(name=key[0], version=key[1])
                 self.pb.append(message.SerializeToString())
                 self.json.append(json.dumps(to_otlp_json(message), separators=(",", ":"), ensure_ascii=False))
+                self.schema_urls.append(key[2])
                 self.objects.append(_sdk_scope(key))
                 found = self._index[key] = len(self.pb) - 1
         return found
@@ -166,7 +169,8 @@ class OtlpSink:
 
     def encode(self, pipeline, records):
         """``records`` as one OTLP request (protobuf bytes)."""
-        return self._encode(pipeline.resource_pb, pipeline.scopes.pb, records)
+        return self._encode(pipeline.resource_pb, pipeline.scopes.pb, records, pipeline.resource_schema_url,
+                            pipeline.scopes.schema_urls)
 
     def deliver(self, data, count):
         """Send one encoded request: (ok, error, retryable); not retryable only when the
@@ -235,7 +239,8 @@ class DeferredSink:
 
     def encode(self, pipeline, records):
         """``records`` as one OTLP request (protobuf bytes)."""
-        return self._encode(pipeline.resource_pb, pipeline.scopes.pb, records)
+        return self._encode(pipeline.resource_pb, pipeline.scopes.pb, records, pipeline.resource_schema_url,
+                            pipeline.scopes.schema_urls)
 
     def deliver(self, data, count):
         """Never sends: (False, why, retryable)."""
@@ -285,7 +290,9 @@ class FileSink:
         from otel_bridge.exporters._file import fit_lines
 
         self._pipeline = pipeline
-        return fit_lines(self._encode, pipeline.resource_json, pipeline.scopes.json, records,
+        encode = functools.partial(self._encode, resource_schema_url=pipeline.resource_schema_url,
+                                   scope_schema_urls=pipeline.scopes.schema_urls)
+        return fit_lines(encode, pipeline.resource_json, pipeline.scopes.json, records,
                          max_line_bytes=self.max_line_bytes, limit=self.value_limit)
 
     def deliver(self, lines, count):
@@ -701,6 +708,8 @@ class SpanPipeline:
         self.resource = resource
         self.resource_pb = message.SerializeToString()
         self.resource_json = json.dumps(to_otlp_json(message), separators=(",", ":"), ensure_ascii=False)
+        # ResourceSpans.schema_url: not part of the Resource message, so the encoders write it
+        self.resource_schema_url = resource.schema_url or ""
 
     def _fresh_state(self):
         self.exported = self.failed = self.invalid = self.replayed = self.spill_dropped = 0

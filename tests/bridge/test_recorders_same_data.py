@@ -2,8 +2,8 @@
 LENS_RECORDER=sdk and LENS_RECORDER=native, into the real OTLP receiver over gRPC and HTTP
 and into files, compared span by span: names, parent links, kind, status, events (the
 exception event too), attributes (bucket, iteration, thread, user attributes, redaction),
-links, resource and scope. Ids are random in each run, so a span is known by its path of
-names from the root, and parents and link targets by theirs."""
+links, resource and scope (with their declared schema urls). Ids are random in each run, so a
+span is known by its path of names from the root, and parents and link targets by theirs."""
 
 import json
 import subprocess
@@ -18,6 +18,7 @@ pytest.importorskip("opentelemetry.sdk")
 from child_env import without_settings  # noqa: E402
 from trace_files import REPO_ROOT  # noqa: E402
 
+from lens_core.semconv import SCHEMA_URL  # noqa: E402
 from otel_bridge.exporters._otlp_json import to_otlp_json  # noqa: E402
 
 WORKLOAD = Path(__file__).with_name("recorder_workload.py")
@@ -47,15 +48,18 @@ def _attrs(key_values):
 
 
 def _spans_from_requests(requests):
-    """[(span dict, resource attrs, scope dict)] from OTLP/JSON request dicts."""
+    """[(span dict, resource attrs, scope dict)] from OTLP/JSON request dicts; the resource
+    attrs carry the ResourceSpans' schemaUrl as " schemaUrl", the scope dict the ScopeSpans'."""
     out = []
     for request in requests:
         for rs in request.get("resourceSpans", ()):
             resource = _attrs(rs.get("resource", {}).get("attributes"))
+            resource[" schemaUrl"] = rs.get("schemaUrl")
             for ss in rs.get("scopeSpans", ()):
+                scope = dict(ss.get("scope", {}), schemaUrl=ss.get("schemaUrl"))
                 for span in ss.get("spans", ()):
                     if span["name"] != "lens.telemetry.loss":
-                        out.append((span, resource, ss.get("scope", {})))
+                        out.append((span, resource, scope))
     return out
 
 
@@ -92,7 +96,7 @@ def _normalise(entries):
             "events": tuple(events),
             "links": links,
             "resource": tuple(sorted((k, v) for k, v in resource.items() if k not in PER_PROCESS)),
-            "scope": (scope.get("name"), scope.get("version")),
+            "scope": (scope.get("name"), scope.get("version"), scope.get("schemaUrl")),
             "duration_ok": int(span["endTimeUnixNano"]) >= int(span["startTimeUnixNano"]) > 0,
         }
         result.setdefault(path(span["spanId"]), []).append(json.dumps(content, sort_keys=True, default=str))
@@ -114,9 +118,23 @@ def _assert_same(sdk, native):
     assert sorted(sdk) == sorted(native)
     for key in sdk:
         assert sdk[key] == native[key], key
+    _assert_schema_urls(native)
     counts = Counter({key: len(v) for key, v in native.items()})
     assert counts["job"] == 1 and counts["job/step"] == 2 and counts["job/step/generate/raw.child/lens.in.raw"] == 2
     assert sum(counts.values()) == 31  # job, then 15 spans in each of 2 steps
+
+
+def _assert_schema_urls(spans):
+    """Issue #17: the resource and Lens's scope declare the semantic-conventions version
+    (schemaUrl); a library scope that declared none has none written (as the SDK omits it)."""
+    scopes = {}
+    for values in spans.values():
+        for text in values:
+            content = json.loads(text)
+            assert dict(content["resource"])[" schemaUrl"] == SCHEMA_URL
+            scopes[content["scope"][0]] = content["scope"][2]
+    assert scopes["lens"] == SCHEMA_URL
+    assert scopes["raw-lib"] is None
 
 
 def test_files_hold_the_same_spans_from_both_recorders(tmp_path):

@@ -8,7 +8,12 @@ import pytest
 import lens_core
 from contrib_helpers import HERE, ROOT, read_run, run_python, telemetry_config
 from otel_bridge import setup_telemetry
-from otel_bridge.contrib.ray import TRACE_CARRIER_KWARG, accepts_trace_context, dispatch_with_trace_context
+from otel_bridge.contrib.ray import (
+    TRACE_CARRIER_KWARG,
+    accepts_trace_context,
+    dispatch_with_trace_context,
+    ray_cluster_source,
+)
 
 ray = pytest.importorskip("ray")
 
@@ -176,3 +181,22 @@ def test_dispatch_without_ray_warns_once_and_calls_the_method_without_a_carrier(
             "assert len([m for m in records if 'lens-telemetry[ray]' in m]) == 1, records\n")
     proc = run_python(code)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.engines
+def test_cluster_source_tells_a_booted_cluster_from_one_joined(local_ray):
+    """After ray.init the source is what happened: this process's ray.init booted the fixture's
+    cluster (started_local, whatever RAY_ADDRESS says now); a second driver that connects to it
+    by its address joined one already running (attached_external, reused_local when it says so)."""
+    assert ray_cluster_source() == "started_local"
+    assert ray_cluster_source("10.0.0.7:6379", reused=True) == "started_local"
+    address = local_ray.get_runtime_context().gcs_address
+    proc = run_python(
+        "import ray\n"
+        "from otel_bridge.contrib.ray import ray_cluster_source\n"
+        f"ray.init(address={address!r}, include_dashboard=False, log_to_driver=False)\n"
+        "print(ray_cluster_source(), ray_cluster_source(reused=True))\n"
+        "ray.shutdown()\n"
+        "print(ray_cluster_source('local'))\n", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.split()[-3:] == ["attached_external", "reused_local", "started_local"]

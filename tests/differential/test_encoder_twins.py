@@ -1,8 +1,9 @@
 """The compiled and pure OTLP encoders write the same bytes: generated records (what the recorders
 and SDK spans can hold: every attribute type, surrogates, control characters, big and negative
 integers, NaN and infinities, str/float/int subclasses from SDK spans, events, links, statuses,
-several scopes) through both implementations give identical protobuf bytes and OTLP/JSON text;
-the protobuf parses with opentelemetry-proto and the JSON with json.loads."""
+several scopes, resource and scope schema urls or none) through both implementations give
+identical protobuf bytes and OTLP/JSON text; the protobuf parses with opentelemetry-proto (the
+schema urls where OTLP puts them) and the JSON with json.loads."""
 
 import enum
 import json
@@ -104,10 +105,15 @@ def _record(twin, rng, scopes):
     return record
 
 
+_SCHEMA_URLS = ["", "", "https://opentelemetry.io/schemas/1.37.0", "ü\"\n\ud800", _Str("sub")]
+
+
 def _build(twin, seed, size):
     rng = random.Random(seed)
     scopes = rng.randint(1, 3)
-    return [_record(twin, rng, scopes) for _ in range(size)], scopes
+    # ResourceSpans' and ScopeSpans' schema_url; the scope list may be shorter than the scopes
+    schemas = (rng.choice(_SCHEMA_URLS), [rng.choice(_SCHEMA_URLS) for _ in range(rng.randint(0, scopes))])
+    return [_record(twin, rng, scopes) for _ in range(size)], scopes, schemas
 
 
 _RESOURCE_PB = b"\n\x15\n\x0cservice.name\x12\x05\n\x03job"  # Resource{attributes: [service.name=job]}
@@ -116,9 +122,9 @@ _SCOPES_PB = [b"\n\x04lens\x12\x031.0", b"\n\x07raw-lib", b""]
 _SCOPES_JSON = ['{"name":"lens","version":"1.0"}', '{"name":"raw-lib"}', "{}"]
 
 
-def _encode(encoder, records, scopes):
-    return (encoder.encode_traces_pb(_RESOURCE_PB, _SCOPES_PB[:scopes], records),
-            encoder.encode_traces_json(_RESOURCE_JSON, _SCOPES_JSON[:scopes], records))
+def _encode(encoder, records, scopes, schemas):
+    return (encoder.encode_traces_pb(_RESOURCE_PB, _SCOPES_PB[:scopes], records, *schemas),
+            encoder.encode_traces_json(_RESOURCE_JSON, _SCOPES_JSON[:scopes], records, *schemas))
 
 
 def _check(seed, size):
@@ -126,25 +132,34 @@ def _check(seed, size):
     makers = require_pair(recorder_pair())
     out = []
     for maker, encoder in zip(makers, encoders):
-        records, scopes = _build(maker, seed, size)  # each encoder gets its own twin's records
-        out.append(_encode(encoder, records, scopes))
+        records, scopes, schemas = _build(maker, seed, size)  # each encoder gets its own twin's records
+        out.append(_encode(encoder, records, scopes, schemas))
     # and the very same (compiled) record objects through the pure encoder, which reads any record
     out.append(_encode(encoders[1], *_build(makers[0], seed, size)))
     (c_pb, c_json), (p_pb, p_json), (same_pb, same_json) = out
     assert c_pb == p_pb == same_pb
     assert c_json == p_json == same_json
-    _parses(p_pb, p_json, size)
+    _parses(p_pb, p_json, size, _build(makers[1], seed, size)[2])
     count("encoder", 1)
     count("encoder records", size)
 
 
-def _parses(pb, text, size):
+def _parses(pb, text, size, schemas):
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     request = ExportTraceServiceRequest.FromString(pb)
     assert sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans) == size
     decoded = json.loads(text)
     assert sum(len(ss["spans"]) for rs in decoded["resourceSpans"] for ss in rs["scopeSpans"]) == size
+    # the schema urls land where OTLP puts them, as the text (lone surrogates replaced) of the str
+    resource_url, scope_urls = schemas
+    expected = str.encode(resource_url, "utf-8", "replace").decode("utf-8")
+    (rs,) = request.resource_spans
+    assert rs.schema_url == decoded["resourceSpans"][0].get("schemaUrl", "") == expected
+    for ss, ss_json in zip(rs.scope_spans, decoded["resourceSpans"][0]["scopeSpans"]):
+        index = _SCOPES_PB.index(ss.scope.SerializeToString())  # the test's scopes re-serialise as given
+        url = scope_urls[index] if index < len(scope_urls) else ""
+        assert ss.schema_url == ss_json.get("schemaUrl", "") == str.encode(url, "utf-8", "replace").decode("utf-8")
 
 
 @FAST
