@@ -259,16 +259,14 @@ def ray_cluster_source(address: str | None = None, *, reused: bool = False) -> s
     ray = sys.modules.get("ray")  # imported by whoever uses Ray; quiet ranks never pay for it
     is_initialized = getattr(ray, "is_initialized", None)
     if is_initialized is not None and is_initialized():
-        # ray.init() keeps the node it booted (head=True) or connected to (head=False) here;
-        # a ray:// client has none, and always joined a cluster elsewhere. Private:
-        # ray._private.worker._global_node and Node.head (ray 2.60), hence the getattrs.
-        node = getattr(sys.modules.get("ray._private.worker"), "_global_node", None)
-        head = getattr(node, "head", None)
-        if head is True:
-            return "started_local"
-        if head is False or node is None:
-            return joined
-        return None  # a Ray that keeps its node differently: unknown rather than wrong
+        # ray.init() keeps the node it booted (head) or connected to; a ray:// client has
+        # none, and always joined a cluster elsewhere (a private Ray field: the adapter).
+        from otel_bridge.sdk import upstream
+
+        head = upstream.ray_started_head()
+        if head is None:
+            return None  # a Ray that keeps its node differently: unknown rather than wrong
+        return "started_local" if head else joined
     address = (address or os.environ.get("RAY_ADDRESS") or "").strip()  # ray.init reads "" as none given
     if not address:
         return None

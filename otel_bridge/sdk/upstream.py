@@ -14,6 +14,7 @@ from __future__ import annotations
 
 __all__ = [
     "ASSUMPTIONS",
+    "LOGS_MODULES",
     "UpstreamChanged",
     "adapt_grpc_exporter",
     "encode_logs",
@@ -24,14 +25,14 @@ __all__ = [
     "grpc_fork_unregister_channel",
     "http_export",
     "http_exporter_ready",
-    "LOGS_MODULES",
     "log_exporter_types",
-    "logs_module",
     "log_record_attributes_hook",
+    "logs_module",
     "parent_based_delegates",
     "ray_global_worker",
     "ray_kv_get",
     "ray_kv_put",
+    "ray_started_head",
     "runtime_contextvar",
     "span_key",
     "static_decision",
@@ -322,6 +323,25 @@ def ray_global_worker(ray):
         return ray._private.worker.global_worker
     except AttributeError as exc:
         raise UpstreamChanged("ray-global-worker", f"ray._private.worker.global_worker is gone ({exc})") from exc
+
+
+def ray_started_head():
+    """For a process whose ``ray.init()`` ran: True when it booted the cluster's head node,
+    False when it joined a cluster already running (a ``ray://`` client keeps no node and
+    always joined one elsewhere), None when Ray keeps its node where this does not look.
+
+    Private: ``ray._private.worker._global_node`` and ``Node.head`` (ray 2.60.0). Read with
+    getattr: a Ray that moved them gives None (unknown), never a wrong answer."""
+    import sys
+
+    worker = sys.modules.get("ray._private.worker")
+    if worker is None:
+        return None
+    node = getattr(worker, "_global_node", None)
+    if node is None:
+        return False
+    head = getattr(node, "head", None)
+    return head if isinstance(head, bool) else None
 
 
 def _internal_kv():

@@ -285,6 +285,19 @@ def test_ray_internal_kv_functions_exist():
     assert callable(kv._internal_kv_get) and callable(kv._internal_kv_put)
 
 
+def test_ray_keeps_its_node_where_ray_started_head_looks():
+    """ray_cluster_source reads whether ray.init() booted the head from the worker module's
+    _global_node (None before init) and the node's ``head`` attribute: both must still exist."""
+    pytest.importorskip("ray")
+    import inspect
+
+    from ray._private import node, worker
+
+    assert hasattr(worker, "_global_node")
+    assert "self.head = " in inspect.getsource(node.Node.__init__)
+    assert upstream.ray_started_head() in (None, False)  # no ray.init() in this process
+
+
 @pytest.mark.engines
 def test_ray_internal_kv_round_trip_in_a_local_cluster():
     """The driver's published run id is what a reader gets back (a local one-CPU Ray)."""
