@@ -6,12 +6,9 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._units import NS_PER_S
-
-if TYPE_CHECKING:
-    from .model import Report
 
 __all__ = [
     "Aggregates",
@@ -154,8 +151,9 @@ class Aggregates:
                 "straggler_scores": [s.to_json() for s in stragglers]}
 
 
-def aggregate(report: Report) -> Aggregates:
-    """The aggregates of ``report``, from its run totals and its per-(rank, step) figures."""
+def aggregate(report: Any) -> Aggregates:
+    """The aggregates of ``report`` (a lens_report.model.Report: not imported here, model imports
+    this module), from its run totals and its per-(rank, step) figures."""
     run = report.run
     restarts = getattr(report, "restart_lost_ns", None)
     parts = {
