@@ -22,6 +22,7 @@ if case == "big":
     for i in range(100):
         with span("g", "wide", i=i, payload=f"{i:06d}" + "v" * 400_000):
             pass
+    handle.force_flush()  # the wide spans go out before the huge one is queued
     with span("g", "huge", payload="x" * (10 << 20), note="kept"):
         pass
 elif case == "symlink":
