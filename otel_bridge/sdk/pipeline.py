@@ -1047,6 +1047,8 @@ class SpanPipeline:
                 self._warn_once("adopted", f"lens telemetry: replaying {self.spool.adopted_spans} spooled spans "
                                            f"of an earlier process of this run")
         except OSError as exc:
+            if self._sender_stopping:  # the spool was closed under it: shutdown came first
+                return
             self._internal_error(exc)
         tries = 0
         next_adopt = time.monotonic() + _ADOPT_EVERY_S
@@ -1059,6 +1061,11 @@ class SpanPipeline:
                     next_adopt = time.monotonic() + _ADOPT_EVERY_S
                     self.spool.adopt()
             except Exception as exc:
+                if self._sender_stopping:
+                    # close() closed the spool under a delivery or a read already under way
+                    # (it does not wait for the network): what that step had not marked sent
+                    # stays spooled, sent twice at worst. Not an error to report.
+                    break
                 self._internal_error(exc)
                 time.sleep(_POLL_S)
             self._ensure_threads()

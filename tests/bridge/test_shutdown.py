@@ -97,6 +97,32 @@ def test_shutdown_returns_by_its_deadline_and_warns_once_when_the_collector_is_u
     assert wanted in warnings[0].getMessage()
 
 
+def test_the_spool_closed_under_a_sender_step_at_shutdown_is_not_reported_as_an_error(monkeypatch, tmp_path):
+    """Regression: shutdown closes the spool without waiting for a delivery or read under way;
+    the sender thread's step then failed on the closed file (OSError: Bad file descriptor) and
+    a second warning, "export thread: ... (exporting continues)", followed the shutdown's own
+    (2 of 4 unreachable-collector shutdowns under LENS_RECORDER=sdk in one CI run)."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    SpanRegistry.register("t", ["g"])
+    handle = setup_telemetry(LensConfig(enabled=True, exporter="otlp", span_groups="g", metrics_enabled=False,
+                                        spool_dir=str(tmp_path / "spool"), spool_mb=16))
+    pipeline = handle.providers.pipeline
+    try:
+        def step_cut_short(tries):
+            pipeline._sender_stopping = True  # close() began meanwhile and closed the spool
+            raise OSError(9, "Bad file descriptor")
+
+        monkeypatch.setattr(pipeline, "_send_one", step_cut_short)
+        monkeypatch.setattr(pipeline, "_ensure_threads", lambda: None)
+        pipeline._sender_stopping = False
+        before = pipeline.last_error
+        pipeline._send_loop()  # returns: the step failed because shutdown had begun
+        assert pipeline.last_error == before
+    finally:
+        handle.shutdown(timeout_ms=500)
+
+
 _EXIT_SCRIPT = textwrap.dedent("""
     import sys
     from lens_core import LensConfig, managed_span
