@@ -19,6 +19,19 @@ def _attrs(key_values):
     return out
 
 
+def decoded_value(any_value):
+    """An OTLP/JSON AnyValue as a comparable Python value: arrays as tuples, ints as int."""
+    (kind, raw), = any_value.items() if any_value else (("none", None),)
+    if kind == "arrayValue":
+        return tuple(decoded_value(v) for v in raw.get("values", []))
+    return int(raw) if kind == "intValue" else raw
+
+
+def decoded_attributes(key_values):
+    """OTLP/JSON key-values as a dict of decoded_value (what tests compare span by span)."""
+    return {kv["key"]: decoded_value(kv["value"]) for kv in key_values or ()}
+
+
 def _lines(path, only_with=None):
     # an unterminated last line is a torn write (see JsonLinesWriter): ignore it
     text = Path(path).read_text(encoding="utf-8")

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from child_env import without_settings  # noqa: E402
-from trace_files import REPO_ROOT  # noqa: E402
+from trace_files import REPO_ROOT, decoded_attributes  # noqa: E402
 
 from lens_core.semconv import SCHEMA_URL  # noqa: E402
 from otel_bridge.exporters._otlp_json import to_otlp_json  # noqa: E402
@@ -36,15 +36,7 @@ def _run(recorder, tmp_path, **env):
     assert proc.stdout.split()[0] == {"sdk": "OTelBackend", "native": "Recorder"}[recorder]
 
 
-def _value(any_value):
-    (kind, raw), = any_value.items() if any_value else (("none", None),)
-    if kind == "arrayValue":
-        return tuple(_value(v) for v in raw.get("values", []))
-    return int(raw) if kind == "intValue" else raw
-
-
-def _attrs(key_values):
-    return {kv["key"]: _value(kv["value"]) for kv in key_values or ()}
+_attrs = decoded_attributes  # OTLP/JSON key-values, compared span by span
 
 
 def _spans_from_requests(requests):

@@ -10,19 +10,12 @@ import pytest
 
 from .figures import record_figure
 from .processes import start
+from trace_files import decoded_attributes
 
 pytest.importorskip("opentelemetry.sdk")
 
 
-def _value(any_value):
-    (kind, raw), = any_value.items() if any_value else (("none", None),)
-    if kind == "arrayValue":
-        return tuple(_value(v) for v in raw.get("values", []))
-    return int(raw) if kind == "intValue" else raw
-
-
-def _attrs(key_values):
-    return {kv["key"]: _value(kv["value"]) for kv in key_values or ()}
+_attrs = decoded_attributes  # OTLP/JSON key-values, compared span by span
 
 
 def _spans(directory):
