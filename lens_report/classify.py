@@ -10,12 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from .engine import insert_rows
-
-__all__ = ["CATALOG_COLUMNS", "load_catalog"]
+__all__ = ["CATALOG_COLUMNS", "KD", "load_catalog"]
 
 CATALOG_COLUMNS = "name VARCHAR, grp VARCHAR, umbrella BOOLEAN, category VARCHAR, never_reason VARCHAR"
 """Columns of the ``catalog`` table: one row per catalogued span name."""
+
+
+_K_COLUMNS = ("id", "trace", "span", "parent", "bucket", "iteration", "start_ns", "end_ns", "error", "rank",
+              "rank_label", "file", "line", "ok", "bucketed", "umbrella", "never_reason", "timer_only", "named_step",
+              "in_named_trace", "counted", "cand")
+KD = """kd AS (
+    SELECT """ + ", ".join(f"k.{c} AS {c}" for c in _K_COLUMNS) + """, s.name AS name, s.process AS process, s.start_text AS start_text, s.end_text AS end_text,
+           coalesce(s.grp, c.grp) AS grp, coalesce(s.category, c.category) AS category
+    FROM k JOIN spans s ON s.rowid = k.id LEFT JOIN catalog c ON c.name = s.name)"""
+"""A common table expression (``WITH`` + this): ``kd``, each classified span (``k``) with its name,
+process, timestamp texts, group and category, read from ``spans`` for the few rows a report lists."""
 
 
 def _catalog_rows() -> tuple[list[tuple[Any, ...]], list[tuple[str, str]]]:
@@ -39,11 +48,11 @@ def _catalog_rows() -> tuple[list[tuple[Any, ...]], list[tuple[str, str]]]:
     return names, categories
 
 
-def load_catalog(con: Any) -> None:
+def load_catalog(db: Any) -> None:
     """Create ``catalog`` (span names) and ``category_rules`` (category, rule: ``collector``,
-    ``unbucketed`` or ``timer-only``) in the DuckDB connection ``con`` from the RL catalog."""
+    ``unbucketed`` or ``timer-only``) in the store ``db`` (either engine) from the RL catalog."""
     names, categories = _catalog_rows()
-    con.execute(f"CREATE OR REPLACE TEMP TABLE catalog ({CATALOG_COLUMNS})")
-    insert_rows(con, "catalog", [list(row) for row in names])
-    con.execute("CREATE OR REPLACE TEMP TABLE category_rules (category VARCHAR, rule VARCHAR)")
-    insert_rows(con, "category_rules", [list(row) for row in categories])
+    db.create_columns("catalog", CATALOG_COLUMNS)
+    db.insert("catalog", [list(row) for row in names])
+    db.create_columns("category_rules", "category VARCHAR, rule VARCHAR")
+    db.insert("category_rules", [list(row) for row in categories])

@@ -12,7 +12,7 @@ from lens_core import semconv
 
 from .dialect import CLICKHOUSE, DUCKDB, LOSS_COUNTERS, ResourceFields, SpanFields, sql_text
 from .engine import TraceStore, find_trace_files
-from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR
+from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem
 
 __all__ = [
     "CLICKHOUSE_HINT",
@@ -96,7 +96,7 @@ def _span_attr(key: str) -> str:
     return CLICKHOUSE.map_value("SpanAttributes", key)
 
 
-_SPAN = SpanFields(CLICKHOUSE, kind_text="toString(SpanKind)", status_text="toString(StatusCode)")
+_SPAN = SpanFields(CLICKHOUSE, kind_text="CAST(SpanKind AS String)", status_text="CAST(StatusCode AS String)")
 
 
 def _materialized() -> dict[str, tuple[str, str]]:
@@ -190,7 +190,8 @@ class ChdbSource:
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         table = self.session.query(sql + " " + _ARROW_SETTINGS, "ArrowTable")
-        return [tuple(row.values()) for row in table.to_pylist()]
+        # by column: two columns may share a name, which a dict per row would merge
+        return list(zip(*(column.to_pylist() for column in table.columns)))
 
     def batches(self, sql: str) -> Any:
         return self.session.send_query(sql + " " + _ARROW_SETTINGS, "Arrow").record_batch(rows_per_batch=65536)
@@ -400,60 +401,167 @@ def load_otlp_files(source: ClickHouseSource, table: str, paths: Iterable[str | 
     return count
 
 
-# ---- the store: otel_traces rows -> the report's spans table ---------------------------------------
+# ---- the store: the report's tables inside ClickHouse ----------------------------------------------
 
-def _projection(table: str, columns: set[str], detail: bool, run: str | None = None) -> str:
-    """ClickHouse SQL: one row per span of ``table`` with the store's fields, computed where the spans live.
+_SETTINGS = (
+    "join_use_nulls = 1",  # an unmatched LEFT JOIN row reads NULL (not 0 or ''), as in SQL and DuckDB
+    "aggregate_functions_null_for_empty = 1",  # min/sum of no rows is NULL, not 0
+    "cast_keep_nullable = 1",
+)
+"""Session settings under which ClickHouse answers the report's SQL as DuckDB does."""
+
+_HEX = {32: "^[0-9a-fA-F]{32}$", 16: "^[0-9a-fA-F]{16}$"}
+
+
+def _id(column: str, digits: int) -> str:
+    """ClickHouse SQL: a hex id column as an unsigned integer (UInt128 or UInt64); NULL unless it is hex."""
+    kind = "UInt128" if digits == 32 else "UInt64"
+    return (f"if(match({column}, {sql_text(_HEX[digits])}), reinterpretAs{kind}(reverse(unhex({column}))), "
+            f"CAST(NULL AS Nullable({kind})))")
+
+
+def _projection(table: str, columns: set[str], detail: bool, run: str | None, where: str) -> str:
+    """ClickHouse SQL: one row per span of ``table`` with the columns of the store's ``spans`` table
+    (:data:`~lens_report.engine.SPAN_COLUMNS`, plus ``rowid``), of the rows that satisfy ``where``.
 
     The materialized columns of :func:`schema_sql` replace the map lookups when the table has them.
     """
     name = check_table_name(table)
     res = _resource_fields()
     mat = {column: expr for column, (_kind, expr) in _materialized().items()}
-    use = {column: (column if column in columns else f"({expr})") for column, expr in mat.items()}
+    # the working tables hold plain types: LowCardinality would spread into every derived column
+    plain = {"LensRun": "String", "LensRank": "Nullable(Int64)", "LensStep": "Nullable(Int64)",
+             "LensBucket": "Nullable(String)"}
+    use = {column: (f"CAST({column} AS {plain[column]})" if column in columns else f"({expr})")
+           for column, expr in mat.items()}
     process = res.process()
     rank = use["LensRank"]
     loss = ("[" + ", ".join([*(CLICKHOUSE.to_int(_span_attr(key)) for key in LOSS_COUNTERS),
                               f"toInt64(coalesce({CLICKHOUSE.to_bool(_span_attr(semconv.LENS_TELEMETRY_FINAL))}, false))"])
             + "]")
-    attrs = ("concat('[', arrayStringConcat(arrayMap((k, v) -> concat('{\"key\":', toJSONString(k), "
-             "',\"value\":{\"stringValue\":', toJSONString(v), '}}'), mapKeys(SpanAttributes), "
-             "mapValues(SpanAttributes)), ','), ']')") if detail else "CAST(NULL AS Nullable(String))"
+    text = "CAST(NULL AS Nullable(String))"
+    if detail:
+        attrs = ("concat('[', arrayStringConcat(arrayMap((k, v) -> concat('{\"key\":', toJSONString(k), "
+                 "',\"value\":{\"stringValue\":', toJSONString(v), '}}'), mapKeys(SpanAttributes), "
+                 "mapValues(SpanAttributes)), ','), ']')")
+        events = "toJSONString(arrayMap(n -> map('name', toString(n)), `Events.Name`))"
+        links = ("toJSONString(arrayMap((t, s) -> map('traceId', t, 'spanId', s), `Links.TraceId`, "
+                 "`Links.SpanId`))")
+    else:
+        attrs = events = links = text
+    conditions = [f"({where})"]
+    if run is not None:
+        conditions.append(f"{use['LensRun']} = {CLICKHOUSE.literal(run)}")
     return f"""
-SELECT rowNumberInAllBlocks() + 1 AS line, TraceId AS trace_hex, SpanId AS span_hex, ParentSpanId AS parent_hex,
-       toString(SpanName) AS name, {_SPAN.kind()} AS kind,
-       toUnixTimestamp64Nano(Timestamp) AS st, st + reinterpretAsInt64(Duration) AS en,
+SELECT toInt64(rowNumberInAllBlocks()) AS rowid, toInt32(0) AS file, rowid + 1 AS line,
+       CAST(NULL AS Nullable(String)) AS problem,
+       {_id("TraceId", 32)} AS trace, {_id("SpanId", 16)} AS span,
+       nullIf({_id("ParentSpanId", 16)}, 0) AS parent,
+       CAST(SpanName AS String) AS name, {_SPAN.kind()} AS kind,
+       nullIf(toUnixTimestamp64Nano(Timestamp), 0) AS start_ns,
+       nullIf(toUnixTimestamp64Nano(Timestamp) + reinterpretAsInt64(Duration), 0) AS end_ns,
+       {text} AS start_text, {text} AS end_text,
        {_SPAN.error()} AS error, {use["LensBucket"]} AS bucket, {use["LensStep"]} AS iteration,
        {_span_attr(semconv.LENS_GROUP)} AS grp, {CLICKHOUSE.to_bool(_span_attr(semconv.LENS_UMBRELLA))} AS umbrella,
        {_span_attr(semconv.RL_EFFICIENCY_CATEGORY)} AS category, {_span_attr(semconv.THREAD_ID)} AS thread,
        {_span_attr(semconv.THREAD_NAME)} AS thread_name,
        coalesce({CLICKHOUSE.to_bool(_span_attr(semconv.LENS_SPAN_TRUNCATED))}, false) AS truncated,
-       {use["LensRun"]} AS run, {res.instance} AS instance, {rank} AS rank, {res.pid()} AS pid,
+       {use["LensRun"]} AS run, {res.instance} AS instance, {rank} AS rank, {res.pid()} AS process_pid,
        {res.host} AS host, {res.service} AS service, {process} AS process,
        {ResourceFields.rank_label(CLICKHOUSE, rank, process)} AS rank_label, {res.lens_process()} AS lens_process,
-       if(SpanName = {sql_text(semconv.LENS_LOSS_SPAN_NAME)}, toString({loss}), NULL) AS loss_text,
-       {attrs} AS attrs
-FROM {name}{"" if run is None else f" WHERE {use['LensRun']} = {sql_text(run)}"}"""
+       {loss} AS loss, {attrs} AS attrs, {events} AS events, {links} AS links
+FROM {name} WHERE {" AND ".join(conditions)}"""
+
+
+def _id_problem(table: str, run_filter: str) -> str:
+    """ClickHouse SQL: (row number, problem) of every row whose ids are not hex of the right length."""
+    bad = {column: f"NOT match({column}, {sql_text(_HEX[digits])})"
+           for column, digits in (("TraceId", 32), ("SpanId", 16), ("ParentSpanId", 16))}
+    return f"""
+SELECT line, problem FROM (
+    SELECT rowNumberInAllBlocks() + 1 AS line,
+           multiIf({bad["TraceId"]}, concat('TraceId ', TraceId, ' is not 32 hex digits'),
+                   {bad["SpanId"]}, concat('SpanId ', SpanId, ' is not 16 hex digits'),
+                   ParentSpanId <> '' AND {bad["ParentSpanId"]},
+                   concat('ParentSpanId ', ParentSpanId, ' is not 16 hex digits'), '') AS problem
+    FROM {check_table_name(table)}{run_filter})
+WHERE problem <> '' ORDER BY line"""
 
 
 class ClickHouseStore(TraceStore):
-    """The spans of a ClickHouse ``otel_traces`` table in the report's store, one row each.
+    """The report's store inside ClickHouse: the spans of an ``otel_traces`` table, and every working
+    table of the rollup, are temporary tables of the source's session, so the rollup runs where the
+    spans live and only its results leave ClickHouse.
 
     ClickHouse computes every field of a span (from the materialized columns of
-    ``lens clickhouse-schema`` when the table has them, else from the attribute maps) and
-    streams the rows as Arrow batches into the store, where the report's rollup runs as it does
-    for files. With ``run`` only that run's spans leave ClickHouse (a filter on ``LensRun``). ``files`` is ``("clickhouse:TABLE",)`` and a span's line is its row number.
+    ``lens clickhouse-schema`` when the table has them, else from the attribute maps). With ``run``
+    only that run's spans are read (a filter on ``LensRun``). ``files`` is
+    ``("clickhouse:TABLE",)`` and a span's line is its row number in the scan. The rollup's SQL
+    is the same as for files (:mod:`lens_report.rollup`), in :attr:`dialect`.
     """
+
+    dialect = CLICKHOUSE
+    """ClickHouse's SQL dialect."""
 
     def __init__(self, source: ClickHouseSource, table: str, *, detail: bool = False,
                  memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int | None = None,
                  temp_dir: str | None = None, run: str | None = None) -> None:
         check_table_name(table)
-        self.run = run
-        super().__init__(detail=detail, memory_limit=memory_limit, threads=threads, temp_dir=temp_dir)
         self.source = source
         self.table = table
+        self.run = run
+        self.detail = detail
+        self.files: list[str] = []
+        self.problems: list[Problem] = []
+        self.duplicate_count = 0
         self.columns_used: tuple[str, ...] = ()
+        self._tables: dict[str, None] = {}
+        for setting in _SETTINGS:
+            source.command(f"SET {setting}")
+
+    def close(self) -> None:
+        """Drop the working tables (the session would drop them when it ends)."""
+        for name in list(self._tables):
+            try:
+                self.drop(name)
+            except self.source.errors:  # a lost connection: the server drops them with the session
+                break
+
+    # ---- the SQL the rollup runs ----------------------------------------------------------------
+
+    def execute(self, sql: str) -> None:
+        self.source.command(sql)
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        return self.source.rows(sql)
+
+    def stream(self, sql: str) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        for batch in self.source.batches(sql):
+            yield list(batch.schema.names), list(zip(*(column.to_pylist() for column in batch.columns)))
+
+    def create(self, name: str, select: str) -> None:
+        self.drop(name)
+        self.source.command(f"CREATE TEMPORARY TABLE {name} ENGINE = Memory AS {select}")
+        self._tables[name] = None
+
+    def create_columns(self, name: str, columns: str) -> None:
+        typed = ", ".join(f"{column} {self.dialect.column_type(kind)}"
+                          for column, kind in (part.split() for part in columns.split(",")))
+        self.drop(name)
+        self.source.command(f"CREATE TEMPORARY TABLE {name} ({typed}) ENGINE = Memory")
+        self._tables[name] = None
+
+    def insert(self, name: str, rows: list[list[Any]] | list[tuple[Any, ...]]) -> None:
+        literal = self.dialect.literal
+        for start in range(0, len(rows), 1000):
+            values = ", ".join("(" + ", ".join(map(literal, row)) + ")" for row in rows[start:start + 1000])
+            self.source.command(f"INSERT INTO {name} VALUES {values}")
+
+    def drop(self, name: str) -> None:
+        self.source.command(f"DROP TEMPORARY TABLE IF EXISTS {name}")
+        self._tables.pop(name, None)
+
+    # ---- loading --------------------------------------------------------------------------------
 
     def table_columns(self) -> set[str]:
         """The column names of the table (a table without the exporter's is refused)."""
@@ -467,36 +575,38 @@ class ClickHouseStore(TraceStore):
             raise ValueError(f"no table {self.table} (or it has no columns)")
         if needed - columns:
             raise ValueError(f"table {self.table} lacks the exporter's column(s) {', '.join(sorted(needed - columns))}")
+        if self.detail:
+            needed |= {"Events.Name", "Links.TraceId", "Links.SpanId"}
+            if needed - columns:
+                raise ValueError(f"--perfetto reads the exporter's column(s) {', '.join(sorted(needed - columns))}, "
+                                 f"which table {self.table} lacks")
         return columns
 
     def load_table(self) -> None:
-        """Read every span of the table into the store, then index it as :meth:`load_files` does. Call once."""
+        """Make the store's ``spans``, ``loss`` and ``files`` tables from the table's rows. Call once.
+
+        A row whose ids are not hex of the right length is a problem, not a span (the exporter
+        writes what the Collector received, which checked them); a span stored twice is kept once.
+        """
         columns = self.table_columns()
         self.columns_used = tuple(sorted(c for c in LENS_COLUMNS if c in columns))
         self.files = [f"clickhouse:{self.table}"]
-        self.con.execute("INSERT INTO files VALUES (0, ?, NULL)", [self.files[0]])
-        reader = self.source.batches(_projection(self.table, columns, self.detail, self.run))
-        if not len(reader.schema):  # no rows at all: chdb sends no columns either
-            self._finish()
-            return
-        self.con.register("ch_rows", reader)
-        trace = "TRY_CAST('0x' || trace_hex AS UHUGEINT)"
-        span = "TRY_CAST('0x' || span_hex AS UBIGINT)"
-        parent = "CASE WHEN parent_hex <> '' THEN TRY_CAST('0x' || parent_hex AS UBIGINT) END"
-        try:
-            self.con.execute(f"""
-                INSERT INTO spans
-                SELECT 0, line,
-                       CASE WHEN {trace} IS NULL THEN 'TraceId ' || trace_hex || ' is not 32 hex digits'
-                            WHEN {span} IS NULL THEN 'SpanId ' || span_hex || ' is not 16 hex digits'
-                            WHEN parent_hex <> '' AND {parent} IS NULL
-                                THEN 'ParentSpanId ' || parent_hex || ' is not 16 hex digits' END,
-                       {trace}, {span}, nullif({parent}, 0), name, kind, nullif(st, 0), nullif(en, 0), NULL, NULL,
-                       error, bucket, iteration, grp, umbrella, category, thread, thread_name, truncated,
-                       run, instance, rank, pid, host, service, process, rank_label, lens_process,
-                       loss_text::BIGINT[], attrs, NULL, NULL
-                FROM ch_rows
-            """)
-        finally:
-            self.con.unregister("ch_rows")
-        self._finish()
+        self.create_columns("files", "idx INTEGER, path VARCHAR, first BIGINT")
+        self.insert("files", [[0, self.files[0], 1]])
+        run_filter = ""
+        if self.run is not None:
+            lens_run = "LensRun" if "LensRun" in columns else f"({_materialized()['LensRun'][1]})"
+            run_filter = f" WHERE {lens_run} = {CLICKHOUSE.literal(self.run)}"
+        for line, problem in self.rows(_id_problem(self.table, run_filter) + " LIMIT 10000"):
+            self.problems.append(Problem(self.files[0], int(line), problem))
+        ids_ok = " AND ".join(f"match({c}, {sql_text(_HEX[n])})" for c, n in (("TraceId", 32), ("SpanId", 16)))
+        ids_ok += f" AND (ParentSpanId = '' OR match(ParentSpanId, {sql_text(_HEX[16])}))"
+        loss_name = sql_text(semconv.LENS_LOSS_SPAN_NAME)
+        self.create("spans", _projection(self.table, columns, self.detail, self.run,
+                                         f"{ids_ok} AND SpanName <> {loss_name}"))
+        self.create("loss", _projection(self.table, columns, False, self.run, f"{ids_ok} AND SpanName = {loss_name}"))
+        self.duplicate_count = int(self.value("SELECT count() - uniqExact(trace, span) FROM spans"))
+        if self.duplicate_count:  # the same span stored twice (e.g. exported again): keep the first
+            self.create("spans_once", "SELECT * FROM spans ORDER BY line LIMIT 1 BY trace, span")
+            self.create("spans", "SELECT * FROM spans_once")
+            self.drop("spans_once")

@@ -84,6 +84,47 @@ class Dialect:
         return f"if(mapContains({column}, {sql_text(key)}), {column}[{sql_text(key)}], NULL)"
 
 
+    def hex_id(self, expr: str, digits: int) -> str:
+        """SQL: an unsigned integer id as ``digits`` lower-case hex digits (16 for a span, 32 for a trace)."""
+        if self.clickhouse:  # printf takes no UInt128, and hex() drops leading zero bytes
+            return f"lower(leftPad(hex({expr}), {int(digits)}, '0'))"
+        return f"printf('%0{int(digits)}x', {expr})"
+
+    def median(self, expr: str) -> str:
+        """SQL: the exact median, the mean of the two middle values for an even count (ClickHouse's
+        ``median`` is an estimate)."""
+        return f"quantileExactInclusive(0.5)({expr})" if self.clickhouse else f"median({expr})"
+
+    def arg_max(self, value: str, key: str) -> str:
+        """SQL: ``value`` of the row with the largest ``key`` (a tuple orders lexicographically)."""
+        return f"argMax({value}, {key})" if self.clickhouse else f"arg_max({value}, {key})"
+
+    def any_value(self, expr: str) -> str:
+        """SQL: any one value of ``expr`` in the group."""
+        return f"any({expr})" if self.clickhouse else f"any_value({expr})"
+
+    def column_type(self, kind: str) -> str:
+        """A column type for a table the report creates: ``VARCHAR``, ``BIGINT``, ``INTEGER`` or ``BOOLEAN``
+        (nullable, as in DuckDB)."""
+        if not self.clickhouse:
+            return kind
+        names = {"VARCHAR": "String", "BIGINT": "Int64", "INTEGER": "Int32", "BOOLEAN": "Bool"}
+        if kind not in names:
+            raise ValueError(f"column type {kind!r} is not one of {', '.join(names)}")
+        return f"Nullable({names[kind]})"
+
+    def literal(self, value: object) -> str:
+        """``value`` (None, bool, int, float or str) as an SQL literal; ClickHouse also escapes backslashes."""
+        if value is None:
+            return "NULL"
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, (int, float)):
+            return repr(value)
+        text = str(value)
+        return sql_text(text.replace("\\", "\\\\") if self.clickhouse else text)
+
+
 DUCKDB = Dialect("duckdb")
 """The embedded engine that reads trace files."""
 

@@ -25,6 +25,7 @@ __all__ = [
     "EXPORTER_MAX_LINE",
     "MissingEngine",
     "ReadResult",
+    "SPAN_COLUMNS",
     "TRACE_FILE_SUFFIXES",
     "TraceStore",
     "find_trace_files",
@@ -32,6 +33,7 @@ __all__ = [
     "max_line_bytes",
     "read_spans",
     "require_duckdb",
+    "span_rows_sql",
 ]
 
 ENGINE_HINT = "pip install 'lens-telemetry[report]'"
@@ -463,14 +465,57 @@ class TraceStore:
         con.execute(f"CREATE TABLE loss AS SELECT * FROM spans WHERE name = {loss}")
         con.execute(f"DELETE FROM spans WHERE name = {loss}")
 
+    # ---- the SQL the rollup runs (the same calls on ClickHouseStore) --------------------------
+
+    dialect = DUCKDB
+    """The SQL dialect of the engine holding the spans."""
+
+    def execute(self, sql: str) -> None:
+        """Run one statement."""
+        self.con.execute(sql)
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """Every row of a query (for small results)."""
+        return self.con.execute(sql).fetchall()
+
+    def value(self, sql: str) -> Any:
+        """The first column of the first row of a query."""
+        return self.rows(sql)[0][0]
+
+    def stream(self, sql: str) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        """(column names, a chunk of rows) for each chunk of a query's rows, streamed.
+
+        On the store's own connection (a cursor would not see its working tables): run no other
+        statement before the stream is read to its end."""
+        result = self.con.execute(sql)
+        columns = [d[0] for d in result.description]
+        while rows := result.fetchmany(10_000):
+            yield columns, rows
+
+    def create(self, name: str, select: str) -> None:
+        """(Re)create the working table ``name`` from a query."""
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {select}")
+
+    def create_columns(self, name: str, columns: str) -> None:
+        """(Re)create the empty working table ``name`` with ``columns`` (``a VARCHAR, b BIGINT``; see
+        :meth:`~lens_report.dialect.Dialect.column_type`)."""
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} ({columns})")
+
+    def insert(self, name: str, rows: list[list[Any]] | list[tuple[Any, ...]]) -> None:
+        """Append ``rows`` to the table ``name``."""
+        insert_rows(self.con, name, rows)
+
+    def drop(self, name: str) -> None:
+        """Drop the working table ``name`` when it exists."""
+        self.con.execute(f"DROP TABLE IF EXISTS {name}")
+
     # ---- reading back ----------------------------------------------------------------------
 
     def span_count(self) -> int:
         """How many spans the store holds (loss records and bad input excluded)."""
-        return self.con.execute("SELECT count(*) FROM spans").fetchall()[0][0]
+        return self.value("SELECT count(*) FROM spans")
 
-    def spans(self, where: str = "true", params: list[Any] | None = None,
-              order: str = "s.file, s.line, s.rowid") -> Iterator[Any]:
+    def spans(self, where: str = "true", order: str = "s.file, s.line, s.rowid") -> Iterator[Any]:
         """The stored spans as :class:`~lens_report.model.Span` records, in file and line order.
 
         ``where`` is an SQL condition on the ``spans`` table (alias ``s``), ``order`` an ORDER BY
@@ -478,21 +523,23 @@ class TraceStore:
         """
         from .model import span_from_row
 
-        cursor = self.con.cursor()
-        cursor.execute(
-            "SELECT s.* EXCLUDE (trace, span, parent, line), printf('%032x', s.trace) AS trace, "
-            "printf('%016x', s.span) AS span, "
-            "CASE WHEN s.parent IS NOT NULL THEN printf('%016x', s.parent) END AS parent, "
-            "s.line - f.first + 1 AS line, f.path "
-            f"FROM spans s JOIN files f ON f.idx = s.file WHERE {where} ORDER BY {order}",
-            params or [])
-        columns = [d[0] for d in cursor.description]
-        try:
-            while rows := cursor.fetchmany(10_000):
-                for row in rows:
-                    yield span_from_row(dict(zip(columns, row)))
-        finally:
-            cursor.close()
+        for columns, rows in self.stream(span_rows_sql(self.dialect, where, order)):
+            for row in rows:
+                yield span_from_row(dict(zip(columns, row)))
+
+
+SPAN_COLUMNS = tuple(part.split()[0] for part in " ".join(_COLUMNS.split()).split(", "))
+"""The columns of the store's ``spans`` table (both engines), in order."""
+
+
+def span_rows_sql(dialect: Any, where: str, order: str) -> str:
+    """SQL: the rows :func:`~lens_report.model.span_from_row` takes, of the spans that satisfy ``where``."""
+    d = dialect
+    kept = ", ".join(f"s.{c}" for c in SPAN_COLUMNS if c not in ("trace", "span", "parent", "line"))
+    return (f"SELECT {kept}, {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, "
+            f"CASE WHEN s.parent IS NOT NULL THEN {d.hex_id('s.parent', 16)} END AS parent, "
+            f"s.line - f.first + 1 AS line, f.path AS path "
+            f"FROM spans s JOIN files f ON f.idx = s.file WHERE {where} ORDER BY {order}")
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:

@@ -51,8 +51,8 @@ def trace_events(store: Any, report: Report, *, steps: frozenset[int] | None = N
     waterfall; each defaults to all. Call right after :func:`build_report` on the same store.
     """
     labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
-    where, params = "s.run = ? AND s.start_ns IS NOT NULL AND s.end_ns IS NOT NULL AND s.end_ns >= s.start_ns", [
-        report.run_id]
+    where = (f"s.run = {store.dialect.literal(report.run_id)} AND s.start_ns IS NOT NULL AND s.end_ns IS NOT NULL "
+             "AND s.end_ns >= s.start_ns")
     if steps is not None or ranks is not None:
         from .rollup import choose_spans
 
@@ -60,14 +60,14 @@ def trace_events(store: Any, report: Report, *, steps: frozenset[int] | None = N
                                     default_ranks=len(labels))
         kept = set(chosen)
         labels = [label for label in labels if label in kept]
-        where, params = "s.rowid IN (SELECT id FROM wf_ids)", []
+        where = "s.rowid IN (SELECT id FROM wf_ids)"
     pid_of = {label: i + 1 for i, label in enumerate(labels)}
     for label, pid in pid_of.items():
         yield {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}}
         yield {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}}
     tracks: dict[tuple[int, str], TrackAssigner] = {}
     tids: dict[tuple[int, str, int], int] = {}
-    for span in store.spans(where, params, order="s.start_ns, s.end_ns DESC, s.rowid"):
+    for span in store.spans(where, order="s.start_ns, s.end_ns DESC, s.rowid"):
         rank = span.resource.get(semconv.NV_DL_RANK)
         label = f"rank {rank}" if rank is not None else span.process
         pid = pid_of.setdefault(label, len(pid_of) + 1)

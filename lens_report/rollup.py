@@ -8,9 +8,9 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-from .classify import load_catalog
+from .classify import KD, load_catalog
 from .rules import VOCABULARY_RULES, vocabulary_violations
-from .engine import TraceStore, insert_rows
+from .engine import TraceStore
 from .model import (
     BUCKETS,
     AttemptInfo,
@@ -113,16 +113,12 @@ class AttemptChoiceError(RunChoiceError):
         self.attempts = attempts
 
 
-def _sql(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def list_runs(store: TraceStore) -> tuple[RunInfo, ...]:
     """The runs in the store (by ``nemo.run.id``, else the ``service.instance.id`` prefix), oldest first."""
-    rows = store.con.execute("""
+    rows = store.rows("""
         SELECT run, count(DISTINCT rank_label), count(DISTINCT process), count(*), min(start_ns), max(end_ns)
         FROM spans GROUP BY run ORDER BY min(start_ns) NULLS LAST, run
-    """).fetchall()
+    """)
     return tuple(RunInfo(*row) for row in rows)
 
 
@@ -140,17 +136,17 @@ def _choose_run(store: TraceStore, run: str | None) -> tuple[str, bool]:
     return (ids[0] if ids else ""), False
 
 
-def _attempt_rows(con: Any, run_where: str) -> list[tuple[Any, ...]]:
+def _attempt_rows(db: TraceStore, run_where: str) -> list[tuple[Any, ...]]:
     """(process, rank, first start, last end, spans) of every process of the run, by first start."""
     # loss records give membership, not times: they are written when the process shuts down
     timed = "span_row AND start_ns IS NOT NULL AND end_ns >= start_ns"
-    return con.execute(f"""
+    return db.rows(f"""
         SELECT process, min(rank), min(start_ns) FILTER (WHERE {timed}), max(end_ns) FILTER (WHERE {timed}),
                count(*) FILTER (WHERE span_row)
         FROM (SELECT process, rank, start_ns, end_ns, run, true AS span_row FROM spans
               UNION ALL SELECT process, rank, start_ns, end_ns, run, false FROM loss)  -- a process with loss records only
         {run_where} GROUP BY process ORDER BY 3 NULLS LAST, process
-    """).fetchall()
+    """)
 
 
 def list_attempts(store: TraceStore, run_id: str | None = None) -> tuple[AttemptInfo, ...]:
@@ -158,10 +154,9 @@ def list_attempts(store: TraceStore, run_id: str | None = None) -> tuple[Attempt
 
     Also leaves the table ``process_attempts`` (process, attempt) in the store.
     """
-    con = store.con
-    where = f"WHERE run = {_sql(run_id)}" if run_id is not None else ""
+    where = f"WHERE run = {store.dialect.literal(run_id)}" if run_id is not None else ""
     groups: list[dict[str, Any]] = []
-    for process, rank, start, end, spans in _attempt_rows(con, where):
+    for process, rank, start, end, spans in _attempt_rows(store, where):
         current = groups[-1] if groups else None
         # a new launch: this process starts after the current attempt has ended, on a rank it had
         if (current is None or (start is not None and current["end"] is not None and start > current["end"]
@@ -177,8 +172,8 @@ def list_attempts(store: TraceStore, run_id: str | None = None) -> tuple[Attempt
             current["end"] = end if current["end"] is None else max(current["end"], end)
         if start is not None and current["start"] is None:
             current["start"] = start
-    con.execute("CREATE OR REPLACE TEMP TABLE process_attempts (process VARCHAR, attempt INTEGER)")
-    insert_rows(con, "process_attempts", [(p, i) for i, g in enumerate(groups, start=1) for p in g["processes"]])
+    store.create_columns("process_attempts", "process VARCHAR, attempt INTEGER")
+    store.insert("process_attempts", [(p, i) for i, g in enumerate(groups, start=1) for p in g["processes"]])
     attempts = []
     for i, group in enumerate(groups, start=1):
         gap = None
@@ -219,7 +214,7 @@ def build_report(
         if attempt not in (None, 1):
             raise AttemptChoiceError(f"run {run_id!r} was launched once; there is no attempt {attempt}",
                                      list_runs(store), attempts)
-        cond = f"run = {_sql(run_id)}" if filtered else ""
+        cond = f"run = {store.dialect.literal(run_id)}" if filtered else ""
         return _build(store, run_id, cond, pattern, top_n, max_violations)
     if attempt is not None and not 1 <= attempt <= len(attempts):
         raise AttemptChoiceError(f"run {run_id!r} has attempts 1-{len(attempts)}, not {attempt}",
@@ -228,7 +223,7 @@ def build_report(
     order = [i for i in range(1, len(attempts) + 1) if i != attempt] + ([attempt] if attempt is not None else [])
     reports: dict[int, Report] = {}
     for i in order:
-        cond = ((f"run = {_sql(run_id)} AND " if filtered else "")
+        cond = ((f"run = {store.dialect.literal(run_id)} AND " if filtered else "")
                 + f"process IN (SELECT process FROM process_attempts WHERE attempt = {int(i)})")
         reports[i] = _build(store, run_id, cond, pattern, top_n, max_violations)
     infos = []
@@ -248,26 +243,25 @@ def build_report(
 def _build(store: TraceStore, run_id: str, cond: str, pattern: re.Pattern[str], top_n: int,
            max_violations: int) -> Report:
     """The report of the spans that satisfy ``cond`` (an SQL condition on ``spans``; '' for all)."""
-    con = store.con
-    load_catalog(con)
+    db = store
+    load_catalog(db)
     where = f"WHERE {cond}" if cond else ""
-    step_names = [name for (name,) in con.execute(f"SELECT DISTINCT name FROM spans {where}").fetchall()
-                  if pattern.search(name)]
-    con.execute("CREATE OR REPLACE TEMP TABLE step_names (name VARCHAR)")
-    insert_rows(con, "step_names", [[n] for n in step_names])
-    _classify(con, where)
-    _jump(con)
-    _steps(con)
-    _rank_totals(con, where)
-    violations, counts = _violations(con, max_violations)
-    rank_labels, rank_steps = _rank_steps(con)
-    steps = _step_rows(con, rank_labels, rank_steps)
-    ranks, run_totals = _ranks(con, rank_labels, rank_steps)
-    summary = con.execute("""
+    step_names = [name for (name,) in db.rows(f"SELECT DISTINCT name FROM spans {where}") if pattern.search(name)]
+    db.create_columns("step_names", "name VARCHAR")
+    db.insert("step_names", [[n] for n in step_names])
+    _classify(db, where)
+    _jump(db)
+    _steps(db)
+    _rank_totals(db, where)
+    violations, counts = _violations(db, max_violations)
+    rank_labels, rank_steps = _rank_steps(db)
+    steps = _step_rows(db, rank_labels, rank_steps)
+    ranks, run_totals = _ranks(db, rank_labels, rank_steps)
+    summary = db.rows("""
         SELECT count(*), count(DISTINCT trace), count(*) FILTER (WHERE error),
                count(*) FILTER (WHERE parent IS NOT NULL) - (SELECT count(*) FROM parents)
         FROM k
-    """).fetchall()[0]
+    """)[0]
     return Report(
         run_id=run_id,
         files=tuple(store.files),
@@ -281,33 +275,38 @@ def _build(store: TraceStore, run_id: str, cond: str, pattern: re.Pattern[str], 
         run=run_totals,
         ranks=ranks,
         rank_steps=rank_steps,
-        top_spans=_top_spans(con, top_n, where),
+        top_spans=_top_spans(db, top_n, where),
         violations=violations,
         problems=tuple(store.problems),
-        loss=_loss(con, cond or None),
+        loss=_loss(db, cond or None),
         rule_counts=dict(counts),
-        unfinished=_unfinished(con, cond or None),
+        unfinished=_unfinished(db, cond or None),
     )
 
 
-def _classify(con: Any, where: str) -> None:
+def _classify(db: TraceStore, where: str) -> None:
     """``k``: one row per span of the run with what the checks need: its umbrella status, rules,
     whether it counts in sums and whether it is a step candidate. Only what the heavy queries
     use is copied (narrow rows: less to spill); names and texts are read from ``spans`` through
-    ``kd`` for the few rows a report lists."""
+    ``kd`` (:data:`~lens_report.classify.KD`) for the few rows a report lists."""
     # traces that have a named step span: their steps are those spans; elsewhere unbucketed spans
     # with rl.iteration are the step candidates (the fallback, grouped by iteration)
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE named_traces AS
+    db.create("named_traces", f"""
         SELECT DISTINCT trace FROM spans s {where + " AND" if where else "WHERE"}
             s.name IN (SELECT name FROM step_names) AND s.iteration IS NOT NULL AND s.bucket IS NULL
             AND s.start_ns IS NOT NULL AND s.end_ns >= s.start_ns
     """)
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE k AS
-        SELECT s.rowid AS id, s.trace, s.span, s.parent, s.bucket, s.iteration, s.start_ns, s.end_ns, s.error,
-               s.rank, s.rank_label, s.file, s.line,
-               (s.start_ns IS NOT NULL AND s.end_ns IS NOT NULL AND s.end_ns >= s.start_ns) AS ok,
+    # a span that must not carry a bucket does not count in any sum (it is flagged instead)
+    db.create("k", f"""
+        SELECT *, coalesce(ok AND bucketed AND bucket IN {_BUCKET_LIST} AND NOT coalesce(umbrella, false)
+                           AND never_reason IS NULL AND NOT timer_only, false) AS counted,
+               coalesce(ok AND CASE WHEN in_named_trace THEN named_step
+                                    ELSE iteration IS NOT NULL AND NOT bucketed END, false) AS cand
+        FROM (
+        SELECT s.rowid AS id, s.trace AS trace, s.span AS span, s.parent AS parent, s.bucket AS bucket,
+               s.iteration AS iteration, s.start_ns AS start_ns, s.end_ns AS end_ns, s.error AS error,
+               s.rank AS rank, s.rank_label AS rank_label, s.file AS file, s.line AS line,
+               coalesce(s.start_ns IS NOT NULL AND s.end_ns IS NOT NULL AND s.end_ns >= s.start_ns, false) AS ok,
                s.bucket IS NOT NULL AS bucketed,
                -- lens stamps lens.umbrella on umbrellas only: with lens.group, absence means a leaf
                CASE WHEN s.grp IS NOT NULL THEN coalesce(s.umbrella, false)
@@ -317,31 +316,17 @@ def _classify(con: Any, where: str) -> None:
                    WHEN 'unbucketed' THEN 'its category (' || coalesce(s.category, c.category)
                                           || ') overlaps other bucketed work' END) AS never_reason,
                coalesce(r.rule = 'timer-only', false) AS timer_only,
-               s.name IN (SELECT name FROM step_names) AND s.iteration IS NOT NULL AND s.bucket IS NULL AS named_step,
+               coalesce(s.name IN (SELECT name FROM step_names) AND s.iteration IS NOT NULL AND s.bucket IS NULL,
+                        false) AS named_step,
                s.trace IN (SELECT trace FROM named_traces) AS in_named_trace
         FROM spans s
         LEFT JOIN catalog c ON c.name = s.name
         LEFT JOIN category_rules r ON r.category = coalesce(s.category, c.category)
-        {where}
-    """)
-    # a span that must not carry a bucket does not count in any sum (it is flagged instead); and
-    # UPDATEs, because DuckDB rewrites a column in place faster than it copies the table
-    con.execute("""
-        CREATE OR REPLACE TEMP VIEW kd AS
-        SELECT k.*, s.name, s.process, s.start_text, s.end_text, coalesce(s.grp, c.grp) AS grp,
-               coalesce(s.category, c.category) AS category
-        FROM k JOIN spans s ON s.rowid = k.id LEFT JOIN catalog c ON c.name = s.name
-    """)
-    con.execute(f"""
-        ALTER TABLE k ADD COLUMN counted BOOLEAN;
-        ALTER TABLE k ADD COLUMN cand BOOLEAN;
-        UPDATE k SET counted = ok AND bucketed AND bucket IN {_BUCKET_LIST} AND NOT coalesce(umbrella, false)
-                               AND never_reason IS NULL AND NOT timer_only,
-                     cand = ok AND CASE WHEN in_named_trace THEN named_step ELSE iteration IS NOT NULL AND NOT bucketed END;
+        {where}) classified
     """)
 
 
-def _jump(con: Any) -> None:
+def _jump(db: TraceStore) -> None:
     """For every span: its nearest step-candidate ancestor (``fs``) and nearest counted bucketed ancestor
     (``fb``), and whether its parent chain ends in a cycle (``cyclic``), in ``anc`` (a row for every
     span with a parent in the run); and ``parents`` (id, pid): each such span with its parent's id.
@@ -351,88 +336,82 @@ def _jump(con: Any) -> None:
     looking after more rounds than any chain could need are in (or below) a parent cycle.
     """
     # one join finds every span's parent: ``parents`` keeps it, ``jump`` starts the look from it
-    con.execute("""
-        CREATE OR REPLACE TEMP TABLE jump AS
-        SELECT c.id, p.id AS jump, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb
+    db.create("jump", """
+        SELECT c.id AS id, p.id AS jump, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb
         FROM k c JOIN k p ON p.trace = c.trace AND p.span = c.parent
     """)
-    con.execute("CREATE OR REPLACE TEMP TABLE parents AS SELECT id, jump AS pid FROM jump")
+    db.create("parents", "SELECT id, jump AS pid FROM jump")
     # invariant after round r: fs/fb is the nearest such ancestor within distance 2^r, and jump
     # the ancestor at distance 2^r (NULL once the chain has ended: the look is complete)
-    total = con.execute("SELECT count(*) FROM jump").fetchall()[0][0]
-    con.execute("CREATE OR REPLACE TEMP TABLE found (id BIGINT, fs BIGINT, fb BIGINT)")
+    total = db.value("SELECT count(*) FROM jump")
+    db.create_columns("found", "id BIGINT, fs BIGINT, fb BIGINT")
     rounds = 0
     limit = max(1, math.ceil(math.log2(total + 1))) + 1
-    while rounds <= limit and con.execute("SELECT count(*) FROM jump").fetchall()[0][0]:
+    while rounds <= limit and db.value("SELECT count(*) FROM jump"):
         rounds += 1
         # t: the span 2^r up; its own look covers the next 2^r ancestors (final when it is done)
-        con.execute("""
-            CREATE OR REPLACE TEMP TABLE jump2 AS
-            SELECT a.id, t.jump, coalesce(a.fs, t.fs, f.fs) AS fs, coalesce(a.fb, t.fb, f.fb) AS fb
+        db.create("jump2", """
+            SELECT a.id AS id, t.jump AS jump, coalesce(a.fs, t.fs, f.fs) AS fs, coalesce(a.fb, t.fb, f.fb) AS fb
             FROM jump a LEFT JOIN jump t ON t.id = a.jump LEFT JOIN found f ON f.id = a.jump
         """)
-        con.execute("INSERT INTO found SELECT id, fs, fb FROM jump2 WHERE jump IS NULL")
-        con.execute("DROP TABLE jump")  # one copy at a time: these tables are as long as the run
-        con.execute("CREATE TEMP TABLE jump AS SELECT * FROM jump2 WHERE jump IS NOT NULL")
-        con.execute("DROP TABLE jump2")
+        db.execute("INSERT INTO found SELECT id, fs, fb FROM jump2 WHERE jump IS NULL")
+        db.drop("jump")  # one copy at a time: these tables are as long as the run
+        db.create("jump", "SELECT * FROM jump2 WHERE jump IS NOT NULL")
+        db.drop("jump2")
     # the answers stay in a narrow table of their own: adding them to k would rewrite it
-    con.execute("""
-        CREATE OR REPLACE TEMP TABLE anc AS
-        SELECT id, fs, fb, false AS cyclic FROM found UNION ALL SELECT id, fs, fb, true FROM jump;
-        DROP TABLE found;
-        DROP TABLE jump;
-    """)
+    db.create("anc", "SELECT id, fs, fb, false AS cyclic FROM found UNION ALL SELECT id, fs, fb, true FROM jump")
+    db.drop("found")
+    db.drop("jump")
 
 
-def _steps(con: Any) -> None:
+def _steps(db: TraceStore) -> None:
     """``steps``: one row per step anchor (a step span, or the first span of an iteration group)
     with its rank, iteration, wall time and the buckets of the bucketed spans below it."""
     # fallback groups: candidates of a trace without step spans, not below a bucketed span
     # (a deferred checkpoint finalize may outlive its step; its time is its ancestor's)
     # the candidates once, so the step queries below scan them and not every span
-    con.execute("""
-        CREATE OR REPLACE TEMP TABLE cands AS
-        SELECT kd.id, trace, iteration, start_ns, end_ns, named_step, anc.fb, rank, rank_label, name
-        FROM kd LEFT JOIN anc ON anc.id = kd.id WHERE cand
+    db.create("cands", """
+        SELECT k.id AS id, k.trace AS trace, k.iteration AS iteration, k.start_ns AS start_ns, k.end_ns AS end_ns,
+               k.named_step AS named_step, anc.fb AS fb, k.rank AS rank, k.rank_label AS rank_label, s.name AS name
+        FROM k JOIN spans s ON s.rowid = k.id LEFT JOIN anc ON anc.id = k.id WHERE k.cand
     """)
-    con.execute("""
-        CREATE OR REPLACE TEMP TABLE anchors AS
+    db.create("anchors", """
         SELECT id AS cand, id AS anchor FROM cands WHERE named_step
         UNION ALL
         SELECT id AS cand, first_value(id) OVER (PARTITION BY trace, iteration ORDER BY start_ns, end_ns DESC, id)
         FROM cands WHERE NOT named_step AND fb IS NULL
     """)
-    con.execute("""
-        CREATE OR REPLACE TEMP TABLE step_walls AS
-        SELECT a.anchor, max(m.end_ns) - min(m.start_ns) AS wall_ns
+    db.create("step_walls", """
+        SELECT a.anchor AS anchor, max(m.end_ns) - min(m.start_ns) AS wall_ns
         FROM anchors a JOIN cands m ON m.id = a.cand GROUP BY a.anchor
     """)
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE step_buckets AS
-        SELECT a.anchor, {", ".join(f"coalesce(sum(b.end_ns - b.start_ns) FILTER (WHERE b.bucket = '{x}'), 0) AS {x}"
-                                     for x in BUCKETS)}
+    db.create("step_buckets", f"""
+        SELECT a.anchor AS anchor,
+               {", ".join(f"coalesce(sum(b.end_ns - b.start_ns) FILTER (WHERE b.bucket = '{x}'), 0) AS {x}"
+                          for x in BUCKETS)}
         FROM k b JOIN anc ON anc.id = b.id JOIN anchors a ON a.cand = anc.fs WHERE b.counted GROUP BY a.anchor
     """)
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE steps AS
-        SELECT s.id AS anchor, s.rank, s.rank_label, s.iteration, s.trace, s.name, w.wall_ns,
-               CASE WHEN s.named_step THEN 'pattern' ELSE 'iteration' END AS method, s.start_ns,
+    db.create("steps", f"""
+        SELECT s.id AS anchor, s.rank AS rank, s.rank_label AS rank_label, s.iteration AS iteration, s.trace AS trace,
+               s.name AS name, w.wall_ns AS wall_ns,
+               CASE WHEN s.named_step THEN 'pattern' ELSE 'iteration' END AS method, s.start_ns AS start_ns,
                {", ".join(f"coalesce(b.{x}, 0) AS {x}" for x in BUCKETS)}
         FROM step_walls w JOIN cands s ON s.id = w.anchor LEFT JOIN step_buckets b ON b.anchor = w.anchor
     """)
 
 
-def _span_ref(con: Any, ids: list[int]) -> dict[int, tuple[str, str, str, str, int, str]]:
+def _span_ref(db: TraceStore, ids: list[int]) -> dict[int, tuple[str, str, str, str, int, str]]:
     """id -> (trace hex, span hex, name, file, line, rank) for the spans a report names."""
     if not ids:
         return {}
-    con.execute("CREATE OR REPLACE TEMP TABLE wanted (id BIGINT)")
-    insert_rows(con, "wanted", [[i] for i in ids])
-    rows = con.execute("""
-        SELECT s.rowid, printf('%032x', s.trace), printf('%016x', s.span), s.name, f.path, s.line - f.first + 1,
+    d = db.dialect
+    db.create_columns("wanted", "id BIGINT")
+    db.insert("wanted", [[i] for i in ids])
+    rows = db.rows(f"""
+        SELECT s.rowid, {d.hex_id('s.trace', 32)}, {d.hex_id('s.span', 16)}, s.name, f.path, s.line - f.first + 1,
                s.rank_label
         FROM spans s JOIN wanted w ON w.id = s.rowid JOIN files f ON f.idx = s.file
-    """).fetchall()
+    """)
     return {row[0]: row[1:] for row in rows}
 
 
@@ -440,8 +419,9 @@ def _seconds(ns: int) -> str:
     return f"{ns / NS_PER_S:.6f} s"
 
 
-def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[str]]:
+def _violations(db: TraceStore, limit: int) -> tuple[tuple[Violation, ...], Counter[str]]:
     """Every broken invariant: counted by rule, the first ``limit`` (by file and line) listed."""
+    d = db.dialect
     # rule -> (condition on k that finds the spans, the reason, read from kd for the listed ones)
     queries = {
         RULE_BAD_TIMING: ("NOT ok", """CASE
@@ -454,7 +434,7 @@ def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[st
                 WHEN end_ns IS NULL THEN 'missing end timestamp; skipped'
                 ELSE 'ends ' || printf('%.6f', (start_ns - end_ns) / 1e9) || ' s before it starts; skipped' END"""),
         RULE_UNKNOWN_BUCKET: (f"bucketed AND bucket NOT IN {_BUCKET_LIST}",
-                              f"'rl.bucket ' || chr(39) || bucket || chr(39) || ' is not one of {', '.join(BUCKETS)}'"),
+                              f"'rl.bucket ''' || bucket || ''' is not one of {', '.join(BUCKETS)}'"),
         RULE_BUCKETED_UMBRELLA: ("bucketed AND umbrella", """
             'umbrella span' || coalesce(' of group ' || grp, '') || ' carries rl.bucket=' || bucket
             || '; umbrellas contain or overlap other work and are never bucketed; not counted'"""),
@@ -467,49 +447,52 @@ def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[st
     found: list[tuple[str, int, str]] = []
     counts: Counter[str] = Counter()
     for rule, (condition, reason) in queries.items():
-        counts[rule] = con.execute(f"SELECT count(*) FROM k WHERE {condition}").fetchall()[0][0]
+        counts[rule] = db.value(f"SELECT count(*) FROM k WHERE {condition}")
         if counts[rule]:
-            rows = con.execute(f"SELECT id, {reason} FROM kd WHERE {condition} "
-                               f"ORDER BY file, line, id LIMIT {int(limit)}").fetchall()
+            rows = db.rows(f"WITH {KD} SELECT id, {reason} FROM kd WHERE {condition} "
+                           f"ORDER BY file, line, id LIMIT {int(limit)}")
             found += [(rule, span_id, text) for span_id, text in rows]
-    nested = ("SELECT anc.fb, count(*) AS inner, min(anc.id) AS example FROM anc JOIN k ON k.id = anc.id "
+    nested = ("SELECT anc.fb AS fb, count(*) AS n_inner, min(anc.id) AS example FROM anc JOIN k ON k.id = anc.id "
               "WHERE anc.fb IS NOT NULL AND NOT anc.cyclic AND k.counted GROUP BY anc.fb")
-    counts[RULE_NESTED_BUCKET] = con.execute(f"SELECT count(*) FROM ({nested})").fetchall()[0][0]
+    counts[RULE_NESTED_BUCKET] = db.value(f"SELECT count(*) FROM ({nested}) nested")
     if counts[RULE_NESTED_BUCKET]:
-        rows = con.execute(f"""
-            SELECT o.id, 'bucketed (' || o.bucket || ') span has ' || n.inner || ' bucketed descendant(s), e.g. '
-                         || chr(39) || e.name || chr(39) || ' span=' || printf('%016x', e.span) || ' (' || e.bucket || ')'
+        rows = db.rows(f"""
+            WITH {KD}
+            SELECT o.id, 'bucketed (' || o.bucket || ') span has ' || {d.text('n.n_inner')}
+                         || ' bucketed descendant(s), e.g. ''' || e.name || ''' span=' || {d.hex_id('e.span', 16)}
+                         || ' (' || e.bucket || ')'
             FROM ({nested}) n JOIN k o ON o.id = n.fb JOIN kd e ON e.id = n.example
             ORDER BY o.file, o.line, o.id LIMIT {int(limit)}
-        """).fetchall()
+        """)
         found += [(RULE_NESTED_BUCKET, span_id, text) for span_id, text in rows]
     overflow = f"{'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}"
-    counts[RULE_STEP_OVERFLOW] = con.execute(f"SELECT count(*) FROM steps WHERE {overflow}").fetchall()[0][0]
+    counts[RULE_STEP_OVERFLOW] = db.value(f"SELECT count(*) FROM steps WHERE {overflow}")
     if counts[RULE_STEP_OVERFLOW]:
-        rows = con.execute(f"""
-            SELECT anchor, 'buckets under step ' || iteration || ' sum to ' || printf('%.6f', ({'+'.join(BUCKETS)}) / 1e9)
+        rows = db.rows(f"""
+            SELECT anchor, 'buckets under step ' || {d.text('iteration')} || ' sum to '
+                           || printf('%.6f', ({'+'.join(BUCKETS)}) / 1e9)
                            || ' s, more than its wall time ' || printf('%.6f', wall_ns / 1e9) || ' s'
             FROM steps WHERE {overflow} ORDER BY anchor LIMIT {int(limit)}
-        """).fetchall()
+        """)
         found += [(RULE_STEP_OVERFLOW, span_id, text) for span_id, text in rows]
-    overflowing = con.execute(f"""
+    overflowing = db.rows(f"""
         SELECT rank_label, rank, {'+'.join(BUCKETS)} AS buckets, wall_ns FROM rank_totals
         WHERE {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS} ORDER BY rank NULLS LAST, rank_label
-    """).fetchall()
+    """)
     counts[RULE_RANK_OVERFLOW] = len(overflowing)
     rank_violations = [
         Violation(RULE_RANK_OVERFLOW, "-", "-", f"({label})", "", 0,
                   f"buckets of {label} sum to {_seconds(int(buckets))}, more than its wall time {_seconds(int(wall))}",
                   label)
         for label, _, buckets, wall in overflowing]
-    vocabulary, vocabulary_counts = vocabulary_violations(con, limit)  # lens_report.rules
+    vocabulary, vocabulary_counts = vocabulary_violations(db, limit)  # lens_report.rules
     found += vocabulary
     counts.update(vocabulary_counts)
-    cycles = _cycles(con)
+    cycles = _cycles(db)
     counts[RULE_PARENT_CYCLE] = len(cycles)
     found += [(RULE_PARENT_CYCLE, span_id, reason) for span_id, reason in cycles[:limit]]
     counts += Counter()  # drop zero counts
-    refs = _span_ref(con, sorted({span_id for _, span_id, _ in found}))
+    refs = _span_ref(db, sorted({span_id for _, span_id, _ in found}))
     violations = []
     for rule, span_id, reason in found:
         trace, span, name, file, line, rank = refs[span_id]
@@ -518,10 +501,10 @@ def _violations(con: Any, limit: int) -> tuple[tuple[Violation, ...], Counter[st
     return tuple((rank_violations + violations)[:limit]), counts
 
 
-def _cycles(con: Any) -> list[tuple[int, str]]:
+def _cycles(db: TraceStore) -> list[tuple[int, str]]:
     """(id, reason) for every span on a parent cycle. Only spans whose look never reached a
     root (few, in malformed input) are walked, in Python, each once."""
-    parent = dict(con.execute("SELECT p.id, p.pid FROM parents p JOIN anc ON anc.id = p.id WHERE anc.cyclic").fetchall())
+    parent = dict(db.rows("SELECT p.id, p.pid FROM parents p JOIN anc ON anc.id = p.id WHERE anc.cyclic"))
     on_cycle: list[tuple[int, str]] = []
     state: dict[int, int] = {}  # 1: on the current path, 2: done
     for start in parent:
@@ -539,71 +522,71 @@ def _cycles(con: Any) -> list[tuple[int, str]]:
     return on_cycle
 
 
-def _rank_totals(con: Any, where: str) -> None:
+def _rank_totals(db: TraceStore, where: str) -> None:
     """``rank_totals``: per rank its processes, wall (first start to last end) and counted buckets."""
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE rank_totals AS
+    db.create("rank_totals", f"""
         WITH processes AS (SELECT rank_label, count(DISTINCT process) AS n FROM spans {where} GROUP BY rank_label)
-        SELECT rank_label, min(rank) AS rank, any_value(p.n) AS processes,
-               coalesce(max(end_ns) FILTER (WHERE ok) - min(start_ns) FILTER (WHERE ok), 0) AS wall_ns,
-               {", ".join(f"coalesce(sum(end_ns - start_ns) FILTER (WHERE counted AND bucket = '{x}'), 0) AS {x}"
+        SELECT k.rank_label AS rank_label, min(k.rank) AS rank, {db.dialect.any_value('p.n')} AS processes,
+               coalesce(max(k.end_ns) FILTER (WHERE k.ok) - min(k.start_ns) FILTER (WHERE k.ok), 0) AS wall_ns,
+               {", ".join(f"coalesce(sum(k.end_ns - k.start_ns) FILTER (WHERE k.counted AND k.bucket = '{x}'), 0) AS {x}"
                           for x in BUCKETS)}
-        FROM k JOIN processes p USING (rank_label) GROUP BY rank_label
+        FROM k JOIN processes p ON p.rank_label = k.rank_label GROUP BY k.rank_label
     """)
 
 
-def _rank_order(con: Any) -> list[str]:
+def _rank_order(db: TraceStore) -> list[str]:
     """Rank labels in numeric order (``rank 2`` before ``rank 10``), then processes without a rank."""
-    return [label for (label,) in con.execute(
-        "SELECT rank_label FROM rank_totals ORDER BY rank NULLS LAST, rank_label").fetchall()]
+    return [label for (label,) in db.rows("SELECT rank_label FROM rank_totals ORDER BY rank NULLS LAST, rank_label")]
 
 
-def _rank_steps(con: Any) -> tuple[list[str], RankSteps]:
-    labels = _rank_order(con)
-    con.execute("CREATE OR REPLACE TEMP TABLE rank_index (rank_label VARCHAR, idx INTEGER)")
-    insert_rows(con, "rank_index", [[label, i] for i, label in enumerate(labels)])
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE rank_steps AS
-        SELECT s.iteration, r.idx AS rank, sum(s.wall_ns) AS wall_ns, {", ".join(f"sum({x}) AS {x}" for x in BUCKETS)}
+def _rank_steps(db: TraceStore) -> tuple[list[str], RankSteps]:
+    labels = _rank_order(db)
+    db.create_columns("rank_index", "rank_label VARCHAR, idx INTEGER")
+    db.insert("rank_index", [[label, i] for i, label in enumerate(labels)])
+    db.create("rank_steps", f"""
+        SELECT s.iteration AS iteration, r.idx AS rank, sum(s.wall_ns) AS wall_ns,
+               {", ".join(f"sum(s.{x}) AS {x}" for x in BUCKETS)}
         FROM steps s JOIN rank_index r ON r.rank_label = s.rank_label
         GROUP BY s.iteration, r.idx
     """)
     result = RankSteps(tuple(labels))
     columns = (result.iterations, result.ranks, result.wall_ns, result.productive_ns, result.overhead_ns,
                result.idle_ns, result.wasted_ns)
-    cursor = con.execute(f"SELECT iteration, rank, wall_ns, {', '.join(BUCKETS)} FROM rank_steps "
-                         "ORDER BY iteration, rank")
-    while rows := cursor.fetchmany(50_000):
+    for _names, rows in db.stream(f"SELECT iteration, rank, wall_ns, {', '.join(BUCKETS)} FROM rank_steps "
+                                  "ORDER BY iteration, rank"):
         for row in rows:
             for column, value in zip(columns, row):
                 column.append(int(value))
     return labels, result
 
 
-def _step_rows(con: Any, labels: list[str], rank_steps: RankSteps) -> tuple[StepRow, ...]:
+def _step_rows(db: TraceStore, labels: list[str], rank_steps: RankSteps) -> tuple[StepRow, ...]:
     """Per iteration: sums over ranks, the spread of step times, the slowest rank and the wait for it."""
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE step_spread AS
-        WITH busy AS (SELECT *, wall_ns - idle AS busy_ns FROM rank_steps),
-        slow AS (SELECT iteration, arg_max(rank, busy_ns ORDER BY rank DESC) AS slowest FROM busy GROUP BY iteration)
-        SELECT b.iteration, count(*) AS ranks, sum(b.wall_ns) AS wall_ns,
+    d = db.dialect
+    # the slowest rank of a step: the most busy time (wall less idle), the highest rank on a tie
+    db.create("step_spread", f"""
+        WITH busy AS (SELECT iteration, rank, wall_ns, {", ".join(BUCKETS)}, wall_ns - idle AS busy_ns FROM rank_steps),
+        slow AS (SELECT iteration, {d.arg_max('rank', '(busy_ns, rank)')} AS slowest FROM busy GROUP BY iteration),
+        slow_busy AS (SELECT s.iteration AS iteration, s.slowest AS slowest, b.busy_ns AS busy_ns
+                      FROM slow s JOIN busy b ON b.iteration = s.iteration AND b.rank = s.slowest)
+        SELECT b.iteration AS iteration, count(*) AS ranks, sum(b.wall_ns) AS wall_ns,
                {", ".join(f"sum(b.{x}) AS {x}" for x in BUCKETS)},
-               min(b.wall_ns) AS wall_min, median(b.wall_ns) AS wall_median, max(b.wall_ns) AS wall_max,
-               any_value(s.slowest) AS slowest,
-               sum(greatest(0, (SELECT x.busy_ns FROM busy x WHERE x.iteration = b.iteration AND x.rank = s.slowest)
-                               - b.busy_ns)) AS wait_ns
-        FROM busy b JOIN slow s ON s.iteration = b.iteration GROUP BY b.iteration
+               min(b.wall_ns) AS wall_min, {d.median('b.wall_ns')} AS wall_median, max(b.wall_ns) AS wall_max,
+               {d.any_value('s.slowest')} AS slowest,
+               sum(greatest(0, s.busy_ns - b.busy_ns)) AS wait_ns
+        FROM busy b JOIN slow_busy s ON s.iteration = b.iteration GROUP BY b.iteration
     """)
-    rows = con.execute(f"""
+    rows = db.rows(f"""
         SELECT p.iteration, p.ranks, p.wall_ns, {", ".join(f"p.{x}" for x in BUCKETS)}, p.wall_min, p.wall_median,
-               p.wall_max, p.slowest, p.wait_ns, printf('%032x', a.trace), printf('%016x', sp.span), a.name, a.method
+               p.wall_max, p.slowest, p.wait_ns, {d.hex_id('a.trace', 32)}, {d.hex_id('sp.span', 16)}, a.name, a.method
         FROM step_spread p
         JOIN rank_index r ON r.idx = p.slowest
-        JOIN (SELECT *, row_number() OVER (PARTITION BY iteration, rank_label ORDER BY start_ns, anchor) AS n
+        JOIN (SELECT iteration, rank_label, trace, name, method, anchor,
+                     row_number() OVER (PARTITION BY iteration, rank_label ORDER BY start_ns, anchor) AS n
               FROM steps) a ON a.iteration = p.iteration AND a.rank_label = r.rank_label AND a.n = 1
         JOIN spans sp ON sp.rowid = a.anchor
         ORDER BY p.iteration
-    """).fetchall()
+    """)
     steps = []
     for (iteration, ranks, wall, prod, over, idle, waste, wmin, wmed, wmax, slowest, wait, trace, span, name,
          method) in rows:
@@ -613,20 +596,20 @@ def _step_rows(con: Any, labels: list[str], rank_steps: RankSteps) -> tuple[Step
     return tuple(steps)
 
 
-def _ranks(con: Any, labels: list[str], rank_steps: RankSteps) -> tuple[tuple[RankRow, ...], BucketTotals]:
+def _ranks(db: TraceStore, labels: list[str], rank_steps: RankSteps) -> tuple[tuple[RankRow, ...], BucketTotals]:
     """Per rank: wall (first start to last end of its spans), buckets of its own spans, straggler cost."""
-    rows = con.execute(f"""
+    rows = db.rows(f"""
         SELECT r.idx, t.processes, t.wall_ns, {", ".join(f"t.{x}" for x in BUCKETS)}
         FROM rank_totals t JOIN rank_index r ON r.rank_label = t.rank_label ORDER BY r.idx
-    """).fetchall()
-    cost = con.execute("""
-        WITH busy AS (SELECT *, wall_ns - idle AS busy_ns FROM rank_steps)
+    """)
+    cost = db.rows("""
+        WITH busy AS (SELECT iteration, rank, idle, wall_ns - idle AS busy_ns FROM rank_steps)
         SELECT p.slowest, count(DISTINCT p.iteration), sum(greatest(0, s.busy_ns - b.busy_ns)),
                sum(least(b.idle, greatest(0, s.busy_ns - b.busy_ns)))
         FROM step_spread p JOIN busy s ON s.iteration = p.iteration AND s.rank = p.slowest
         JOIN busy b ON b.iteration = p.iteration AND b.rank <> p.slowest
         GROUP BY p.slowest
-    """).fetchall()
+    """)
     costs = {slowest: (n, int(c), int(idle)) for slowest, n, c, idle in cost}
     step_counts = Counter(rank_steps.ranks)
     ranks = []
@@ -644,40 +627,40 @@ def _ranks(con: Any, labels: list[str], rank_steps: RankSteps) -> tuple[tuple[Ra
     return tuple(ranks), BucketTotals(run_wall, run_buckets)
 
 
-def _top_spans(con: Any, top_n: int, where: str) -> tuple[TopSpan, ...]:
+def _top_spans(db: TraceStore, top_n: int, where: str) -> tuple[TopSpan, ...]:
     timed = "start_ns IS NOT NULL AND end_ns >= start_ns"
-    rows = con.execute(f"""
+    rows = db.rows(f"""
         SELECT name, count(*), sum(end_ns - start_ns) AS total FROM spans
         {where + " AND " + timed if where else "WHERE " + timed}
         GROUP BY name ORDER BY total DESC, name LIMIT {int(top_n)}
-    """).fetchall()
+    """)
     return tuple(TopSpan(name, count, int(total)) for name, count, total in rows)
 
 
-def _unfinished(con: Any, cond: str | None) -> tuple[UnfinishedProcess, ...]:
+def _unfinished(db: TraceStore, cond: str | None) -> tuple[UnfinishedProcess, ...]:
     """Processes Lens set up, with spans or loss records in the run, but no final loss record."""
     where = f"AND {cond}" if cond is not None else ""
-    rows = con.execute(f"""
+    rows = db.rows(f"""
         WITH seen AS (
             SELECT rank_label, process, rank, 1 AS span FROM spans WHERE lens_process {where}
             UNION ALL
-            SELECT rank_label, process, rank, 0 FROM loss WHERE lens_process {where}
+            SELECT rank_label, process, rank, 0 AS span FROM loss WHERE lens_process {where}
         )
-        SELECT any_value(rank_label), process, sum(span), min(rank) FROM seen
+        SELECT {db.dialect.any_value('rank_label')}, process, sum(span), min(rank) FROM seen
         WHERE process NOT IN (SELECT process FROM loss WHERE loss[6] = 1 {where})
         GROUP BY process ORDER BY min(rank) NULLS LAST, process
-    """).fetchall()
+    """)
     return tuple(UnfinishedProcess(rank, process, int(spans)) for rank, process, spans, _ in rows)
 
 
-def _loss(con: Any, cond: str | None) -> tuple[LossRow, ...]:
+def _loss(db: TraceStore, cond: str | None) -> tuple[LossRow, ...]:
     """Per process, its newest loss record (the counters are cumulative: the largest wins)."""
     where = f"WHERE {cond}" if cond is not None else ""
-    rows = con.execute(f"""
-        SELECT any_value(rank_label), process, {", ".join(f"coalesce(max(loss[{i}]), 0)" for i in range(1, 6))},
-               min(rank)
+    rows = db.rows(f"""
+        SELECT {db.dialect.any_value('rank_label')}, process,
+               {", ".join(f"coalesce(max(loss[{i}]), 0)" for i in range(1, 6))}, min(rank)
         FROM loss {where} GROUP BY process ORDER BY min(rank) NULLS LAST, process
-    """).fetchall()
+    """)
     return tuple(LossRow(rank, process, created, dropped, failed, unended, truncated)
                  for rank, process, created, dropped, failed, unended, truncated, _ in rows)
 
@@ -711,7 +694,6 @@ def choose_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | N
     """Put the ids of the spans of the chosen steps and ranks in the table ``wf_ids``
     (id, start_ns); defaults as :func:`waterfall_spans` says. Returns (rank label -> position,
     the steps chosen or None for the whole run, the rank labels chosen)."""
-    con = store.con
     labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
     order = {label: i for i, label in enumerate(labels)}
     if steps is None and report.span_count > small_run and report.steps:
@@ -725,26 +707,26 @@ def choose_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | N
         chosen = list(dict.fromkeys(w for w in wanted if w))[: default_ranks // 2]
         chosen += [label for label in labels if label not in chosen][: default_ranks - len(chosen)]
         chosen.sort(key=lambda label: order[label])
-    con.execute("CREATE OR REPLACE TEMP TABLE wf_ranks (rank_label VARCHAR)")
-    insert_rows(con, "wf_ranks", [[label] for label in chosen])
-    window = "true"
-    if chosen_steps is not None:
-        con.execute("CREATE OR REPLACE TEMP TABLE wf_steps (iteration BIGINT)")
-        insert_rows(con, "wf_steps", [[it] for it in chosen_steps])
-        con.execute("""
-            CREATE OR REPLACE TEMP TABLE wf_windows AS
-            SELECT s.iteration, min(k.start_ns) AS lo, max(k.end_ns) AS hi
+    db = store
+    db.create_columns("wf_ranks", "rank_label VARCHAR")
+    db.insert("wf_ranks", [[label] for label in chosen])
+    chosen_ranks = "k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks)"
+    if chosen_steps is None:
+        select = f"SELECT id, start_ns FROM k WHERE {chosen_ranks}"
+    else:
+        db.create_columns("wf_steps", "iteration BIGINT")
+        db.insert("wf_steps", [[it] for it in chosen_steps])
+        db.create("wf_windows", """
+            SELECT s.iteration AS iteration, min(k.start_ns) AS lo, max(k.end_ns) AS hi
             FROM steps s JOIN wf_steps w ON w.iteration = s.iteration JOIN anchors a ON a.anchor = s.anchor
             JOIN cands k ON k.id = a.cand JOIN wf_ranks r ON r.rank_label = s.rank_label GROUP BY s.iteration
         """)
-        window = "EXISTS (SELECT 1 FROM wf_windows w WHERE k.start_ns < w.hi AND k.end_ns > w.lo)"
+        # the spans that overlap a chosen step's window (few windows: a join, not a lookup per span)
+        select = (f"SELECT DISTINCT k.id AS id, k.start_ns AS start_ns FROM k CROSS JOIN wf_windows w "
+                  f"WHERE {chosen_ranks} AND k.start_ns < w.hi AND k.end_ns > w.lo")
     # the chosen ids first, in a small table: joined to the spans by rowid, the details come
-    # from the few rows drawn, not from a scan of every span (not TEMP: TraceStore.spans reads
-    # it through a cursor of its own, which sees no other cursor's temporary tables)
-    con.execute(f"""
-        CREATE OR REPLACE TABLE wf_ids AS
-        SELECT id, start_ns FROM k WHERE k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks) AND {window}
-    """)
+    # from the few rows drawn, not from a scan of every span
+    db.create("wf_ids", select)
     return order, chosen_steps, chosen
 
 
@@ -756,20 +738,22 @@ def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] 
     up to ``default_ranks`` ranks, the stragglers of the chosen steps first. Call right after
     :func:`build_report` on the same store.
     """
-    con = store.con
+    db = store
+    d = db.dialect
     order, chosen_steps, chosen = choose_spans(store, report, steps=steps, ranks=ranks, small_run=small_run,
                                                default_ranks=default_ranks)
-    total = con.execute("SELECT count(*) FROM wf_ids").fetchall()[0][0]
-    cursor = con.execute(f"""
+    total = db.value("SELECT count(*) FROM wf_ids")
+    spans = []
+    for columns, rows in db.stream(f"""
         WITH chosen AS (SELECT id FROM wf_ids ORDER BY start_ns, id LIMIT {int(limit)})
-        SELECT k.id, p.pid, s.name, k.start_ns, k.end_ns, k.bucket, k.iteration, k.rank_label, s.process,
+        SELECT k.id AS id, p.pid AS pid, s.name AS name, k.start_ns AS start_ns, k.end_ns AS end_ns,
+               k.bucket AS bucket, k.iteration AS iteration, k.rank_label AS rank_label, s.process AS process,
                coalesce(s.thread || coalesce(' ' || s.thread_name, ''), s.thread_name, '') AS thread_label,
                coalesce(s.thread_name, s.thread, '') AS thread_short,
-               printf('%032x', s.trace) AS trace, printf('%016x', s.span) AS span, s.kind, k.error
+               {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, s.kind AS kind, k.error AS error
         FROM chosen c JOIN k ON k.id = c.id JOIN spans s ON s.rowid = c.id
-        LEFT JOIN (SELECT * FROM parents WHERE id IN (SELECT id FROM chosen)) p ON p.id = c.id
+        LEFT JOIN (SELECT id, pid FROM parents WHERE id IN (SELECT id FROM chosen)) p ON p.id = c.id
         ORDER BY k.start_ns, k.id
-    """)
-    columns = [d[0] for d in cursor.description]
-    spans = [dict(zip(columns, row)) for row in cursor.fetchall()]
+    """):
+        spans += [dict(zip(columns, row)) for row in rows]
     return WaterfallSelection(spans, order, chosen_steps, chosen, total)

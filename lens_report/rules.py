@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .classify import KD
+from .dialect import Dialect
 from .model import BUCKETS
 
 __all__ = [
@@ -43,13 +45,14 @@ _BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
 _MAX_DEPTH = 64
 
 
-def _queries() -> dict[str, str]:
+def _queries(d: Dialect) -> dict[str, str]:
     # the bucket a category's span must carry: the catalog's, else the category's prefix when it
     # names a bucket (idle/x -> idle), as lens_core.efficiency.category_bucket decides at emission
-    expected = f"""coalesce(cb.bucket, CASE WHEN split_part(d.category, '/', 1) IN {_BUCKET_LIST}
-                                     THEN split_part(d.category, '/', 1) END)"""
+    prefix = d.regexp_group("d.category", "^([^/]*)", 1)
+    expected = f"""coalesce(cb.bucket, CASE WHEN {prefix} IN {_BUCKET_LIST} THEN {prefix} END)"""
     return {
         RULE_EFFICIENCY_BUCKET: f"""
+            WITH {KD}
             SELECT d.id, 'efficiency category ' || d.category || ' is bucketed ' || {expected}
                          || ' but the span carries rl.bucket=' || d.bucket
                          || '; an efficiency span keeps its category''s bucket'
@@ -57,19 +60,19 @@ def _queries() -> dict[str, str]:
             WHERE d.bucketed AND d.category IS NOT NULL AND d.bucket IN {_BUCKET_LIST}
                   AND d.category NOT IN (SELECT category FROM category_rules)
                   AND {expected} IS NOT NULL AND d.bucket <> {expected}""",
-        RULE_UMBRELLA_GROUP_BUCKET: """
+        RULE_UMBRELLA_GROUP_BUCKET: f"""
             SELECT k.id, 'stamped lens.group=' || s.grp || ', an umbrella group, but carries rl.bucket=' || k.bucket
                          || '; spans of an umbrella group overlap (one per prompt, or containing other work) '
                          || 'and are never bucketed'
             FROM k JOIN spans s ON s.rowid = k.id
             WHERE k.bucketed AND NOT coalesce(k.umbrella, false) AND s.grp IN (SELECT grp FROM umbrella_groups)""",
-        RULE_UNCATALOGUED_BUCKET: """
+        RULE_UNCATALOGUED_BUCKET: f"""
             SELECT k.id, 'carries rl.bucket=' || k.bucket || ' but has no lens.group stamp and no catalog knows '
                          || 'its name, so nothing says it is a leaf; register its group, or emit it through lens'
             FROM k JOIN spans s ON s.rowid = k.id
             WHERE k.bucketed AND s.grp IS NULL AND s.name NOT IN (SELECT name FROM catalog)""",
         RULE_VALIDATION_PRODUCTIVE: f"""
-            WITH RECURSIVE evals AS (SELECT id, name FROM kd WHERE grp = 'evaluate'),
+            WITH RECURSIVE {KD}, evals AS (SELECT id, name FROM kd WHERE grp = 'evaluate'),
             up(id, pid, depth) AS (
                 SELECT k.id, p.pid, 1 FROM k JOIN parents p ON p.id = k.id
                 WHERE k.bucketed AND k.bucket = 'productive' AND EXISTS (SELECT 1 FROM evals)
@@ -77,35 +80,34 @@ def _queries() -> dict[str, str]:
                 SELECT up.id, p.pid, up.depth + 1 FROM up JOIN parents p ON p.id = up.pid
                 WHERE up.depth < {_MAX_DEPTH} AND up.pid NOT IN (SELECT id FROM evals)
             )
-            SELECT up.id, 'productive under evaluate span ' || chr(39) || min(e.name) || chr(39)
+            SELECT up.id, 'productive under evaluate span ''' || min(e.name) || ''''
                           || ': validation generation is scored and discarded, so it is overhead '
                           || '(open it inside bucket_scope(Bucket.OVERHEAD))'
             FROM up JOIN evals e ON e.id = up.pid GROUP BY up.id""",
     }
 
 
-def load_rule_tables(con: Any) -> None:
+def load_rule_tables(db: Any) -> None:
     """Create ``category_buckets`` (category, bucket) and ``umbrella_groups`` (grp) from the RL catalog."""
     from lens_core.catalogs import rl
 
-    con.execute("CREATE OR REPLACE TEMP TABLE category_buckets (category VARCHAR, bucket VARCHAR)")
-    rows = [[category, bucket] for category, bucket in rl.EFFICIENCY_CATEGORY_BUCKET.items() if bucket is not None]
-    if rows:
-        con.executemany("INSERT INTO category_buckets VALUES (?, ?)", rows)
-    con.execute("CREATE OR REPLACE TEMP TABLE umbrella_groups (grp VARCHAR)")
-    con.executemany("INSERT INTO umbrella_groups VALUES (?)", [[group] for group in rl.UMBRELLAS])
+    db.create_columns("category_buckets", "category VARCHAR, bucket VARCHAR")
+    db.insert("category_buckets", [[category, bucket] for category, bucket in rl.EFFICIENCY_CATEGORY_BUCKET.items()
+                                   if bucket is not None])
+    db.create_columns("umbrella_groups", "grp VARCHAR")
+    db.insert("umbrella_groups", [[group] for group in rl.UMBRELLAS])
 
 
-def vocabulary_violations(con: Any, limit: int) -> tuple[list[tuple[str, int, str]], dict[str, int]]:
+def vocabulary_violations(db: Any, limit: int) -> tuple[list[tuple[str, int, str]], dict[str, int]]:
     """``(rule, span row id, reason)`` for the first ``limit`` spans of each rule, and every rule's count."""
-    load_rule_tables(con)
+    load_rule_tables(db)
     found: list[tuple[str, int, str]] = []
     counts: dict[str, int] = {}
-    for rule, query in _queries().items():
-        con.execute(f"CREATE OR REPLACE TEMP TABLE rule_hits AS {query}")
-        counts[rule] = con.execute("SELECT count(*) FROM rule_hits").fetchall()[0][0]
+    for rule, query in _queries(db.dialect).items():
+        db.create("rule_hits", query)
+        counts[rule] = db.value("SELECT count(*) FROM rule_hits")
         if counts[rule]:
-            rows = con.execute(f"SELECT * FROM rule_hits ORDER BY 1 LIMIT {int(limit)}").fetchall()
+            rows = db.rows(f"SELECT * FROM rule_hits ORDER BY 1 LIMIT {int(limit)}")
             found += [(rule, span_id, reason) for span_id, reason in rows]
-    con.execute("DROP TABLE IF EXISTS rule_hits")
+    db.drop("rule_hits")
     return found, counts
