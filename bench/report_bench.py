@@ -141,16 +141,18 @@ def run_floor(sizes: list[tuple[int, int]], workdir: Path, jobs: int) -> list[di
     return rows
 
 
-def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int) -> list[dict[str, object]]:
-    """Per size: the spans loaded into otel_traces in chdb (schema-helper columns on), then ``lens report --clickhouse``."""
+def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load: str = "sql") -> list[dict[str, object]]:
+    """Per size: the synthetic run in otel_traces in chdb (schema-helper columns on), then ``lens report --clickhouse``.
+
+    ``load="sql"`` writes the rows with ClickHouse SQL (trace_synth.otel_traces_insert: the rows loading
+    the files gives, tested equal, in seconds); ``"files"`` writes the files and loads them (minutes at 10M).
+    """
     from lens_report.clickhouse import ChdbSource, load_otlp_files, otel_traces_ddl, schema_sql
 
     rows = []
     for ranks, steps in sizes:
-        folder = workdir / f"ch-r{ranks}s{steps}"
         db = workdir / f"chdb-r{ranks}s{steps}"
         db.mkdir(parents=True, exist_ok=True)
-        spans = trace_synth.write_run(folder, ranks, steps, jobs=jobs)
         started = time.perf_counter()
         source = ChdbSource(str(db))
         source.command(otel_traces_ddl("otel_traces"))
@@ -158,13 +160,20 @@ def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int) -> li
                         if not line.startswith("--"))
         for statement in filter(None, (part.strip() for part in sql.split(";"))):
             source.command(statement)
-        loaded = load_otlp_files(source, "otel_traces", [folder], create=False)
+        if load == "files":
+            folder = workdir / f"ch-r{ranks}s{steps}"
+            trace_synth.write_run(folder, ranks, steps, jobs=jobs)
+            loaded = load_otlp_files(source, "otel_traces", [folder], create=False)
+            shutil.rmtree(folder)
+        else:
+            source.command(trace_synth.otel_traces_insert("otel_traces", ranks, steps))
+            loaded = source.rows("SELECT count() FROM otel_traces")[0][0]
+        source.command("OPTIMIZE TABLE otel_traces FINAL")  # the parts merged, as a day-old table's are
         source.close()
         load_s = time.perf_counter() - started
-        shutil.rmtree(folder)
         wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}"])
-        row = {"spans": loaded, "load_s": round(load_s, 2), "report_s": round(wall, 2), "report_cpu_s": round(cpu, 2),
-               "peak_rss_mb": round(rss), "spans_per_cpu_s": round(loaded / cpu)}
+        row = {"spans": loaded, "load": load, "load_s": round(load_s, 2), "report_s": round(wall, 2),
+               "report_cpu_s": round(cpu, 2), "peak_rss_mb": round(rss), "spans_per_cpu_s": round(loaded / cpu)}
         print(json.dumps({"clickhouse": row}), flush=True)
         rows.append(row)
         shutil.rmtree(db)
@@ -217,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, help="rank files of 30 spans for the many-files case "
                                                   "(default 10,000; 1,000 with --ci)")
     parser.add_argument("--sizes", help="RANKSxSTEPS list for --only floor/clickhouse, e.g. 100x500,300x500")
+    parser.add_argument("--load", choices=("sql", "files"), default="sql",
+                        help="--only clickhouse: fill otel_traces with SQL (default) or by loading the files")
     args = parser.parse_args(argv)
     sizes = [(10, 100), (100, 100)] if args.ci else [(100, 500), (1000, 500)]
     if args.sizes:
@@ -234,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only == "floor":
             results["floor"] = run_floor(sizes, workdir, args.jobs)
         if args.only == "clickhouse":
-            results["clickhouse"] = run_clickhouse(sizes, workdir, args.jobs)
+            results["clickhouse"] = run_clickhouse(sizes, workdir, args.jobs, args.load)
     finally:
         if not args.dir:
             shutil.rmtree(workdir, ignore_errors=True)

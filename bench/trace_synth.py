@@ -151,6 +151,60 @@ def _write_one(path: str | os.PathLike[str], spans: list[dict[str, object]]) -> 
             out.write(json.dumps(request, separators=(",", ":")) + "\n")
 
 
+def otel_traces_insert(table: str, ranks: int, steps: int, run: str = "synth") -> str:
+    """ClickHouse SQL: INSERT into the exporter's ``table`` the rows the Collector would write for
+    :func:`write_run` (the same ids, times, names and attribute texts), computed from ``numbers()``
+    in ClickHouse: 10M spans in seconds, where loading the files takes minutes. Equal to
+    loading the files (``tests/report/test_report_clickhouse.py`` compares the two)."""
+    per_rank = 1 + steps * SPANS_PER_STEP
+    resource = ", ".join(
+        f"'{key}', {value}" for key, value in (
+            ("telemetry.sdk.language", "'python'"), ("telemetry.sdk.name", "'opentelemetry'"),
+            ("telemetry.sdk.version", "'1.45.0'"), ("service.instance.id", f"concat('{run}-rank', toString(r))"),
+            ("service.name", "'lens'"), ("host.name", "concat('node', toString(intDiv(r, 8)))"),
+            ("process.pid", "toString(10000 + r)"), ("service.version", "'0.1.0'"), ("nemo.run.id", f"'{run}'"),
+            ("nv.dl.rank", "toString(r)"), ("nv.dl.world_size", f"'{ranks}'"), ("nv.dl.local_rank", "toString(r % 8)")))
+    # per layout entry (j = 1..19): name, group, bucket ('' for an umbrella), parent offset from the step span
+    names = [name for name, *_ in _STEP_LAYOUT]
+    groups = [group for _, group, *_ in _STEP_LAYOUT]
+    buckets = [bucket or "" for _, _, bucket, *_ in _STEP_LAYOUT]
+    parents = [0 if parent < 0 else parent + 1 for *_, parent, _lo, _hi in _STEP_LAYOUT]
+    los = [repr(lo) for *_, lo, _hi in _STEP_LAYOUT]
+    his = [repr(hi) for *_, hi in _STEP_LAYOUT]
+
+    def array(values: list[str], quote: bool = True) -> str:
+        return "[" + ", ".join(f"'{v}'" if quote else v for v in values) + "]"
+
+    thread = "'thread.id', '140000000000001', 'thread.name', 'MainThread'"
+    return f"""
+INSERT INTO {table} (Timestamp, TraceId, SpanId, ParentSpanId, TraceState, SpanName, SpanKind, ServiceName,
+                     ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, Duration, StatusCode, StatusMessage)
+WITH intDiv(number, {per_rank}) AS r, number % {per_rank} AS i, intDiv(i - 1, {SPANS_PER_STEP}) + 1 AS step,
+     (i - 1) % {SPANS_PER_STEP} AS j, bitShiftLeft(toUInt64(r + 1), 40) AS base,
+     base + 1 + (step - 1) * {SPANS_PER_STEP} AS step_id,
+     if(step * 7919 % {ranks} = r, 1.5, 1.0) AS slow, toInt64({STEP_NS} * 0.95 * slow / 1.5) AS length,
+     toInt64({T0}) + (step - 1) * {STEP_NS} AS start,
+     multiIf(i = 0, {T0}, j = 0, start, start + toInt64(arrayElement({array(los, False)}, j) * length)) AS st,
+     multiIf(i = 0, {T0} + {steps} * {STEP_NS}, j = 0, start + length,
+             start + toInt64(arrayElement({array(his, False)}, j) * length)) AS en,
+     multiIf(i = 0, base, j = 0, step_id, step_id + j) AS span_id,
+     multiIf(i = 0, toUInt64(0), j = 0, base, step_id + arrayElement({array([str(p) for p in parents], False)}, j))
+         AS parent_id,
+     arrayElement({array(buckets)}, j) AS bucket
+SELECT fromUnixTimestamp64Nano(st), concat(lower(leftPad(hex(0x1E45 + r), 16, '0')), '0000000000c0ffee'),
+       lower(leftPad(hex(span_id), 16, '0')), if(parent_id = 0, '', lower(leftPad(hex(parent_id), 16, '0'))), '',
+       multiIf(i = 0, 'rl.grpo.job', j = 0, 'rl.grpo.step', arrayElement({array(names)}, j)), 'SPAN_KIND_INTERNAL',
+       'lens', map({resource}), 'lens', '0.1.0',
+       multiIf(i = 0, map('lens.group', 'job', 'lens.umbrella', 'true', {thread}),
+               j = 0, map('rl.iteration', toString(step), 'lens.group', 'step', 'lens.umbrella', 'true', {thread}),
+               bucket = '', map('rl.iteration', toString(step), 'lens.group', arrayElement({array(groups)}, j),
+                                'lens.umbrella', 'true', {thread}),
+               map('rl.iteration', toString(step), 'lens.group', arrayElement({array(groups)}, j), 'rl.bucket', bucket,
+                   {thread})),
+       toUInt64(en - st), 'STATUS_CODE_UNSET', ''
+FROM numbers({ranks * per_rank})"""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: write a synthetic run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -33,7 +33,8 @@ __all__ = [
 CLICKHOUSE_HINT = "pip install 'lens-telemetry[clickhouse]'"
 """How to install what the ClickHouse path needs (clickhouse-connect for a server, chdb in process)."""
 
-LENS_COLUMNS = {"LensRun": "run", "LensRank": "rank", "LensStep": "step", "LensBucket": "bucket"}
+LENS_COLUMNS = {"LensRun": "run", "LensRank": "rank", "LensStep": "step", "LensBucket": "bucket",
+                "LensProcess": "process"}
 """Materialized columns ``lens clickhouse-schema`` adds to the table, and what each holds."""
 
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
@@ -82,8 +83,7 @@ SETTINGS index_granularity = 8192"""
 
 
 # the resource and span fields read from the exporter's maps: a missing key is NULL, as in files
-def _resource_fields() -> ResourceFields:
-    res = "ResourceAttributes"
+def _resource_fields(res: str = "ResourceAttributes") -> ResourceFields:
     return ResourceFields(
         CLICKHOUSE, run=CLICKHOUSE.map_value(res, semconv.NEMO_RUN_ID),
         instance=CLICKHOUSE.map_value(res, semconv.SERVICE_INSTANCE_ID),
@@ -107,21 +107,24 @@ def _materialized() -> dict[str, tuple[str, str]]:
         "LensRank": ("Nullable(Int64)", res.rank()),
         "LensStep": ("Nullable(Int64)", _SPAN.iteration(_span_attr(ITERATION_ATTR))),
         "LensBucket": ("LowCardinality(Nullable(String))", _span_attr(BUCKET_ATTR)),
+        # the process label (instance id, else pid@host, else service): its other resource fields are
+        # read once per process, not once per span
+        "LensProcess": ("LowCardinality(String)", res.process()),
     }
 
 
 def schema_sql(table: str = "otel_traces", *, rollup: bool = True) -> str:
-    """What ``lens clickhouse-schema`` prints: materialized columns for run id, rank, step and bucket,
+    """What ``lens clickhouse-schema`` prints: materialized columns for run id, rank, step, bucket and process,
     and (``rollup``) a per-(run, rank, step) rollup table kept by a materialized view at insert time.
 
     Existing rows get the columns with ``ALTER TABLE ... MATERIALIZE COLUMN`` (a background
     mutation); the report uses the columns when the table has them and reads the maps otherwise.
     """
     name = check_table_name(table)
-    lines = [f"-- lens: columns the report scans instead of the attribute maps (run, rank, step, bucket)"]
+    lines = [f"-- lens: columns the report scans instead of the attribute maps (run, rank, step, bucket, process)"]
     for column, (kind, expr) in _materialized().items():
         lines.append(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind} MATERIALIZED {expr};")
-    lines += [f"-- rows inserted before: ALTER TABLE {name} MATERIALIZE COLUMN LensRun (and LensRank, LensStep, LensBucket)"]
+    lines += [f"-- rows inserted before: ALTER TABLE {name} MATERIALIZE COLUMN LensRun (and LensRank, LensStep, LensBucket, LensProcess)"]
     if rollup:
         base = table.rsplit(".", 1)
         target = check_table_name(".".join([*base[:-1], base[-1] + "_lens_rank_steps"]))
@@ -420,25 +423,27 @@ def _id(column: str, digits: int) -> str:
             f"CAST(NULL AS Nullable({kind})))")
 
 
-def _projection(table: str, columns: set[str], detail: bool, run: str | None, where: str) -> str:
+def _projection(table: str, columns: set[str], detail: bool, run: str | None, where: str, *,
+                loss: bool = False) -> str:
     """ClickHouse SQL: one row per span of ``table`` with the columns of the store's ``spans`` table
-    (:data:`~lens_report.engine.SPAN_COLUMNS`, plus ``rowid``), of the rows that satisfy ``where``.
+    (:data:`~lens_report.engine.SPAN_COLUMNS`, plus ``rowid``), of the rows that satisfy ``where``;
+    the loss counters only with ``loss`` (the loss records' table).
 
     The materialized columns of :func:`schema_sql` replace the map lookups when the table has them.
+    A process's resource fields (instance, pid, host, service) are read once per process label.
     """
     name = check_table_name(table)
-    res = _resource_fields()
     mat = {column: expr for column, (_kind, expr) in _materialized().items()}
     # the working tables hold plain types: LowCardinality would spread into every derived column
     plain = {"LensRun": "String", "LensRank": "Nullable(Int64)", "LensStep": "Nullable(Int64)",
-             "LensBucket": "Nullable(String)"}
+             "LensBucket": "Nullable(String)", "LensProcess": "String"}
     use = {column: (f"CAST({column} AS {plain[column]})" if column in columns else f"({expr})")
            for column, expr in mat.items()}
-    process = res.process()
+    process = use["LensProcess"]
     rank = use["LensRank"]
-    loss = ("[" + ", ".join([*(CLICKHOUSE.to_int(_span_attr(key)) for key in LOSS_COUNTERS),
-                              f"toInt64(coalesce({CLICKHOUSE.to_bool(_span_attr(semconv.LENS_TELEMETRY_FINAL))}, false))"])
-            + "]")
+    counters = ("[" + ", ".join([*(CLICKHOUSE.to_int(_span_attr(key)) for key in LOSS_COUNTERS),
+                                 f"toInt64(coalesce({CLICKHOUSE.to_bool(_span_attr(semconv.LENS_TELEMETRY_FINAL))}, "
+                                 "false))"]) + "]")
     text = "CAST(NULL AS Nullable(String))"
     if detail:
         attrs = ("concat('[', arrayStringConcat(arrayMap((k, v) -> concat('{\"key\":', toJSONString(k), "
@@ -452,6 +457,8 @@ def _projection(table: str, columns: set[str], detail: bool, run: str | None, wh
     conditions = [f"({where})"]
     if run is not None:
         conditions.append(f"{use['LensRun']} = {CLICKHOUSE.literal(run)}")
+    cond = " AND ".join(conditions)
+    res = _resource_fields("ra")
     return f"""
 SELECT toInt64(rowNumberInAllBlocks()) AS rowid, toInt32(0) AS file, rowid + 1 AS line,
        CAST(NULL AS Nullable(String)) AS problem,
@@ -466,11 +473,18 @@ SELECT toInt64(rowNumberInAllBlocks()) AS rowid, toInt32(0) AS file, rowid + 1 A
        {_span_attr(semconv.RL_EFFICIENCY_CATEGORY)} AS category, {_span_attr(semconv.THREAD_ID)} AS thread,
        {_span_attr(semconv.THREAD_NAME)} AS thread_name,
        coalesce({CLICKHOUSE.to_bool(_span_attr(semconv.LENS_SPAN_TRUNCATED))}, false) AS truncated,
-       {use["LensRun"]} AS run, {res.instance} AS instance, {rank} AS rank, {res.pid()} AS process_pid,
-       {res.host} AS host, {res.service} AS service, {process} AS process,
-       {ResourceFields.rank_label(CLICKHOUSE, rank, process)} AS rank_label, {res.lens_process()} AS lens_process,
-       {loss} AS loss, {attrs} AS attrs, {events} AS events, {links} AS links
-FROM {name} WHERE {" AND ".join(conditions)}"""
+       {use["LensRun"]} AS run, r.instance AS instance, {rank} AS rank, r.pid AS process_pid,
+       r.host AS host, r.service AS service, {process} AS process,
+       {ResourceFields.rank_label(CLICKHOUSE, rank, process)} AS rank_label, r.lens AS lens_process,
+       {counters if loss else "CAST([], 'Array(Nullable(Int64))')"} AS loss, {attrs} AS attrs, {events} AS events,
+       {links} AS links
+FROM {name}
+LEFT JOIN (
+    SELECT label, {res.instance} AS instance, {res.pid()} AS pid, {res.host} AS host, {res.service} AS service,
+           {res.lens_process()} AS lens
+    FROM (SELECT {process} AS label, any(ResourceAttributes) AS ra FROM {name} WHERE {cond} GROUP BY label)
+) AS r ON r.label = {process}
+WHERE {cond}"""
 
 
 def _id_problem(table: str, run_filter: str) -> str:
@@ -604,8 +618,11 @@ class ClickHouseStore(TraceStore):
         loss_name = sql_text(semconv.LENS_LOSS_SPAN_NAME)
         self.create("spans", _projection(self.table, columns, self.detail, self.run,
                                          f"{ids_ok} AND SpanName <> {loss_name}"))
-        self.create("loss", _projection(self.table, columns, False, self.run, f"{ids_ok} AND SpanName = {loss_name}"))
-        self.duplicate_count = int(self.value("SELECT count() - uniqExact(trace, span) FROM spans"))
+        self.create("loss", _projection(self.table, columns, False, self.run, f"{ids_ok} AND SpanName = {loss_name}",
+                                        loss=True))
+        # distinct span ids alone first (cheap): only when some repeat can a (trace, span) pair repeat
+        if self.value("SELECT count() - uniqExact(span) FROM spans"):
+            self.duplicate_count = int(self.value("SELECT count() - uniqExact(trace, span) FROM spans"))
         if self.duplicate_count:  # the same span stored twice (e.g. exported again): keep the first
             self.create("spans_once", "SELECT * FROM spans ORDER BY line LIMIT 1 BY trace, span")
             self.create("spans", "SELECT * FROM spans_once")

@@ -17,6 +17,7 @@ from lens_report.clickhouse import (  # noqa: E402
     ClickHouseStore,
     check_table_name,
     load_otlp_files,
+    otel_traces_ddl,
     schema_sql,
 )
 from report_helpers import comparable, two_step_spans  # noqa: E402
@@ -61,7 +62,7 @@ def test_the_schema_helpers_columns_are_used_and_give_the_same_report_as_the_map
             from_maps = build_report(store).to_json()
         with ClickHouseStore(source, "otel.otel_traces") as store:
             store.load_table()
-            assert store.columns_used == ("LensBucket", "LensRank", "LensRun", "LensStep")
+            assert store.columns_used == ("LensBucket", "LensProcess", "LensRank", "LensRun", "LensStep")
             from_columns = build_report(store).to_json()
         for run, expected in (("ddp", from_columns["spans"]), ("other", 0)):  # --run filters where the spans live
             with ClickHouseStore(source, "otel.otel_traces", run=run) as store:
@@ -97,6 +98,32 @@ def test_lens_report_clickhouse_prints_the_same_json_as_the_files(tmp_path, otlp
     bad = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", "--clickhouse", f"chdb:{db}",
                           "--table", "nope"], env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.strip() == "lens report: no table nope (or it has no columns)"
+
+
+@pytest.mark.engines
+def test_perfetto_and_the_html_page_from_clickhouse_draw_the_spans_the_files_draw(tmp_path, otlp):
+    """``--perfetto`` and ``--html`` from otel_traces: the rollup's working tables live in ClickHouse, so the waterfall's
+    span choice and the Perfetto export run there; the same spans (names, times, ranks, threads) as from the files."""
+    path = otlp.write(tmp_path / "t.jsonl", otlp.request(two_step_spans(), service_name="trainer"))
+    db = tmp_path / "db"
+    db.mkdir()
+    source = ChdbSource(str(db))
+    try:
+        load_otlp_files(source, "otel_traces", [path])
+    finally:
+        source.close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
+    drawn = {}
+    for name, source_args in (("files", [str(path)]), ("clickhouse", ["--clickhouse", f"chdb:{db}"])):
+        out = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", *source_args,
+                              "--perfetto", str(tmp_path / f"{name}.json"), "--html", str(tmp_path / f"{name}.html")],
+                             env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        events = json.loads((tmp_path / f"{name}.json").read_text())["traceEvents"]
+        drawn[name] = sorted((e["name"], e["ts"], e["dur"], e["pid"], e["args"]["span_id"], e["args"]["rank"])
+                             for e in events if e["ph"] == "X")
+        assert (tmp_path / f"{name}.html").stat().st_size > 10_000
+    assert drawn["clickhouse"] == drawn["files"] and len(drawn["files"]) == len(two_step_spans())
 
 
 @pytest.mark.engines
@@ -136,3 +163,31 @@ def test_a_server_that_cannot_be_reached_is_one_line_and_exit_1(capsys):
     assert main(["--clickhouse", "http://127.0.0.1:1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("lens report: cannot connect to http://127.0.0.1:1: ")
+
+
+@pytest.mark.engines
+def test_the_benchmarks_sql_generated_otel_traces_rows_equal_loading_the_synthetic_files(tmp_path):
+    """The report benchmark fills otel_traces for 10M spans with SQL (trace_synth.otel_traces_insert) instead of
+    loading files for minutes: the rows must be exactly what loading the same synthetic run's files gives, and the
+    report from them the report of the files."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import trace_synth
+
+    trace_synth.write_run(tmp_path / "files", 5, 6)
+    source = ChdbSource()
+    try:
+        load_otlp_files(source, "loaded", [tmp_path / "files"])
+        source.command(otel_traces_ddl("generated"))
+        source.command(trace_synth.otel_traces_insert("generated", 5, 6))
+        columns = ("Timestamp, TraceId, SpanId, ParentSpanId, TraceState, SpanName, SpanKind, ServiceName, "
+                   "ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, Duration, StatusCode, StatusMessage")
+        loaded = source.rows(f"SELECT {columns} FROM loaded ORDER BY TraceId, SpanId")
+        generated = source.rows(f"SELECT {columns} FROM generated ORDER BY TraceId, SpanId")
+        assert len(loaded) == 5 * (1 + 6 * trace_synth.SPANS_PER_STEP)
+        assert generated == loaded
+        with ClickHouseStore(source, "generated") as store:
+            store.load_table()
+            from_table = build_report(store)
+        assert comparable(from_table.to_json()) == comparable(_file_report(tmp_path / "files").to_json())
+    finally:
+        source.close()
