@@ -89,3 +89,42 @@ def test_lens_resolve_into_a_closed_pipe_ends_quietly(tmp_path):
                             stderr=subprocess.PIPE, text=True)
     os.close(write_end)
     assert (proc.wait(60), proc.stderr.read()) == (0, "")
+
+
+@pytest.mark.engines
+def test_ctrl_c_while_clickhouse_rolls_up_exits_130_with_one_line(tmp_path):
+    """Ctrl-C in the ClickHouse path, where the rollup's queries run inside the embedded engine (chdb): a
+    KeyboardInterrupt raised there would be swallowed by the engine and the report would run to its end
+    with status 0; the watch ends it at once with one line and 130, at staggered points."""
+    pytest.importorskip("chdb")
+    from lens_report.clickhouse import ChdbSource, otel_traces_ddl
+    from trace_synth import otel_traces_insert
+
+    db = tmp_path / "db"
+    db.mkdir()
+    source = ChdbSource(str(db))
+    try:
+        source.command(otel_traces_ddl("otel_traces"))
+        source.command(otel_traces_insert("otel_traces", 100, 500))  # 1M spans
+    finally:
+        source.close()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    started = time.monotonic()
+    whole = _report(["--clickhouse", f"chdb:{db}"], tmp, stdout=subprocess.DEVNULL)
+    assert whole.wait(600) == 0, whole.stderr.read()
+    full = time.monotonic() - started
+    stopped = []
+    for fraction in (0.3, 0.5, 0.7):
+        proc = _report(["--clickhouse", f"chdb:{db}"], tmp, stdout=subprocess.DEVNULL)
+        time.sleep(fraction * full)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        status = proc.wait(120)
+        err = proc.stderr.read()
+        if status == 0:  # it finished first
+            continue
+        assert (status, err) == (130, "lens report: interrupted\n"), (fraction, status, err)
+        stopped.append(time.monotonic() - sent)
+    assert len(stopped) >= 2, stopped
+    assert max(stopped) < 0.5 * full, (stopped, full)  # at once, not at the end of the running query
