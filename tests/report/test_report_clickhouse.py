@@ -89,12 +89,13 @@ def test_lens_report_clickhouse_prints_the_same_json_as_the_files(tmp_path, otlp
     finally:
         source.close()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", "--clickhouse", f"chdb:{db}", "--json"],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
-    assert data["files"] == ["clickhouse:otel_traces"]
-    assert comparable(data) == comparable(_file_report(path).to_json())
+    for work_tables in ("memory", "disk"):  # the working tables in ClickHouse's memory, or on its disk
+        out = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", "--clickhouse", f"chdb:{db}", "--json",
+                              "--work-tables", work_tables], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert data["files"] == ["clickhouse:otel_traces"]
+        assert comparable(data) == comparable(_file_report(path).to_json()), work_tables
     bad = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", "--clickhouse", f"chdb:{db}",
                           "--table", "nope"], env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.strip() == "lens report: no table nope (or it has no columns)"
