@@ -254,17 +254,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
     """``lens report --clickhouse URL``: the spans of ``--table`` read through ClickHouse, then the same report."""
-    from .clickhouse import ClickHouseStore, open_source
+    from .clickhouse import ClickHouseStore, display_url, failure_text, open_source
 
     progress = _Progress(sys.stderr)
+    url = display_url(args.clickhouse)
     try:
         source = open_source(args.clickhouse)
     except (ImportError, ValueError) as exc:
         _error(str(exc))
         return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
-    except Exception as exc:  # a server that cannot be reached: one line
-        _error(f"cannot connect to {args.clickhouse}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-        return EXIT_FAILED
+    except Exception as exc:  # a server that cannot be reached or refuses the user: one line, no password
+        _error(f"cannot connect to {url}: {failure_text(exc)}")
+        return EXIT_USAGE
     try:
         with ClickHouseStore(source, args.table, detail=bool(args.perfetto), memory_limit=args.memory_limit,
                              run=args.run, work_tables=args.work_tables) as store:
@@ -276,11 +277,15 @@ def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
             progress.say(f"read {store.span_count()} spans from {args.table}")
             return _report(store, args, progress)
     except duckdb.Error as exc:
+        lost = getattr(source, "failure", None)
+        if lost is not None:  # the server went away while the report engine read its rows
+            _error(f"lost ClickHouse at {url} while reading spans: {failure_text(lost)}")
+            return EXIT_USAGE
         _error(f"the report engine failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
         return EXIT_FAILED
     except source.errors as exc:  # a query ClickHouse refused, a connection lost: one line
-        _error(f"ClickHouse failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
-        return EXIT_FAILED
+        _error(f"ClickHouse at {url} failed: {failure_text(exc)}")
+        return EXIT_USAGE
     finally:
         source.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import tempfile
@@ -23,6 +24,8 @@ __all__ = [
     "LENS_COLUMNS",
     "ServerSource",
     "check_table_name",
+    "display_url",
+    "failure_text",
     "load_otlp_files",
     "open_source",
     "otel_traces_ddl",
@@ -225,8 +228,15 @@ class ServerSource:
         # the client logs each failed request besides raising it: the report says it once
         logging.getLogger("clickhouse_connect").setLevel(logging.CRITICAL)
 
-        self.errors: tuple[type[BaseException], ...] = (ClickHouseError, RuntimeError)
+        from urllib3.exceptions import HTTPError
+
+        # a server that goes away while a result streams surfaces as urllib3's error, not the client's
+        self.errors: tuple[type[BaseException], ...] = (ClickHouseError, RuntimeError, HTTPError)
         """What the client raises for a failed query or a lost connection."""
+        self.url = display_url(url)
+        """The server's URL without its password, for messages."""
+        self.failure: BaseException | None = None
+        """What ended a result stream early (a lost server), when one did: the report engine may only see its own error."""
         self.client = clickhouse_connect.get_client(dsn=url)
 
     def command(self, sql: str) -> None:
@@ -239,17 +249,29 @@ class ServerSource:
         import pyarrow as pa
 
         stream = self.client.query_arrow_stream(sql, use_strings=True)
-        blocks = iter(stream)
-        first = next(blocks, None)
-        if first is None:
-            return pa.RecordBatchReader.from_batches(pa.schema([]), iter(()))
+        # the client yields blocks only inside the stream's context, which also closes the response:
+        # the context stays open while the reader is consumed and closes when it ends or is dropped
+        stream.__enter__()
 
         def all_blocks() -> Iterator[Any]:
-            yield from (first.to_batches() if hasattr(first, "to_batches") else [first])
-            for block in blocks:
-                yield from (block.to_batches() if hasattr(block, "to_batches") else [block])
+            try:
+                for block in stream:
+                    yield from (block.to_batches() if hasattr(block, "to_batches") else [block])
+            except self.errors as exc:
+                self.failure = exc
+                raise
+            finally:
+                stream.__exit__(None, None, None)
 
-        return pa.RecordBatchReader.from_batches(first.schema, all_blocks())
+        blocks = all_blocks()
+        try:
+            first = next(blocks, None)
+        except BaseException:
+            blocks.close()
+            raise
+        if first is None:
+            return pa.RecordBatchReader.from_batches(pa.schema([]), iter(()))
+        return pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], blocks))
 
     def insert_parquet(self, table: str, columns: str, select: str, path: str) -> None:
         # the server cannot read this machine's files: the rows go through this process
@@ -263,6 +285,27 @@ class ServerSource:
     def close(self) -> None:
         """Close the connection."""
         self.client.close()
+
+
+def display_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for messages: a command line's URL may carry one)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.netloc.rpartition('@')[2]}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def failure_text(exc: BaseException) -> str:
+    """One line saying why a ClickHouse request failed: the server's own ``Code: N. DB::Exception: ...`` line
+    when it sent one, else the error's type and first line (the client's wrapping and URL dropped)."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    found = re.search(r"server response: (.*)", text)
+    if found:
+        return re.sub(r" \(for url [^)]*\)$", "", found.group(1))
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def open_source(url: str) -> ChdbSource | ServerSource:

@@ -160,6 +160,11 @@ class ClickHouseHTTP:
             self.dead.set()
             threading.Thread(target=lambda: (self.httpd.shutdown(), self.httpd.server_close()), daemon=True).start()
 
+    def run(self, sql: str) -> bytes:
+        """Run ``sql`` in the engine session directly (not through HTTP), as a server's operator would."""
+        with self.lock:
+            return self.session.query(sql, "TSV").bytes()
+
     # ---- one statement ---------------------------------------------------------------------------
 
     def error_text(self, code: int, message: str) -> str:
@@ -187,6 +192,7 @@ class ClickHouseHTTP:
         insert = _INSERT_DATA.match(text)
         sql = (text[:insert.end()].decode() if insert else text.decode(errors="replace")).strip()
         keyword = _first_keyword(sql)
+        statement = sql  # as the client sent it (for server.queries)
         if readonly and keyword not in _READ and not (
                 readonly == 2 and (keyword == "SET" or re.match(r"\s*CREATE\s+TEMPORARY\s+TABLE", sql, re.I))):
             raise _ClickHouseError(164, self.error_text(164, f"{user}: Cannot execute query in readonly mode. (READONLY)"))
@@ -201,13 +207,17 @@ class ClickHouseHTTP:
             found = _FORMAT_AT_END.search(sql)
             if found:
                 fmt, sql = found.group(1), sql[:found.start()].rstrip()
+        if readonly and keyword in _RESULT and not insert and not re.search(r"\bSETTINGS\s+[A-Za-z_]+\s*=", sql, re.IGNORECASE):
+            # the engine itself then runs the read as the user's level allows (and system.settings
+            # says which settings this user may change, which the client reads before sending any)
+            sql += f" SETTINGS readonly = {readonly}"
         session_id = params.get("session_id", "")
         with self.lock:
             if session_id:
                 if params.get("session_check") == "1" and session_id not in self.sessions:
                     raise _ClickHouseError(372, self.error_text(372, f"Session {session_id} not found. (SESSION_NOT_FOUND)"))
                 self.sessions.add(session_id)
-            self.queries.append((user, session_id, sql))
+            self.queries.append((user, session_id, statement))
             restore = self._apply(settings, params.get("database", ""))
             started = time.perf_counter_ns()
             try:
@@ -382,21 +392,21 @@ def _handler(server: ClickHouseHTTP) -> type[BaseHTTPRequestHandler]:
                         server.busy.add(session_id)
                 try:
                     body, headers = server.execute(user=user, params=params, data=data, method=method)
+                    headers["X-ClickHouse-Query-Id"] = query_id
+                    accept = self.headers.get("Accept-Encoding", "")
+                    if body and accept and params.get("enable_http_compression", "0") not in ("0", "false", "False"):
+                        body, encoding = _compress(body, accept)
+                        if encoding:
+                            headers["Content-Encoding"] = encoding
+                    die = server.die_when is not None and server.die_when(server.queries[-1][2])
+                    # the session stays locked until its answer is sent, as a server's query holds it
+                    self._send(200, body, headers, die=bool(die))
                 finally:
                     server.busy.discard(session_id)
             except _ClickHouseError as exc:
                 self._send(http_status(exc.code), (exc.text + "\n").encode(),
                            {"X-ClickHouse-Exception-Code": str(exc.code), "X-ClickHouse-Query-Id": query_id,
                             "Content-Type": "text/plain; charset=UTF-8"})
-                return
-            headers["X-ClickHouse-Query-Id"] = query_id
-            accept = self.headers.get("Accept-Encoding", "")
-            if body and accept and params.get("enable_http_compression", "0") not in ("0", "false", "False"):
-                body, encoding = _compress(body, accept)
-                if encoding:
-                    headers["Content-Encoding"] = encoding
-            die = server.die_when is not None and server.queries and server.die_when(server.queries[-1][2])
-            self._send(200, body, headers, die=bool(die))
 
         def _send(self, status: int, body: bytes, headers: dict[str, str], die: bool = False) -> None:
             if server.dead.is_set() and not die:
@@ -412,9 +422,9 @@ def _handler(server: ClickHouseHTTP) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             step = 1 << 16
             chunks = [body[i:i + step] for i in range(0, len(body), step)]
-            if die:  # half the answer, then the connection and the port are gone: a crash as the client meets it
-                for chunk in chunks[:max(1, len(chunks) // 2)]:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            if die:  # half the answer's bytes, then the connection and the port are gone: a crash as the client meets it
+                half = body[:len(body) // 2]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(half), half))
                 self.wfile.flush()
                 server.die()
                 self.close_connection = True

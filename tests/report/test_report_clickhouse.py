@@ -156,12 +156,13 @@ def test_table_names_are_checked_before_they_reach_sql():
         check_table_name("otel_traces; DROP TABLE x")
 
 
-def test_a_server_that_cannot_be_reached_is_one_line_and_exit_1(capsys):
-    """``--clickhouse http://...`` to a closed port: one line naming the URL, no traceback, no client log line."""
+def test_a_server_that_cannot_be_reached_is_one_line_and_exit_2(capsys):
+    """``--clickhouse http://...`` to a closed port: one line naming the URL, no traceback, no client log line; exit 2
+    as for a path that does not exist (the --clickhouse value names nothing that answers)."""
     pytest.importorskip("clickhouse_connect")
     from lens_report.cli import main
 
-    assert main(["--clickhouse", "http://127.0.0.1:1"]) == 1
+    assert main(["--clickhouse", "http://127.0.0.1:1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("lens report: cannot connect to http://127.0.0.1:1: ")
 

@@ -1,0 +1,212 @@
+"""``lens report --clickhouse http://...`` against the real ClickHouse engine (chdb) behind a ClickHouse HTTP front, with the real client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("chdb")
+pytest.importorskip("clickhouse_connect")
+
+from lens_report import TraceStore, build_report  # noqa: E402
+from lens_report.clickhouse import (  # noqa: E402
+    ClickHouseStore,
+    ServerSource,
+    load_otlp_files,
+    otel_traces_ddl,
+    schema_sql,
+)
+from report_helpers import comparable, two_step_spans  # noqa: E402
+
+from clickhouse_http import ClickHouseHTTP  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+USER, PASSWORD = "lens", "s3cret"
+
+pytestmark = pytest.mark.engines
+
+
+@pytest.fixture
+def server() -> Iterator[ClickHouseHTTP]:
+    """The HTTP front on a free 127.0.0.1 port, one user ``lens`` (and a readonly=1 user ``viewer``); stopped after."""
+    front = ClickHouseHTTP(users={USER: (PASSWORD, 0), "viewer": ("v", 1), "default": ("", 0)}).start()
+    try:
+        yield front
+    finally:
+        front.stop()
+
+
+def _lens(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "otel_bridge.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _file_report(*paths: Path, **options: object) -> dict:
+    with TraceStore() as store:
+        store.load(paths)
+        return build_report(store, **options).to_json()
+
+
+def _load(server: ClickHouseHTTP, table: str, *paths: Path, schema: bool = False) -> int:
+    """Load the spans of ``paths`` into ``table`` through HTTP, as the exporter's rows (with the schema helper's DDL)."""
+    source = ServerSource(server.url(USER, PASSWORD))
+    try:
+        database, _, _ = table.rpartition(".")
+        if database:
+            source.command(f"CREATE DATABASE IF NOT EXISTS {database}")
+        source.command(otel_traces_ddl(table))
+        if schema:
+            text = "\n".join(line for line in schema_sql(table).splitlines() if not line.startswith("--"))
+            for statement in filter(None, (part.strip() for part in text.split(";"))):
+                source.command(statement)
+        return load_otlp_files(source, table, paths, create=False)
+    finally:
+        source.close()
+
+
+def test_the_front_answers_as_a_clickhouse_server_does(server):
+    """The front's own contract, seen through the real client: results, the engine's exception code and text with the
+    HTTP status ClickHouse uses, a wrong password refused with code 516, a readonly=1 user refused a write."""
+    from clickhouse_connect import get_client
+    from clickhouse_connect.driver.exceptions import DatabaseError
+
+    client = get_client(dsn=server.url(USER, PASSWORD))
+    try:
+        assert client.server_version == server.version
+        assert client.query("SELECT number * 2 FROM numbers(3)").result_rows == [(0,), (2,), (4,)]
+        with pytest.raises(DatabaseError) as unknown:
+            client.query("SELECT * FROM no_such_table")
+        assert unknown.value.code == 60 and "(UNKNOWN_TABLE)" in str(unknown.value)
+    finally:
+        client.close()
+    with pytest.raises(DatabaseError) as refused:
+        get_client(dsn=server.url(USER, "wrong"))
+    assert refused.value.code == 516
+    viewer = get_client(dsn=server.url("viewer", "v"))
+    try:
+        assert viewer.command("SELECT 1") == 1
+        with pytest.raises(DatabaseError) as readonly:
+            viewer.command("CREATE TABLE t (a UInt8) ENGINE = Memory")
+        assert readonly.value.code == 164
+    finally:
+        viewer.close()
+
+
+def test_a_server_report_streams_its_rows_inside_the_clients_stream_context(server, otlp, tmp_path):
+    """Regression: ServerSource.batches iterated clickhouse-connect's arrow stream outside its ``with`` block, and the
+    client refuses that ('Stream should be used within a context'): no report from any server ever read a row."""
+    path = otlp.write(tmp_path / "t.jsonl", otlp.request(two_step_spans(), service_name="trainer"))
+    assert _load(server, "otel_traces", path) == len(two_step_spans())
+    source = ServerSource(server.url(USER, PASSWORD))
+    try:
+        with ClickHouseStore(source, "otel_traces") as store:
+            store.load_table()
+            report = build_report(store).to_json()
+    finally:
+        source.close()
+    assert comparable(report) == comparable(_file_report(path))
+    assert any("FORMAT ArrowStream" in sql for _user, _session, sql in server.queries)
+
+
+def test_lens_report_over_http_prints_the_file_reports_json_and_filters_runs(server, tmp_path):
+    """``lens report --clickhouse http://user:pass@host:port --table db.t --json [--run R]`` equals the report of the
+    same spans from files, for the whole table and for one run of two."""
+    pytest.importorskip("opentelemetry.sdk")
+    from multirank import write_ddp_run
+
+    write_ddp_run(tmp_path, "ddp", ranks=4)
+    write_ddp_run(tmp_path, "other", ranks=2)
+    folders = (tmp_path / "ddp", tmp_path / "other")
+    assert _load(server, "otel.otel_traces", *folders) > 0
+    url = server.url(USER, PASSWORD)
+    out = _lens("report", "--clickhouse", url, "--table", "otel.otel_traces", "--run", "ddp", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["files"] == ["clickhouse:otel.otel_traces"]
+    files = _lens("report", *map(str, folders), "--run", "ddp", "--json")
+    assert files.returncode == 0, files.stderr
+    assert comparable(data) == comparable(json.loads(files.stdout))
+    # the run filter ran where the spans live: the projection asked ClickHouse for run ddp only
+    assert any("FORMAT ArrowStream" in sql and "'ddp'" in sql for _user, _session, sql in server.queries)
+    both = _lens("report", "--clickhouse", url, "--table", "otel.otel_traces", "--json")
+    from_files = _lens("report", *map(str, folders), "--json")
+    assert (both.returncode, both.stdout) == (from_files.returncode, from_files.stdout), both.stderr
+    assert both.returncode == 2 and both.stderr.replace(f"otel.otel_traces", "FILES") == \
+        from_files.stderr.replace(" ".join(map(str, folders)), "FILES"), (both.stderr, from_files.stderr)
+
+
+def test_a_table_without_the_schema_helpers_columns_is_read_from_the_maps(server, tmp_path):
+    """The same spans in a plain exporter table and in one with LensRun/LensRank/LensStep/LensBucket: the report
+    reads the columns where they exist, the maps where not, and both equal the files."""
+    pytest.importorskip("opentelemetry.sdk")
+    from multirank import write_ddp_run
+
+    write_ddp_run(tmp_path, "ddp", ranks=3)
+    folder = tmp_path / "ddp"
+    _load(server, "plain", folder)
+    _load(server, "otel.with_columns", folder, schema=True)
+    source = ServerSource(server.url(USER, PASSWORD))
+    reports = {}
+    try:
+        for table, used in (("plain", ()), ("otel.with_columns", ("LensBucket", "LensRank", "LensRun", "LensStep"))):
+            with ClickHouseStore(source, table) as store:
+                store.load_table()
+                assert store.columns_used == used
+                reports[table] = comparable(build_report(store).to_json())
+    finally:
+        source.close()
+    assert reports["plain"] == reports["otel.with_columns"] == comparable(_file_report(folder))
+
+
+def _one_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def test_a_wrong_table_a_wrong_password_and_a_dead_server_are_one_line_and_exit_2(server, otlp, tmp_path):
+    """Each ends ``lens report --clickhouse http://...`` with exit 2 and one stderr line naming what was wrong, and no
+    line shows the password."""
+    path = otlp.write(tmp_path / "t.jsonl", otlp.request(two_step_spans(), service_name="trainer"))
+    _load(server, "otel_traces", path)
+    url = server.url(USER, PASSWORD)
+    table = _lens("report", "--clickhouse", url, "--table", "nope")
+    assert table.returncode == 2 and _one_line(table) == "lens report: no table nope (or it has no columns)"
+    wrong = _lens("report", "--clickhouse", server.url(USER, "not-it"))
+    line = _one_line(wrong)
+    assert wrong.returncode == 2 and "516" in line and "Authentication failed" in line and "not-it" not in line, line
+    # the server goes away in the middle of sending the spans: half the rows, then the port is closed
+    server.die_when = lambda sql: "FORMAT ArrowStream" in sql
+    dead = _lens("report", "--clickhouse", url, "--json")
+    line = _one_line(dead)
+    assert dead.returncode == 2 and dead.stdout == "" and line.startswith("lens report: "), line
+    assert PASSWORD not in line and str(server.port) in line, line
+
+
+def test_a_server_lost_while_the_report_engine_reads_its_rows_is_one_line_and_exit_2(server, tmp_path):
+    """Regression: a server that dies mid-stream raised urllib3's ProtocolError, which no handler caught (a
+    traceback, exit 1). When the cut comes after the first Arrow batches the report engine (DuckDB) is the one
+    reading, and its error ('reading the stream ... failed') must still be told as the lost server."""
+    pytest.importorskip("opentelemetry.sdk")
+    from multirank import write_ddp_run
+
+    write_ddp_run(tmp_path, "ddp", ranks=4)
+    _load(server, "otel_traces", tmp_path / "ddp")
+    # ~24k spans (the run's spans again under new ids) in Arrow batches of 1,000 rows: the answer is MBs, the
+    # client reads it 1 MB at a time, so the cut (half way) lands after DuckDB has read batches of it
+    server.run("INSERT INTO otel_traces SELECT t.* REPLACE (concat(leftPad(hex(n.number), 8, '0'), "
+               "substring(t.SpanId, 9)) AS SpanId) FROM otel_traces AS t CROSS JOIN numbers(1, 400) AS n")
+    server.run("SET max_block_size = 1000")
+    server.die_when = lambda sql: "FORMAT ArrowStream" in sql
+    dead = _lens("report", "--clickhouse", server.url(USER, PASSWORD), "--json")
+    line = _one_line(dead)
+    assert dead.returncode == 2 and dead.stdout == "", dead.stderr
+    assert line.startswith(f"lens report: ") and "127.0.0.1" in line and PASSWORD not in line, line
+    assert "lost ClickHouse at http://lens:***@127.0.0.1" in line and "IncompleteRead" in line, line
