@@ -128,7 +128,9 @@ def two_step_spans() -> list[dict[str, Any]]:
 
 ENGINES_ENV = "LENS_REPORT_ENGINES"
 """Set to ``clickhouse`` (and ``ENGINES_LOG`` to a file): every :func:`report_of` also loads its spans into
-``otel_traces`` in chdb, reports from there, and asserts the two JSON reports are equal."""
+``otel_traces`` in chdb, reports from there, and asserts the two JSON reports are equal. ``clickhouse-http``
+does the same through a server: the ClickHouse HTTP front of ``clickhouse_http`` over chdb, read with
+clickhouse-connect as ``lens report --clickhouse http://...`` reads."""
 
 ENGINES_LOG = "LENS_REPORT_ENGINES_LOG"
 """A file :func:`report_of` appends one line to per report: ``compared`` or ``files only: WHY``."""
@@ -143,12 +145,33 @@ def comparable(report_json: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+_HTTP_FRONT: list[Any] = []
+
+
+def _http_source() -> Any:
+    """A ServerSource on this process's ClickHouse HTTP front (started on first use, stopped at exit)."""
+    from lens_report.clickhouse import ServerSource
+
+    if not _HTTP_FRONT:
+        import atexit
+
+        from clickhouse_http import ClickHouseHTTP
+
+        _HTTP_FRONT.append(ClickHouseHTTP(users={"lens": ("known-answers", 0)}).start())
+        atexit.register(_HTTP_FRONT[0].stop)
+    return ServerSource(_HTTP_FRONT[0].url("lens", "known-answers"))
+
+
 def _clickhouse_report(paths: Any, options: dict[str, Any]) -> tuple[Any, Any]:
-    """(the report, or the exception building it raised) over the spans of ``paths`` loaded into chdb."""
+    """(the report, or the exception building it raised) over the spans of ``paths`` loaded into chdb (through the
+    HTTP front with ``LENS_REPORT_ENGINES=clickhouse-http``)."""
     from lens_report.clickhouse import ChdbSource, ClickHouseStore, load_otlp_files
 
-    source = ChdbSource()
+    over_http = "clickhouse-http" in os.environ.get(ENGINES_ENV, "")
+    source = _http_source() if over_http else ChdbSource()
     try:
+        if over_http:  # one server for every report of the process: each starts from an empty table
+            source.command("DROP TABLE IF EXISTS otel_traces")
         load_otlp_files(source, "otel_traces", paths)
         with ClickHouseStore(source, "otel_traces") as store:
             store.load_table()

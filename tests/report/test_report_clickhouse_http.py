@@ -210,3 +210,22 @@ def test_a_server_lost_while_the_report_engine_reads_its_rows_is_one_line_and_ex
     assert dead.returncode == 2 and dead.stdout == "", dead.stderr
     assert line.startswith(f"lens report: ") and "127.0.0.1" in line and PASSWORD not in line, line
     assert "lost ClickHouse at http://lens:***@127.0.0.1" in line and "IncompleteRead" in line, line
+
+
+def test_every_known_answer_report_is_the_same_from_files_and_through_the_server(tmp_path):
+    """The known-answer modules of test_report_engines run again with ``LENS_REPORT_ENGINES=clickhouse-http``: each
+    report_of loads its spans into otel_traces through HTTP (inserts as Arrow bodies), reads them back with the server
+    client, and asserts the JSON equals the files' report."""
+    from report_helpers import ENGINES_ENV, ENGINES_LOG
+    from test_report_engines import KNOWN_ANSWERS
+
+    here = Path(__file__).parent
+    log = tmp_path / "engines.log"
+    env = {**os.environ, ENGINES_ENV: "clickhouse-http", ENGINES_LOG: str(log)}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                             *(str(here / name) for name in KNOWN_ANSWERS)],
+                            env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    lines = log.read_text().splitlines()
+    assert lines.count("compared") >= 30, lines
+    assert all(line == "compared" or line.startswith("files only: ") for line in lines), lines
