@@ -277,10 +277,6 @@ def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
             progress.say(f"read {store.span_count()} spans from {args.table}")
             return _report(store, args, progress)
     except duckdb.Error as exc:
-        lost = getattr(source, "failure", None)
-        if lost is not None:  # the server went away while the report engine read its rows
-            _error(f"lost ClickHouse at {url} while reading spans: {failure_text(lost)}")
-            return EXIT_USAGE
         _error(f"the report engine failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
         return EXIT_FAILED
     except source.errors as exc:  # a query ClickHouse refused, a connection lost: one line

@@ -235,8 +235,6 @@ class ServerSource:
         """What the client raises for a failed query or a lost connection."""
         self.url = display_url(url)
         """The server's URL without its password, for messages."""
-        self.failure: BaseException | None = None
-        """What ended a result stream early (a lost server), when one did: the report engine may only see its own error."""
         self.client = clickhouse_connect.get_client(dsn=url)
 
     def command(self, sql: str) -> None:
@@ -257,9 +255,6 @@ class ServerSource:
             try:
                 for block in stream:
                     yield from (block.to_batches() if hasattr(block, "to_batches") else [block])
-            except self.errors as exc:
-                self.failure = exc
-                raise
             finally:
                 stream.__exit__(None, None, None)
 
