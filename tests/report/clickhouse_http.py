@@ -18,7 +18,11 @@ What is real and what is ours:
   ClickHouse prefers) when the client asks and ``enable_http_compression`` is on; users
   (HTTP basic auth, ``X-ClickHouse-User``/``-Key`` or ``user``/``password`` parameters; a wrong
   password is code 516, HTTP 403) and their ``readonly`` level (1 or 2) are checked here by the
-  documented statement classes, since one shared engine session cannot hold per-user settings;
+  documented statement classes (readonly=1: reads and USE; 2: also SET and CREATE TEMPORARY TABLE;
+  any access to a temporary table but its creation is granted, as ClickHouse's access check does),
+  since one shared engine session cannot hold per-user settings (reads run in the engine under
+  ``SETTINGS readonly = N``, so it refuses what it would refuse and system.settings says which
+  settings the user may change);
   exceptions are sent as ClickHouse sends them (``Code: N. DB::Exception: ...`` body, the
   ``X-ClickHouse-Exception-Code`` header, the HTTP status of ClickHouse's
   exceptionCodeToHTTPStatus); the headers the client reads: ``X-ClickHouse-Summary``,
@@ -193,14 +197,9 @@ class ClickHouseHTTP:
         sql = (text[:insert.end()].decode() if insert else text.decode(errors="replace")).strip()
         keyword = _first_keyword(sql)
         statement = sql  # as the client sent it (for server.queries)
-        if readonly and keyword not in _READ and not (
-                readonly == 2 and (keyword == "SET" or re.match(r"\s*CREATE\s+TEMPORARY\s+TABLE", sql, re.I))):
-            raise _ClickHouseError(164, self.error_text(164, f"{user}: Cannot execute query in readonly mode. (READONLY)"))
+        refused = readonly and keyword not in _READ and not (
+            readonly == 2 and (keyword == "SET" or re.match(r"\s*CREATE\s+TEMPORARY\s+TABLE", sql, re.I)))
         settings = {k: v for k, v in params.items() if k not in _RESERVED and not k.startswith("param_")}
-        if readonly == 1 and settings:
-            name = sorted(settings)[0]
-            raise _ClickHouseError(164, self.error_text(
-                164, f"Cannot modify '{name}' setting in readonly mode. (READONLY)"))
         bind = {k[len("param_"):]: v for k, v in params.items() if k.startswith("param_")}
         fmt = params.get("default_format") or "TabSeparated"
         if not insert:
@@ -218,7 +217,10 @@ class ClickHouseHTTP:
                     raise _ClickHouseError(372, self.error_text(372, f"Session {session_id} not found. (SESSION_NOT_FOUND)"))
                 self.sessions.add(session_id)
             self.queries.append((user, session_id, statement))
-            restore = self._apply(settings, params.get("database", ""))
+            if refused and not self._temporary_target(sql):
+                raise _ClickHouseError(164, self.error_text(
+                    164, f"{user}: Cannot execute query in readonly mode. (READONLY)"))
+            restore = self._apply(settings, params.get("database", ""), readonly)
             started = time.perf_counter_ns()
             try:
                 if insert:
@@ -243,7 +245,19 @@ class ClickHouseHTTP:
             headers["Content-Type"] = _CONTENT_TYPES.get(fmt, "text/plain; charset=UTF-8")
         return body, headers
 
-    def _apply(self, settings: dict[str, str], database: str) -> list[str]:
+    def _temporary_target(self, sql: str) -> bool:
+        """Whether ``sql`` inserts into or drops a temporary table: ClickHouse's access check grants every access
+        to temporary tables but their creation (ContextAccess), so readonly refuses neither."""
+        if re.match(r"\s*DROP\s+TEMPORARY\s+TABLE\s", sql, re.IGNORECASE):
+            return True  # names only a temporary table (or none: IF EXISTS)
+        found = re.match(r"\s*(?:INSERT\s+INTO|DROP\s+TABLE(?:\s+IF\s+EXISTS)?)\s+`?(\w+)`?(?=[\s(]|$)",
+                         sql, re.IGNORECASE)
+        if not found:
+            return False
+        return self.session.query(f"SELECT count() FROM system.tables WHERE is_temporary AND name = '{found.group(1)}'",
+                                  "TSV").bytes().strip() != b"0"
+
+    def _apply(self, settings: dict[str, str], database: str, readonly: int) -> list[str]:
         """SET the request's settings (and USE its database) in the engine session; the statements that undo them."""
         undo: list[str] = []
         try:
@@ -256,6 +270,9 @@ class ClickHouseHTTP:
                         raise _ClickHouseError(115, self.error_text(115, f"Unknown setting '{name}'. (UNKNOWN_SETTING)"))
                     if known.get(name) == value:
                         continue
+                    if readonly == 1 or (readonly and name == "readonly"):
+                        raise _ClickHouseError(164, self.error_text(
+                            164, f"Cannot modify '{name}' setting in readonly mode. (READONLY)"))
                     self.session.query(f"SET {name} = {_literal(value)}")  # the engine checks name and value
                     undo.append(f"SET {name} = {_literal(known[name])}")
             if database:

@@ -34,8 +34,10 @@ pytestmark = pytest.mark.engines
 
 @pytest.fixture
 def server() -> Iterator[ClickHouseHTTP]:
-    """The HTTP front on a free 127.0.0.1 port, one user ``lens`` (and a readonly=1 user ``viewer``); stopped after."""
-    front = ClickHouseHTTP(users={USER: (PASSWORD, 0), "viewer": ("v", 1), "default": ("", 0)}).start()
+    """The HTTP front on a free 127.0.0.1 port: user ``lens``, readonly=1 user ``viewer`` and readonly=2 user
+    ``analyst``; stopped after."""
+    front = ClickHouseHTTP(users={USER: (PASSWORD, 0), "viewer": ("v", 1), "analyst": ("a", 2),
+                                  "default": ("", 0)}).start()
     try:
         yield front
     finally:
@@ -189,6 +191,21 @@ def test_a_wrong_table_a_wrong_password_and_a_dead_server_are_one_line_and_exit_
     line = _one_line(dead)
     assert dead.returncode == 2 and dead.stdout == "" and line.startswith("lens report: "), line
     assert PASSWORD not in line and str(server.port) in line, line
+
+
+def test_a_readonly_2_user_gets_the_report_and_a_readonly_1_user_one_line(server, otlp, tmp_path):
+    """The rollup runs in session temporary tables, after SET: a readonly=2 user (SET and CREATE TEMPORARY TABLE
+    allowed, and every access to a temporary table) gets the same report; a readonly=1 user cannot, and is told so in
+    one line (exit 2) naming ClickHouse's READONLY refusal."""
+    path = otlp.write(tmp_path / "t.jsonl", otlp.request(two_step_spans(), service_name="trainer"))
+    _load(server, "otel_traces", path)
+    full = _lens("report", "--clickhouse", server.url(USER, PASSWORD), "--json")
+    analyst = _lens("report", "--clickhouse", server.url("analyst", "a"), "--json")
+    assert full.returncode == analyst.returncode == 0, analyst.stderr
+    assert analyst.stdout == full.stdout
+    viewer = _lens("report", "--clickhouse", server.url("viewer", "v"), "--json")
+    line = _one_line(viewer)
+    assert viewer.returncode == 2 and "Code: 164." in line and "(READONLY)" in line, line
 
 
 @pytest.mark.parametrize("where", ["a result", "the rollup"])
