@@ -422,8 +422,9 @@ def _handler(server: ClickHouseHTTP) -> type[BaseHTTPRequestHandler]:
                         if encoding:
                             headers["Content-Encoding"] = encoding
                     die = server.die_when is not None and server.die_when(server.queries[-1][2])
-                    # the session stays locked until its answer is sent, as a server's query holds it
-                    self._send(200, body, headers, die=bool(die))
+                    # the session stays locked while its answer is sent, and is released before the last
+                    # bytes leave, as ClickHouse releases it before finalizing the response
+                    self._send(200, body, headers, die=bool(die), release=lambda: server.busy.discard(session_id))
                 finally:
                     server.busy.discard(session_id)
             except _ClickHouseError as exc:
@@ -431,7 +432,8 @@ def _handler(server: ClickHouseHTTP) -> type[BaseHTTPRequestHandler]:
                            {"X-ClickHouse-Exception-Code": str(exc.code), "X-ClickHouse-Query-Id": query_id,
                             "Content-Type": "text/plain; charset=UTF-8"})
 
-        def _send(self, status: int, body: bytes, headers: dict[str, str], die: bool = False) -> None:
+        def _send(self, status: int, body: bytes, headers: dict[str, str], die: bool = False,
+              release: Callable[[], None] = lambda: None) -> None:
             if server.dead.is_set() and not die:
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
@@ -455,6 +457,7 @@ def _handler(server: ClickHouseHTTP) -> type[BaseHTTPRequestHandler]:
                 return
             for chunk in chunks:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            release()
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
