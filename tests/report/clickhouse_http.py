@@ -122,11 +122,16 @@ class ClickHouseHTTP:
         self.session = session.Session(path or os.path.join(self._tmp.name, "db"))
         self.version, self.timezone = self.session.query("SELECT version(), timezone()", "TSV").bytes().decode() \
             .strip().split("\t")
+        # the engine's own default decides when a request does not set it (chdb's is 1; a server's is 0)
+        self.http_compression = self.session.query(
+            "SELECT value FROM system.settings WHERE name = 'enable_http_compression'", "TSV").bytes().strip() != b"0"
         self.lock = threading.Lock()
         self.busy: set[str] = set()
         self.busy_lock = threading.Lock()
         self.sessions: set[str] = set()
         self.queries: list[tuple[str, str, str]] = []
+        self.encodings: list[tuple[str, str, str]] = []
+        """(session_id, statement, Content-Encoding) of each answer with a body ('' when sent as is)."""
         self.die_when: Callable[[str], bool] | None = None
         """A test sets this: the first statement it returns True for gets half its answer, then the server is gone."""
         self.dead = threading.Event()
@@ -417,10 +422,14 @@ def _handler(server: ClickHouseHTTP) -> type[BaseHTTPRequestHandler]:
                     body, headers = server.execute(user=user, params=params, data=data, method=method)
                     headers["X-ClickHouse-Query-Id"] = query_id
                     accept = self.headers.get("Accept-Encoding", "")
-                    if body and accept and params.get("enable_http_compression", "0") not in ("0", "false", "False"):
+                    compress = params.get("enable_http_compression", "1" if server.http_compression else "0")
+                    if body and accept and compress not in ("0", "false", "False"):
                         body, encoding = _compress(body, accept)
                         if encoding:
                             headers["Content-Encoding"] = encoding
+                    if body:
+                        server.encodings.append((session_id, server.queries[-1][2],
+                                                 headers.get("Content-Encoding", "")))
                     die = server.die_when is not None and server.die_when(server.queries[-1][2])
                     # the session stays locked while its answer is sent, and is released before the last
                     # bytes leave, as ClickHouse releases it before finalizing the response

@@ -115,6 +115,11 @@ def test_a_server_report_streams_its_rows_inside_the_clients_stream_context(serv
         source.close()
     assert comparable(report) == comparable(_file_report(path))
     assert any("FORMAT ArrowStream" in sql for _user, _session, sql in server.queries)
+    # once connected (in its session), the client asks for compressed answers to its Native queries (the server's
+    # zstd) and reads them; it asks for none on its raw Arrow streams
+    answers = [(sql.rsplit(" ", 1)[-1], encoding) for session, sql, encoding in server.encodings if session]
+    assert {encoding for fmt, encoding in answers if fmt == "Native"} == {"zstd"}
+    assert {encoding for fmt, encoding in answers if fmt == "ArrowStream"} == {""}
 
 
 def test_lens_report_over_http_prints_the_file_reports_json_and_filters_runs(server, tmp_path):
