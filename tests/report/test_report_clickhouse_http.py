@@ -16,6 +16,7 @@ pytest.importorskip("clickhouse_connect")
 
 from lens_report import TraceStore, build_report  # noqa: E402
 from lens_report.clickhouse import (  # noqa: E402
+    LENS_COLUMNS,
     ClickHouseStore,
     ServerSource,
     load_otlp_files,
@@ -163,7 +164,7 @@ def test_a_table_without_the_schema_helpers_columns_is_read_from_the_maps(server
     source = ServerSource(server.url(USER, PASSWORD))
     reports = {}
     try:
-        for table, used in (("plain", ()), ("otel.with_columns", ("LensBucket", "LensRank", "LensRun", "LensStep"))):
+        for table, used in (("plain", ()), ("otel.with_columns", tuple(sorted(LENS_COLUMNS)))):
             with ClickHouseStore(source, table) as store:
                 store.load_table()
                 assert store.columns_used == used
@@ -200,14 +201,16 @@ def test_a_wrong_table_a_wrong_password_and_a_dead_server_are_one_line_and_exit_
 
 def test_a_readonly_2_user_gets_the_report_and_a_readonly_1_user_one_line(server, otlp, tmp_path):
     """The rollup runs in session temporary tables, after SET: a readonly=2 user (SET and CREATE TEMPORARY TABLE
-    allowed, and every access to a temporary table) gets the same report; a readonly=1 user cannot, and is told so in
-    one line (exit 2) naming ClickHouse's READONLY refusal."""
+    allowed, and every access to a temporary table) gets the same report, with the working tables in memory or on
+    disk (``--work-tables disk``: MergeTree temporary tables); a readonly=1 user cannot, and is told so in one line
+    (exit 2) naming ClickHouse's READONLY refusal."""
     path = otlp.write(tmp_path / "t.jsonl", otlp.request(two_step_spans(), service_name="trainer"))
     _load(server, "otel_traces", path)
     full = _lens("report", "--clickhouse", server.url(USER, PASSWORD), "--json")
     analyst = _lens("report", "--clickhouse", server.url("analyst", "a"), "--json")
-    assert full.returncode == analyst.returncode == 0, analyst.stderr
-    assert analyst.stdout == full.stdout
+    on_disk = _lens("report", "--clickhouse", server.url("analyst", "a"), "--json", "--work-tables", "disk")
+    assert full.returncode == analyst.returncode == on_disk.returncode == 0, analyst.stderr + on_disk.stderr
+    assert analyst.stdout == full.stdout == on_disk.stdout
     viewer = _lens("report", "--clickhouse", server.url("viewer", "v"), "--json")
     line = _one_line(viewer)
     assert viewer.returncode == 2 and "Code: 164." in line and "(READONLY)" in line, line
