@@ -174,6 +174,27 @@ def test_a_table_without_the_schema_helpers_columns_is_read_from_the_maps(server
     assert reports["plain"] == reports["otel.with_columns"] == comparable(_file_report(folder))
 
 
+def test_perfetto_and_the_html_page_over_http_draw_the_spans_the_files_draw(server, tmp_path):
+    """``--perfetto`` and ``--html`` through the server: the waterfall's spans and the Perfetto export stream back as
+    Arrow (with the detail columns: attributes, event names, links) and draw what the files draw."""
+    pytest.importorskip("opentelemetry.sdk")
+    from multirank import write_ddp_run
+
+    write_ddp_run(tmp_path, "ddp", ranks=4)
+    folder = tmp_path / "ddp"
+    _load(server, "otel_traces", folder)
+    drawn = {}
+    for name, source_args in (("files", [str(folder)]), ("http", ["--clickhouse", server.url(USER, PASSWORD)])):
+        out = _lens("report", *source_args, "--perfetto", str(tmp_path / f"{name}.json"),
+                    "--html", str(tmp_path / f"{name}.html"))
+        assert out.returncode == 0, out.stderr
+        events = json.loads((tmp_path / f"{name}.json").read_text())["traceEvents"]
+        drawn[name] = sorted((e["name"], e["ts"], e["dur"], e["pid"], e["args"]["span_id"], e["args"]["rank"])
+                             for e in events if e["ph"] == "X")
+        assert (tmp_path / f"{name}.html").stat().st_size > 10_000
+    assert drawn["http"] == drawn["files"] and len(drawn["files"]) > 50
+
+
 def _one_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
