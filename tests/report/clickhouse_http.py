@@ -126,6 +126,7 @@ class ClickHouseHTTP:
         self.http_compression = self.session.query(
             "SELECT value FROM system.settings WHERE name = 'enable_http_compression'", "TSV").bytes().strip() != b"0"
         self.lock = threading.Lock()
+        self.closed = False
         self.busy: set[str] = set()
         self.busy_lock = threading.Lock()
         self.sessions: set[str] = set()
@@ -134,6 +135,10 @@ class ClickHouseHTTP:
         """(session_id, statement, Content-Encoding) of each answer with a body ('' when sent as is)."""
         self.die_when: Callable[[str], bool] | None = None
         """A test sets this: the first statement it returns True for gets half its answer, then the server is gone."""
+        self.stall_when: Callable[[str], bool] | None = None
+        """A test sets this: a statement it returns True for waits (until :meth:`stop`) before it runs."""
+        self.stalled = threading.Event()
+        """Set when a statement stalls."""
         self.dead = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
@@ -160,6 +165,7 @@ class ClickHouseHTTP:
         if self._thread is not None:
             self._thread.join(10)
         with self.lock:
+            self.closed = True
             self.session.close()
         self._tmp.cleanup()
 
@@ -172,6 +178,8 @@ class ClickHouseHTTP:
     def run(self, sql: str) -> bytes:
         """Run ``sql`` in the engine session directly (not through HTTP), as a server's operator would."""
         with self.lock:
+            if self.closed:
+                raise RuntimeError("the front is stopped")
             return self.session.query(sql, "TSV").bytes()
 
     # ---- one statement ---------------------------------------------------------------------------
@@ -216,7 +224,12 @@ class ClickHouseHTTP:
             # says which settings this user may change, which the client reads before sending any)
             sql += f" SETTINGS readonly = {readonly}"
         session_id = params.get("session_id", "")
+        if self.stall_when is not None and self.stall_when(statement):
+            self.stalled.set()
+            self.dead.wait(120)  # a slow statement: the client waits on its answer
         with self.lock:
+            if self.closed:  # stopped while this request waited: the engine session is gone
+                raise _ClickHouseError(210, self.error_text(210, "the server is shutting down. (NETWORK_ERROR)"))
             if session_id:
                 if params.get("session_check") == "1" and session_id not in self.sessions:
                     raise _ClickHouseError(372, self.error_text(372, f"Session {session_id} not found. (SESSION_NOT_FOUND)"))

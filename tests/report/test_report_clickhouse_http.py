@@ -195,6 +195,31 @@ def test_perfetto_and_the_html_page_over_http_draw_the_spans_the_files_draw(serv
     assert drawn["http"] == drawn["files"] and len(drawn["files"]) > 50
 
 
+def test_ctrl_c_while_the_server_works_is_one_line_and_exit_130(server, otlp, tmp_path):
+    """SIGINT while ``lens report`` waits on the server (a statement of the rollup that has not answered): exit 130 and
+    one line, at once. The session's temporary tables stay on the server until the session expires (a real server's
+    default_session_timeout is 60 s): the client cannot drop them from a session a statement still holds."""
+    import signal
+
+    path = otlp.write(tmp_path / "t.jsonl", otlp.request(two_step_spans(), service_name="trainer"))
+    _load(server, "otel_traces", path)
+    creates = []
+    server.stall_when = lambda sql: sql.startswith("CREATE TEMPORARY TABLE") and len(creates.append(sql) or creates) == 5
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
+    report = subprocess.Popen([sys.executable, "-m", "otel_bridge.cli", "report", "--clickhouse",
+                               server.url(USER, PASSWORD), "--json"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stalled.wait(120), "the report never reached the stalled statement"
+        report.send_signal(signal.SIGINT)
+        out, err = report.communicate(timeout=60)
+    finally:
+        report.kill()
+    assert report.returncode == 130 and out == "" and err.strip().splitlines() == ["lens report: interrupted"], err
+    left = server.run("SELECT name FROM system.tables WHERE is_temporary ORDER BY name").decode().split()
+    assert "spans" in left, left  # what a real server keeps until the session times out
+
+
 def _one_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
