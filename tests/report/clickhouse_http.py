@@ -78,8 +78,10 @@ _RESULT = {"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXISTS", "EXPLAIN", "C
 """Statements that produce a result (ClickHouse then sends ``X-ClickHouse-Format``)."""
 
 _FORMAT_AT_END = re.compile(r"\bFORMAT\s+([A-Za-z][A-Za-z0-9_]*)\s*;?\s*$", re.IGNORECASE)
-_INSERT_DATA = re.compile(rb"\A\s*INSERT\s+INTO\s+(.+?)\s+FORMAT\s+([A-Za-z][A-Za-z0-9_]*)[ \t]*(\r?\n)?",
-                          re.IGNORECASE | re.DOTALL)
+# INSERT INTO [db.]table [(columns)] FORMAT name, then the data (only a name and a column list may precede
+# FORMAT, so a VALUES row that holds the word is not taken for one)
+_INSERT_DATA = re.compile(rb"\A\s*INSERT\s+INTO\s+(?:TABLE\s+)?([\w.`]+(?:\s*\([^()'\"]*\)\s*|\s+))FORMAT\s+"
+                          rb"([A-Za-z][A-Za-z0-9_]*)[ \t]*(\r?\n)?", re.IGNORECASE)
 _CODE = re.compile(r"Code: (\d+)\. DB::Exception: ")
 _CONTENT_TYPES = {"Native": "application/octet-stream", "ArrowStream": "application/octet-stream",
                   "Arrow": "application/octet-stream", "JSON": "application/json; charset=UTF-8",
@@ -185,6 +187,7 @@ class ClickHouseHTTP:
     # ---- one statement ---------------------------------------------------------------------------
 
     def error_text(self, code: int, message: str) -> str:
+        """An exception's text as the server sends it: ``Code: N. DB::Exception: message (version V)``."""
         return f"Code: {code}. DB::Exception: {message} (version {self.version})"
 
     def _engine_error(self, exc: BaseException) -> _ClickHouseError:
@@ -219,7 +222,7 @@ class ClickHouseHTTP:
             found = _FORMAT_AT_END.search(sql)
             if found:
                 fmt, sql = found.group(1), sql[:found.start()].rstrip()
-        if readonly and keyword in _RESULT and not insert and not re.search(r"\bSETTINGS\s+[A-Za-z_]+\s*=", sql, re.IGNORECASE):
+        if readonly and keyword in ("SELECT", "WITH") and not re.search(r"\bSETTINGS\s+\w+\s*=", sql, re.IGNORECASE):
             # the engine itself then runs the read as the user's level allows (and system.settings
             # says which settings this user may change, which the client reads before sending any)
             sql += f" SETTINGS readonly = {readonly}"
@@ -242,7 +245,7 @@ class ClickHouseHTTP:
             started = time.perf_counter_ns()
             try:
                 if insert:
-                    result = self._insert(insert.group(1).decode(), insert.group(2).decode(), text[insert.end():])
+                    result = self._insert(insert.group(1).decode().strip(), insert.group(2).decode(), text[insert.end():])
                 else:
                     result = self.session.query(sql, fmt, params=bind or None)
             except Exception as exc:  # the engine refused: its code and text, as a server sends them
@@ -292,7 +295,8 @@ class ClickHouseHTTP:
                         raise _ClickHouseError(164, self.error_text(
                             164, f"Cannot modify '{name}' setting in readonly mode. (READONLY)"))
                     self.session.query(f"SET {name} = {_literal(value)}")  # the engine checks name and value
-                    undo.append(f"SET {name} = {_literal(known[name])}")
+                    if name in known:
+                        undo.append(f"SET {name} = {_literal(known[name])}")
             if database:
                 current = self.session.query("SELECT currentDatabase()", "TSV").bytes().decode().strip()
                 if current != database:
