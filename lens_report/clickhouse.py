@@ -228,10 +228,7 @@ class ServerSource:
         # the client logs each failed request besides raising it: the report says it once
         logging.getLogger("clickhouse_connect").setLevel(logging.CRITICAL)
 
-        from urllib3.exceptions import HTTPError
-
-        # a server that goes away while a result streams surfaces as urllib3's error, not the client's
-        self.errors: tuple[type[BaseException], ...] = (ClickHouseError, RuntimeError, HTTPError)
+        self.errors: tuple[type[BaseException], ...] = (ClickHouseError, RuntimeError)
         """What the client raises for a failed query or a lost connection."""
         self.url = display_url(url)
         """The server's URL without its password, for messages."""
@@ -252,9 +249,16 @@ class ServerSource:
         stream.__enter__()
 
         def all_blocks() -> Iterator[Any]:
+            from clickhouse_connect.driver.exceptions import ClickHouseError, OperationalError
+
             try:
                 for block in stream:
                     yield from (block.to_batches() if hasattr(block, "to_batches") else [block])
+            except ClickHouseError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the transport's own error (e.g. urllib3's when the server
+                # is lost mid-answer), which the client does not wrap while a result streams: as the client's
+                raise OperationalError(f"the answer broke off: {type(exc).__name__}: {exc}") from exc
             finally:
                 stream.__exit__(None, None, None)
 
