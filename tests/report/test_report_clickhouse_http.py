@@ -220,6 +220,18 @@ def test_ctrl_c_while_the_server_works_is_one_line_and_exit_130(server, otlp, tm
     assert "spans" in left, left  # what a real server keeps until the session times out
 
 
+def test_a_statement_slower_than_the_urls_send_receive_timeout_is_one_line_and_exit_2(server, otlp, tmp_path):
+    """``?send_receive_timeout=SECONDS`` in the URL (clickhouse-connect's read timeout, 300 s unless set) bounds each
+    statement of the rollup: a statement the server does not answer in time ends the report with one line and exit 2
+    (not a hang), and the clean-up that follows does not hang on the session the statement still holds."""
+    path = otlp.write(tmp_path / "t.jsonl", otlp.request(two_step_spans(), service_name="trainer"))
+    _load(server, "otel_traces", path)
+    server.stall_when = lambda sql: sql.startswith("CREATE TEMPORARY TABLE spans ")
+    slow = _lens("report", "--clickhouse", server.url(USER, PASSWORD) + "?send_receive_timeout=2", "--json")
+    line = _one_line(slow)
+    assert slow.returncode == 2 and "timed out" in line.lower(), line
+
+
 def _one_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
