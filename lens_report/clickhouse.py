@@ -459,17 +459,32 @@ _WORK_ENGINES = {"memory": "Memory", "disk": "MergeTree ORDER BY tuple()"}
 """Where the store's working tables live (``--work-tables``): uncompressed in memory, or compressed on disk."""
 
 _HEX = {32: "^[0-9a-fA-F]{32}$", 16: "^[0-9a-fA-F]{16}$"}
+_IDS = (("TraceId", 32), ("SpanId", 16), ("ParentSpanId", 16))
+
+
+def _is_hex(column: str, digits: int) -> str:
+    """ClickHouse SQL: the id column is ``digits`` hex digits (a parent may also be '': a root)."""
+    test = f"match({column}, {sql_text(_HEX[digits])})"
+    return f"({column} = '' OR {test})" if column == "ParentSpanId" else test
 
 
 def _id(column: str, digits: int) -> str:
-    """ClickHouse SQL: a hex id column as an unsigned integer (UInt128 or UInt64); NULL unless it is hex."""
-    kind = "UInt128" if digits == 32 else "UInt64"
-    return (f"if(match({column}, {sql_text(_HEX[digits])}), reinterpretAs{kind}(reverse(unhex({column}))), "
-            f"CAST(NULL AS Nullable({kind})))")
+    """ClickHouse SQL: a hex id column as an unsigned integer (UInt128 or UInt64; '' reads 0). Only rows that
+    pass :func:`_is_hex` reach it."""
+    return f"reinterpretAs{'UInt128' if digits == 32 else 'UInt64'}(reverse(unhex({column})))"
 
 
-def _projection(table: str, columns: set[str], detail: bool, run: str | None, where: str, *,
-                loss: bool = False) -> str:
+def _lens_columns(columns: set[str]) -> dict[str, str]:
+    """Column -> SQL for each of :func:`schema_sql`'s columns: the materialized column when the table has it,
+    else its expression over the maps."""
+    # the working tables hold plain types: LowCardinality would spread into every derived column
+    plain = {"LensRun": "String", "LensRank": "Nullable(Int64)", "LensStep": "Nullable(Int64)",
+             "LensBucket": "Nullable(String)", "LensProcess": "String"}
+    return {column: (f"CAST({column} AS {plain[column]})" if column in columns else f"({expr})")
+            for column, (_kind, expr) in _materialized().items()}
+
+
+def _projection(table: str, columns: set[str], detail: bool, where: str, *, loss: bool = False) -> str:
     """ClickHouse SQL: one row per span of ``table`` with the columns of the store's ``spans`` table
     (:data:`~lens_report.engine.SPAN_COLUMNS`, plus ``rowid``), of the rows that satisfy ``where``;
     the loss counters only with ``loss`` (the loss records' table).
@@ -478,12 +493,7 @@ def _projection(table: str, columns: set[str], detail: bool, run: str | None, wh
     A process's resource fields (instance, pid, host, service) are read once per process label.
     """
     name = check_table_name(table)
-    mat = {column: expr for column, (_kind, expr) in _materialized().items()}
-    # the working tables hold plain types: LowCardinality would spread into every derived column
-    plain = {"LensRun": "String", "LensRank": "Nullable(Int64)", "LensStep": "Nullable(Int64)",
-             "LensBucket": "Nullable(String)", "LensProcess": "String"}
-    use = {column: (f"CAST({column} AS {plain[column]})" if column in columns else f"({expr})")
-           for column, expr in mat.items()}
+    use = _lens_columns(columns)
     process = use["LensProcess"]
     rank = use["LensRank"]
     counters = ("[" + ", ".join([*(CLICKHOUSE.to_int(_span_attr(key)) for key in LOSS_COUNTERS),
@@ -499,10 +509,7 @@ def _projection(table: str, columns: set[str], detail: bool, run: str | None, wh
                  "`Links.SpanId`))")
     else:
         attrs = events = links = text
-    conditions = [f"({where})"]
-    if run is not None:
-        conditions.append(f"{use['LensRun']} = {CLICKHOUSE.literal(run)}")
-    cond = " AND ".join(conditions)
+    cond = f"({where})"
     res = _resource_fields("ra")
     return f"""
 SELECT toInt64(rowNumberInAllBlocks()) AS rowid, toInt32(0) AS file, rowid + 1 AS line,
@@ -532,18 +539,15 @@ LEFT JOIN (
 WHERE {cond}"""
 
 
-def _id_problem(table: str, run_filter: str) -> str:
-    """ClickHouse SQL: (row number, problem) of every row whose ids are not hex of the right length."""
-    bad = {column: f"NOT match({column}, {sql_text(_HEX[digits])})"
-           for column, digits in (("TraceId", 32), ("SpanId", 16), ("ParentSpanId", 16))}
+def _id_problem(table: str, where: str) -> str:
+    """ClickHouse SQL: (row number, problem) of every row (of those that satisfy ``where``) whose ids are not hex
+    of the right length."""
+    cases = ", ".join(f"NOT {_is_hex(column, digits)}, concat('{column} ', {column}, ' is not {digits} hex digits')"
+                      for column, digits in _IDS)
     return f"""
 SELECT line, problem FROM (
-    SELECT rowNumberInAllBlocks() + 1 AS line,
-           multiIf({bad["TraceId"]}, concat('TraceId ', TraceId, ' is not 32 hex digits'),
-                   {bad["SpanId"]}, concat('SpanId ', SpanId, ' is not 16 hex digits'),
-                   ParentSpanId <> '' AND {bad["ParentSpanId"]},
-                   concat('ParentSpanId ', ParentSpanId, ' is not 16 hex digits'), '') AS problem
-    FROM {check_table_name(table)}{run_filter})
+    SELECT rowNumberInAllBlocks() + 1 AS line, multiIf({cases}, '') AS problem
+    FROM {check_table_name(table)} WHERE {where})
 WHERE problem <> '' ORDER BY line"""
 
 
@@ -657,19 +661,13 @@ class ClickHouseStore(TraceStore):
         self.files = [f"clickhouse:{self.table}"]
         self.create_columns("files", "idx INTEGER, path VARCHAR, first BIGINT")
         self.insert("files", [[0, self.files[0], 1]])
-        run_filter = ""
-        if self.run is not None:
-            lens_run = "LensRun" if "LensRun" in columns else f"({_materialized()['LensRun'][1]})"
-            run_filter = f" WHERE {lens_run} = {CLICKHOUSE.literal(self.run)}"
-        for line, problem in self.rows(_id_problem(self.table, run_filter) + " LIMIT 10000"):
+        run = "true" if self.run is None else f"{_lens_columns(columns)['LensRun']} = {CLICKHOUSE.literal(self.run)}"
+        for line, problem in self.rows(_id_problem(self.table, run) + " LIMIT 10000"):
             self.problems.append(Problem(self.files[0], int(line), problem))
-        ids_ok = " AND ".join(f"match({c}, {sql_text(_HEX[n])})" for c, n in (("TraceId", 32), ("SpanId", 16)))
-        ids_ok += f" AND (ParentSpanId = '' OR match(ParentSpanId, {sql_text(_HEX[16])}))"
+        good = " AND ".join([run, *(_is_hex(column, digits) for column, digits in _IDS)])
         loss_name = sql_text(semconv.LENS_LOSS_SPAN_NAME)
-        self.create("spans", _projection(self.table, columns, self.detail, self.run,
-                                         f"{ids_ok} AND SpanName <> {loss_name}"))
-        self.create("loss", _projection(self.table, columns, False, self.run, f"{ids_ok} AND SpanName = {loss_name}",
-                                        loss=True))
+        self.create("spans", _projection(self.table, columns, self.detail, f"{good} AND SpanName <> {loss_name}"))
+        self.create("loss", _projection(self.table, columns, False, f"{good} AND SpanName = {loss_name}", loss=True))
         # distinct span ids alone first (cheap): only when some repeat can a (trace, span) pair repeat
         if self.value("SELECT count() - uniqExact(span) FROM spans"):
             self.duplicate_count = int(self.value("SELECT count() - uniqExact(trace, span) FROM spans"))

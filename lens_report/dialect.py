@@ -83,7 +83,6 @@ class Dialect:
             raise ValueError("map columns are the ClickHouse schema's; DuckDB reads OTLP attribute lists")
         return f"if(mapContains({column}, {sql_text(key)}), {column}[{sql_text(key)}], NULL)"
 
-
     def hex_id(self, expr: str, digits: int) -> str:
         """SQL: an unsigned integer id as ``digits`` lower-case hex digits (16 for a span, 32 for a trace)."""
         if self.clickhouse:  # printf takes no UInt128, and hex() drops leading zero bytes

@@ -33,6 +33,17 @@ def _statements(sql: str) -> list[str]:
     return [part.strip() for part in text.split(";") if part.strip()]
 
 
+def _chdb_database(db, *paths):
+    """The directory ``db``, made a chdb database whose otel_traces holds the spans of ``paths``."""
+    db.mkdir()
+    source = ChdbSource(str(db))
+    try:
+        load_otlp_files(source, "otel_traces", list(paths))
+    finally:
+        source.close()
+    return db
+
+
 def _file_report(*paths):
     with TraceStore() as store:
         store.load(paths)
@@ -81,13 +92,7 @@ def test_the_schema_helpers_columns_are_used_and_give_the_same_report_as_the_map
 def test_lens_report_clickhouse_prints_the_same_json_as_the_files(tmp_path, otlp):
     """``lens report --clickhouse chdb:DIR --table T --json`` reports the spans loaded from files as the files do."""
     path = otlp.write(tmp_path / "t.jsonl", otlp.request(two_step_spans(), service_name="trainer"))
-    db = tmp_path / "db"
-    db.mkdir()
-    source = ChdbSource(str(db))
-    try:
-        load_otlp_files(source, "otel_traces", [path])
-    finally:
-        source.close()
+    db = _chdb_database(tmp_path / "db", path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
     for work_tables in ("memory", "disk"):  # the working tables in ClickHouse's memory, or on its disk
         out = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", "--clickhouse", f"chdb:{db}", "--json",
@@ -106,13 +111,7 @@ def test_perfetto_and_the_html_page_from_clickhouse_draw_the_spans_the_files_dra
     """``--perfetto`` and ``--html`` from otel_traces: the rollup's working tables live in ClickHouse, so the waterfall's
     span choice and the Perfetto export run there; the same spans (names, times, ranks, threads) as from the files."""
     path = otlp.write(tmp_path / "t.jsonl", otlp.request(two_step_spans(), service_name="trainer"))
-    db = tmp_path / "db"
-    db.mkdir()
-    source = ChdbSource(str(db))
-    try:
-        load_otlp_files(source, "otel_traces", [path])
-    finally:
-        source.close()
+    db = _chdb_database(tmp_path / "db", path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
     drawn = {}
     for name, source_args in (("files", [str(path)]), ("clickhouse", ["--clickhouse", f"chdb:{db}"])):
@@ -193,3 +192,31 @@ def test_the_benchmarks_sql_generated_otel_traces_rows_equal_loading_the_synthet
         assert comparable(from_table.to_json()) == comparable(_file_report(tmp_path / "files").to_json())
     finally:
         source.close()
+
+
+@pytest.mark.engines
+def test_rows_whose_ids_are_not_hex_are_problems_and_the_rest_are_spans():
+    """Ids are checked once, in the filter that makes the store's spans: a row with a TraceId or ParentSpanId that
+    is not hex of the right length is a problem naming it (not a span with a NULL or zero id), an empty
+    ParentSpanId is a root, and the valid child still finds its parent."""
+    source = ChdbSource()
+    try:
+        source.command(otel_traces_ddl("t"))
+        trace = "0123456789abcdef" * 2
+        source.command(
+            "INSERT INTO t (Timestamp, TraceId, SpanId, ParentSpanId, SpanName, Duration) VALUES "
+            f"(now64(9), '{trace}', '0123456789abcdef', '', 'root', 10), "
+            f"(now64(9), '{trace}', '1123456789abcdef', '0123456789abcdef', 'child', 5), "
+            "(now64(9), 'zz', '2123456789abcdef', '', 'bad trace', 5), "
+            f"(now64(9), '{trace}', '3123456789abcdef', 'xyz', 'bad parent', 5)")
+        with ClickHouseStore(source, "t") as store:
+            store.load_table()
+            assert sorted(p.message for p in store.problems) == ["ParentSpanId xyz is not 16 hex digits",
+                                                                 "TraceId zz is not 32 hex digits"]
+            spans = {span.name: span for span in store.spans()}
+            report = build_report(store)
+    finally:
+        source.close()
+    assert sorted(spans) == ["child", "root"]
+    assert spans["root"].parent_span_id is None and spans["child"].parent_span_id == "0123456789abcdef"
+    assert spans["child"].trace_id == trace and report.orphan_count == 0

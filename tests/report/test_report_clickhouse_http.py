@@ -299,16 +299,6 @@ def test_every_known_answer_report_is_the_same_from_files_and_through_the_server
     """The known-answer modules of test_report_engines run again with ``LENS_REPORT_ENGINES=clickhouse-http``: each
     report_of loads its spans into otel_traces through HTTP (inserts as Arrow bodies), reads them back with the server
     client, and asserts the JSON equals the files' report."""
-    from report_helpers import ENGINES_ENV, ENGINES_LOG
-    from test_report_engines import KNOWN_ANSWERS
+    from test_report_engines import run_known_answers
 
-    here = Path(__file__).parent
-    log = tmp_path / "engines.log"
-    env = {**os.environ, ENGINES_ENV: "clickhouse-http", ENGINES_LOG: str(log)}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                             *(str(here / name) for name in KNOWN_ANSWERS)],
-                            env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    lines = log.read_text().splitlines()
-    assert lines.count("compared") >= 45, lines
-    assert all(line == "compared" or line.startswith("files only: ") for line in lines), lines
+    run_known_answers("clickhouse-http", tmp_path)

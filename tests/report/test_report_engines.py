@@ -19,19 +19,24 @@ KNOWN_ANSWERS = ("test_report_rollup.py", "test_report_multirank.py", "test_repo
 """The test modules whose reports are known answers (each ``report_of`` there compares both engines)."""
 
 
-@pytest.mark.engines
-def test_every_known_answer_report_is_the_same_from_files_and_from_otel_traces(tmp_path):
-    """Each report_of of the known-answer modules reads its spans from files and from the exporter's table in chdb and
-    asserts the JSON reports equal; the run fails when any differs, and when too few reports were compared."""
+def run_known_answers(engine: str, tmp_path: Path) -> None:
+    """Run the known-answer modules with ``LENS_REPORT_ENGINES=engine``: each ``report_of`` there also builds its
+    report from otel_traces and asserts the JSON equal; fails when any differs or too few reports were compared."""
     here = Path(__file__).parent
     log = tmp_path / "engines.log"
-    env = {**os.environ, ENGINES_ENV: "clickhouse", ENGINES_LOG: str(log)}
+    env = {**os.environ, ENGINES_ENV: engine, ENGINES_LOG: str(log)}
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                              *(str(here / name) for name in KNOWN_ANSWERS)],
                             env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     lines = log.read_text().splitlines()
-    compared = lines.count("compared")
     # every report with input the exporter can store is compared; the rest say why not
-    assert compared >= 45, lines
+    assert lines.count("compared") >= 45, lines
     assert all(line == "compared" or line.startswith("files only: ") for line in lines), lines
+
+
+@pytest.mark.engines
+def test_every_known_answer_report_is_the_same_from_files_and_from_otel_traces(tmp_path):
+    """Each report_of of the known-answer modules reads its spans from files and from the exporter's table in chdb and
+    asserts the JSON reports equal; the run fails when any differs, and when too few reports were compared."""
+    run_known_answers("clickhouse", tmp_path)
