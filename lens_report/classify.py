@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CATALOG_COLUMNS", "KD", "load_catalog"]
+__all__ = ["CATALOG_COLUMNS", "KD", "K_COLUMNS", "load_catalog"]
 
 CATALOG_COLUMNS = "name VARCHAR, grp VARCHAR, umbrella BOOLEAN, category VARCHAR, never_reason VARCHAR"
 """Columns of the ``catalog`` table: one row per catalogued span name."""
 
 
-_K_COLUMNS = ("id", "trace", "span", "parent", "bucket", "iteration", "start_ns", "end_ns", "error", "rank",
+K_COLUMNS = ("id", "trace", "span", "parent", "bucket", "iteration", "start_ns", "end_ns", "error", "rank",
               "rank_label", "file", "line", "ok", "bucketed", "umbrella", "never_reason", "timer_only", "named_step",
               "in_named_trace", "counted", "cand")
+"""The columns of the rollup's classified spans (``k``), besides ``cand_name`` (a step candidate's name)."""
 KD = """kd AS (
-    SELECT """ + ", ".join(f"k.{c} AS {c}" for c in _K_COLUMNS) + """, s.name AS name, s.process AS process, s.start_text AS start_text, s.end_text AS end_text,
+    SELECT """ + ", ".join(f"k.{c} AS {c}" for c in K_COLUMNS) + """, s.name AS name, s.process AS process, s.start_text AS start_text, s.end_text AS end_text,
            coalesce(s.grp, c.grp) AS grp, coalesce(s.category, c.category) AS category
     FROM k JOIN spans s ON s.rowid = k.id LEFT JOIN catalog c ON c.name = s.name)"""
 """A common table expression (``WITH`` + this): ``kd``, each classified span (``k``) with its name,
