@@ -196,7 +196,27 @@ def check(results: dict[str, object]) -> list[tuple[str, float, float, bool]]:
                  results["chain"]["report_html_s"] / normal, 3.0))
     rows.append(("20k overlapping spans in one lane / normal trace as large (report + html)",
                  results["overlap"]["report_html_s"] / normal, 3.0))
-    return [(label, ratio, bound, ratio <= bound) for label, ratio, bound in rows] + check_extra(results)
+    return ([(label, ratio, bound, ratio <= bound) for label, ratio, bound in rows] + _rss_checks(sizes)
+            + check_extra(results))
+
+
+RSS_SLACK = 1.1
+"""How far past the default ``--memory-limit`` a report's peak RSS may go (memory, not time: the
+same on a loaded machine), at every span count."""
+
+
+def _rss_checks(rows: list[dict[str, object]]) -> list[tuple[str, float, float, bool]]:
+    """Peak RSS of each measured report against the default memory limit (bounded whatever the span count)."""
+    from lens_report.engine import memory_bytes
+    from lens_report.model import DEFAULT_MEMORY_LIMIT
+
+    limit_mb = memory_bytes(DEFAULT_MEMORY_LIMIT) / 2**20
+    checks = []
+    for row in rows:
+        ratio = float(row["peak_rss_mb"]) / limit_mb  # type: ignore[arg-type]
+        checks.append((f"peak RSS of {row['spans']} spans / --memory-limit {DEFAULT_MEMORY_LIMIT}", ratio,
+                       RSS_SLACK, ratio <= RSS_SLACK))
+    return checks
 
 
 def check_extra(results: dict[str, object]) -> list[tuple[str, float, float, bool]]:
@@ -211,7 +231,8 @@ def check_extra(results: dict[str, object]) -> list[tuple[str, float, float, boo
     for row in results.get("floor", []):
         rows.append((f"lens report CPU / DuckDB reading and unnesting the same {row['spans']} spans",
                      row["cpu_ratio"], 1.5))
-    return [(label, ratio, bound, ratio <= bound) for label, ratio, bound in rows]
+    return [(label, ratio, bound, ratio <= bound) for label, ratio, bound in rows] + _rss_checks(
+        results.get("floor", []))
 
 
 def main(argv: list[str] | None = None) -> int:

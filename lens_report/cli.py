@@ -140,8 +140,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--strict", action="store_true", help="exit 1 when any goodput invariant is violated")
     parser.add_argument("--memory-limit", type=memory_size, default=DEFAULT_MEMORY_LIMIT, metavar="SIZE",
-                        help=f"memory the report engine may use before it spills to disk (default {DEFAULT_MEMORY_LIMIT}; "
-                             "peak RSS is about this plus 350 MB)")
+                        help=f"memory the report may use: its peak RSS stays near this, the engine spilling to disk "
+                             f"past its share (default {DEFAULT_MEMORY_LIMIT}: files are read by one statement; "
+                             "each further 256MB reads with one more, up to the cores)")
 
 
 def build_parser(subparsers: Any = None) -> argparse.ArgumentParser:
@@ -245,6 +246,10 @@ def run(args: argparse.Namespace) -> int:
                 detail=bool(args.perfetto), progress=progress.files, memory_limit=args.memory_limit,
                 temp_dir=directory) as store:
             store.load_files(files)
+            if store.read_limit_raised:  # the report still holds: said, not an error
+                _error(f"note: reading these files needed more memory than --memory-limit {args.memory_limit} "
+                       f"gives; they were read again with {store.read_limit / 1e6:,.0f} MB for the engine "
+                       "(large files: DuckDB's JSON reader holds ~330 MB for a file past ~100 MB)")
             progress.say(f"read {store.span_count()} spans")
             return _report(store, args, progress)
     except duckdb.Error as exc:  # e.g. out of disk for the database: one line, no traceback

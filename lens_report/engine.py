@@ -7,6 +7,7 @@ import gzip
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -31,6 +32,9 @@ __all__ = [
     "find_trace_files",
     "insert_rows",
     "max_line_bytes",
+    "memory_bytes",
+    "memory_plan",
+    "MemoryPlan",
     "read_spans",
     "require_duckdb",
     "span_rows_sql",
@@ -51,19 +55,59 @@ _LINE_CAP_MAX = 64 * 1024 * 1024  # past this a line is hostile, not a batch: sk
 _SKIP_BUDGET = 1024 * 1024 * 1024  # decompressed bytes read through one over-long line before the file is abandoned
 
 
+def memory_bytes(memory_limit: str) -> int:
+    """``memory_limit`` (``512MB``, ``2GiB``, ... as DuckDB reads it) in bytes; 1 GB when it cannot be read."""
+    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
+             "TIB": 2**40, "B": 1}
+    text = memory_limit.strip().upper()
+    unit = next((u for u in sorted(units, key=len, reverse=True) if text.endswith(u)), None)
+    try:
+        return int(float(text[: -len(unit)]) * units[unit] if unit else float(text))
+    except ValueError:
+        return 10**9
+
+
 def max_line_bytes(memory_limit: str, threads: int) -> int:
     """The longest line the report reads under ``memory_limit``: DuckDB holds up to twice it per
     reading thread, so an eighth of the limit per thread, never below what the file exporter
     writes (plus 1 MB) nor above 64 MB. Longer lines are skipped, each with a problem."""
-    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
-             "TIB": 2**40}
-    text = memory_limit.strip().upper()
-    unit = next((u for u in sorted(units, key=len, reverse=True) if text.endswith(u)), None)
-    try:
-        limit = float(text[: -len(unit)]) * units[unit] if unit else float(text)
-    except ValueError:
-        limit = 1e9
+    limit = memory_bytes(memory_limit)
     return int(min(_LINE_CAP_MAX, max(EXPORTER_MAX_LINE + 2**20, limit / (8 * max(1, threads)))))
+
+
+_PROCESS_BYTES = 56 * 10**6
+"""What the report's process holds besides the engine's buffers while it reads: the interpreter, the
+DuckDB library and what DuckDB allocates outside its limit (measured: ~70 MB RSS before reading)."""
+_READER_BYTES = 256 * 10**6
+"""The memory one reading statement needs, its JSON buffers (~115 MB at 512-span lines), the rows it is
+writing and its share of the process: a second reader starts at 512 MB."""
+_ROLLUP_SHARE = 0.6
+"""The share of the reading limit the rollup's engine gets: its joins hold memory outside the limit too."""
+_DATABASE = "lens_spans"
+_ROW_GROUP_SIZE = 30_720
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """How a report keeps its whole process near ``--memory-limit``: the engine's limit while
+    reading and while rolling up (bytes), and how many reading statements run at once."""
+
+    read_bytes: int
+    rollup_bytes: int
+    readers: int
+
+
+def memory_plan(memory_limit: str, threads: int) -> MemoryPlan:
+    """The :class:`MemoryPlan` for a report whose peak RSS should stay near ``memory_limit``.
+
+    At the default 256 MB: one reading statement within 200 MB, the rollup within 120 MB
+    (spilling to disk past it). Each further 256 MB adds a reading statement, up to ``threads``.
+    """
+    total = memory_bytes(memory_limit)
+    read = max(total - _PROCESS_BYTES, total // 2)
+    return MemoryPlan(read, int(read * _ROLLUP_SHARE), max(1, min(threads, total // _READER_BYTES)))
+
+
 _BATCH_BYTES = 256 * 1024 * 1024  # files per ingest statement (one thread each); a statement costs ~30 ms besides its spans
 _INT64_MAX = 2**63 - 1
 
@@ -184,6 +228,14 @@ _COLUMNS = """
     loss BIGINT[], attrs VARCHAR, events VARCHAR, links VARCHAR
 """
 
+def _unnest_or_null(items: str) -> str:
+    """SQL: ``unnest`` of the list ``items``, one NULL row when it is empty or NULL (so the line can be reported).
+
+    A CASE, not ``coalesce(nullif(items, []), [NULL])``: coalesce copies every list it passes
+    through, spans and their attributes with it (0.7-0.9 s of CPU per 1M spans)."""
+    return f"unnest(CASE WHEN len({items}) > 0 THEN {items} ELSE [NULL] END)"
+
+
 _NO_SPANS = "no spans"  # the problem of a line that holds no span: invalid JSON, not OTLP, or empty
 
 
@@ -213,7 +265,7 @@ WITH lines AS NOT MATERIALIZED (
                              maximum_object_size={int(max_line)}) WITH ORDINALITY
 ), rs AS NOT MATERIALIZED (
     -- a line without a span keeps one NULL row, so the line can be reported
-    SELECT {file_sql} AS file, o, unnest(coalesce(nullif(j.resourceSpans, []), [NULL])) AS rs FROM lines
+    SELECT {file_sql} AS file, o, {_unnest_or_null('j.resourceSpans')} AS rs FROM lines
 ), rsr AS NOT MATERIALIZED (
     -- resource fields as scalars before the spans are unnested: a list copied to every span
     -- row would hold the whole resource once per span
@@ -229,9 +281,9 @@ WITH lines AS NOT MATERIALIZED (
 ), rsk AS NOT MATERIALIZED (
     SELECT *, {ResourceFields.rank_label(DUCKDB, "rank", "process")} AS rank_label FROM rsl
 ), sc AS NOT MATERIALIZED (
-    SELECT * EXCLUDE (scopes), unnest(coalesce(nullif(scopes, []), [NULL])) AS sc FROM rsk
+    SELECT * EXCLUDE (scopes), {_unnest_or_null('scopes')} AS sc FROM rsk
 ), x AS NOT MATERIALIZED (
-    SELECT * EXCLUDE (sc), unnest(coalesce(nullif(sc.spans, []), [NULL])) AS t FROM sc
+    SELECT * EXCLUDE (sc), {_unnest_or_null('sc.spans')} AS t FROM sc
 ), y AS NOT MATERIALIZED (
     SELECT *, list_transform(t.attributes, lambda a: a.key) AS keys,
            {_int_id("t.traceId", 16)} AS trace_id, {_int_id("t.spanId", 8)} AS span_id,
@@ -285,8 +337,9 @@ def _remove_database(directory: str) -> None:
 class TraceStore:
     """Spans of OTLP-JSON trace files in an embedded DuckDB database (a temporary file), one row each.
 
-    Reading streams the files through DuckDB's JSON reader in batches, so memory stays within
-    ``memory_limit`` however many spans there are (DuckDB spills to the database file). Every
+    Reading streams the files through DuckDB's JSON reader in batches, so the process's memory
+    stays near ``memory_limit`` however many spans there are (see :func:`memory_plan`; DuckDB
+    spills to the database file and its temporary directory). Every
     span keeps its file and line (the n-th non-blank line; the file exporter writes none).
     With ``detail`` each span also keeps its attributes, events and links as JSON text (for
     the Perfetto export and :meth:`spans`). Input that cannot be read becomes a
@@ -308,11 +361,22 @@ class TraceStore:
         remove_on_interrupt(self._dir)  # under the lens command, Ctrl-C removes it too (lens demo's report)
         # a store nobody closed still leaves no database behind (at collection or at exit)
         self._cleanup = weakref.finalize(self, _remove_database, self._dir)
-        self.con = duckdb.connect(os.path.join(self._dir, "spans.duckdb"))
         self._threads = threads or min(4, os.cpu_count() or 1)
+        self.plan = memory_plan(memory_limit, self._threads)
         self.max_line = max_line_bytes(memory_limit, self._threads)
-        self.con.execute(f"SET threads = {int(self._threads)}")
-        self.con.execute(f"SET memory_limit = {_sql_text(memory_limit)}")
+        self.con = duckdb.connect()
+        # small row groups, flushed one at a time: a reading statement holds ~11 MB of rows, not 5 x 44 MB
+        self.con.execute(f"ATTACH {_sql_text(os.path.join(self._dir, 'spans.duckdb'))} AS {_DATABASE} "
+                         f"(ROW_GROUP_SIZE {_ROW_GROUP_SIZE})")
+        self.con.execute(f"USE {_DATABASE}")
+        self.con.execute("SET write_buffer_row_group_count = 1")
+        # reading statements run on one thread each (WITH ORDINALITY), so reading uses as many
+        self.con.execute(f"SET threads = {self.plan.readers}")
+        self.con.execute(f"SET memory_limit = '{self.plan.read_bytes}B'")
+        self.read_limit = self.plan.read_bytes
+        """The engine's memory limit while reading, in bytes: the plan's, or more when a batch of
+        files needed more (see :meth:`read_limit_raised`)."""
+        self._limit_lock = threading.Lock()
         self.con.execute(f"SET temp_directory = {_sql_text(os.path.join(self._dir, 'spill'))}")
         self.con.execute("SET preserve_insertion_order = false")
         self.con.execute("SET enable_progress_bar = false")
@@ -344,18 +408,20 @@ class TraceStore:
         """Read every span of ``files`` (paths of trace files) into the store, then index it. Call once.
 
         A statement that numbers lines (``WITH ORDINALITY``) runs on one thread in DuckDB, so
-        batches of files are read by as many statements at once as the store has threads,
-        each on its own cursor: 1.8x faster on 2 cores than one statement at a time.
+        batches of files are read by as many statements at once as the memory plan allows
+        (``readers``: one at the default 256 MB, whose JSON buffers alone take ~115 MB), each on
+        its own cursor: two at once read 1.8x faster on 2 cores than one.
         """
         for file in files:
             if file not in self._index:
                 self._index[file] = len(self.files)
                 self.files.append(file)
         insert_rows(self.con, "files", [(i, f, None) for i, f in enumerate(self.files)])
-        batches = list(_batches(self.files, self._threads))
+        readers = self.plan.readers
+        batches = list(_batches(self.files, readers))
         problems: list[list[Problem]] = [[] for _ in batches]
         done = 0
-        with concurrent.futures.ThreadPoolExecutor(self._threads, thread_name_prefix="lens-report-read") as pool:
+        with concurrent.futures.ThreadPoolExecutor(readers, thread_name_prefix="lens-report-read") as pool:
             pending = {pool.submit(self._ingest, batch, problems[i]): batch for i, batch in enumerate(batches)}
             try:
                 for future in concurrent.futures.as_completed(pending):
@@ -372,9 +438,18 @@ class TraceStore:
         for found in problems:  # in file order, whichever batch finished first
             self.problems.extend(found)
         self._finish()
+        # the rollup: every thread, and the memory the reading statements' buffers held left to the process
+        self.con.execute(f"SET threads = {int(self._threads)}")
+        self.con.execute(f"SET memory_limit = '{self.plan.rollup_bytes}B'")
+
+    @property
+    def read_limit_raised(self) -> bool:
+        """Whether reading needed more memory than the plan gave (the files were read with :attr:`read_limit`)."""
+        return self.read_limit > self.plan.read_bytes
 
     def _ingest(self, batch: list[str], problems: list[Problem]) -> None:
         cursor = self.con.cursor()
+        cursor.execute(f"USE {_DATABASE}")  # a cursor starts in the in-memory catalog
         self._cursors.add(cursor)
         try:
             self._ingest_batch(cursor, batch, problems)
@@ -385,12 +460,27 @@ class TraceStore:
     def _ingest_batch(self, cursor: Any, batch: list[str], problems: list[Problem]) -> None:
         try:
             self._ingest_files(cursor, batch)
-        except _input_errors():
+        except _input_errors() as exc:
+            # DuckDB's JSON reader holds ~115 MB for files of a few MB, ~330 MB for files past ~100 MB:
+            # the same batch again with more memory (a failed statement inserts nothing), then file by file
+            if isinstance(exc, require_duckdb().OutOfMemoryException) and self._raise_read_limit():
+                self._ingest_batch(cursor, batch, problems)
+                return
             if len(batch) > 1:  # find the file DuckDB cannot read
                 for file in batch:
                     self._ingest_batch(cursor, [file], problems)
                 return
             self._salvage(cursor, batch[0], problems)
+
+    def _raise_read_limit(self) -> bool:
+        """Double the engine's memory limit for reading, up to 4x the plan's; False once there."""
+        with self._limit_lock:
+            limit = min(self.read_limit * 2, 4 * self.plan.read_bytes)
+            if limit <= self.read_limit:
+                return False
+            self.read_limit = limit
+            self.con.execute(f"SET memory_limit = '{limit}B'")
+            return True
 
     def _ingest_files(self, cursor: Any, batch: list[str], *, as_file: str | None = None) -> None:
         files_sql = "[" + ", ".join(_sql_text(f) for f in batch) + "]"
@@ -436,12 +526,11 @@ class TraceStore:
         # file (every line leaves a row) makes it a line number
         con.execute("UPDATE files SET first = m.first FROM "
                     "(SELECT file, min(line) AS first FROM spans GROUP BY file) m WHERE m.file = files.idx")
-        con.execute("UPDATE spans SET line = line - (SELECT first FROM files WHERE idx = spans.file) + 1 "
-                    "WHERE problem IS NOT NULL")
         no_spans: dict[int, list[int]] = {}
         self._span_problems: list[Problem] = []
-        for file, line, problem in con.execute(
-                "SELECT file, line, problem FROM spans WHERE problem IS NOT NULL ORDER BY file, line").fetchall():
+        bad = con.execute("SELECT s.file, s.line - f.first + 1 AS line, s.problem FROM spans s JOIN files f "
+                          "ON f.idx = s.file WHERE s.problem IS NOT NULL ORDER BY s.file, line").fetchall()
+        for file, line, problem in bad:
             if problem == _NO_SPANS:
                 no_spans.setdefault(file, []).append(line)
             else:
@@ -452,9 +541,14 @@ class TraceStore:
         rank = {path: i for i, path in enumerate(self.files)}
         # in file and line order: what reading found (missing paths first), then every bad line
         self.problems = sorted(self.problems + found + self._span_problems, key=lambda p: (rank.get(p.file, -1), p.line))
-        con.execute("DELETE FROM spans WHERE problem IS NOT NULL")
-        self.duplicate_count = con.execute(
-            "SELECT count(*) - count(DISTINCT (trace, span)) FROM spans").fetchall()[0][0]
+        if bad:  # (a DELETE scans every row even when it removes none)
+            con.execute("DELETE FROM spans WHERE problem IS NOT NULL")
+        # span ids alone first: distinct on one 64-bit key costs ~60 % of distinct on (trace, span),
+        # and a span written twice repeats its span id, so no repeated id means no duplicate
+        self.duplicate_count = 0
+        if con.execute("SELECT count(*) - count(DISTINCT span) FROM spans").fetchall()[0][0]:
+            self.duplicate_count = con.execute(
+                "SELECT count(*) - count(DISTINCT (trace, span)) FROM spans").fetchall()[0][0]
         if self.duplicate_count:  # the same span written twice (e.g. exported again): keep the first
             con.execute("""
                 DELETE FROM spans WHERE rowid IN (

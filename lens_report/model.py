@@ -44,8 +44,9 @@ ITERATION_ATTR = semconv.RL_ITERATION
 BUCKETS = Bucket.ALL
 """The goodput buckets, in display order; any other value of ``rl.bucket`` is a violation."""
 
-DEFAULT_MEMORY_LIMIT = "1GB"
-"""Memory the report's DuckDB engine may use before it spills to disk (``lens report --memory-limit``)."""
+DEFAULT_MEMORY_LIMIT = "256MB"
+"""Memory a report may use (``lens report --memory-limit``): its engine's limits are set so the whole
+process peaks near it, spilling to disk past them (see :func:`lens_report.engine.memory_plan`)."""
 
 DEFAULT_STEP_PATTERN = r"(^|\.)step$"
 """Regex (searched) that names a step umbrella span, e.g. ``rl.grpo.step``."""

@@ -130,3 +130,21 @@ def test_a_selection_that_matches_nothing_is_exit_2_naming_what_exists(tmp_path,
     assert main([str(path), "--step", "3-5", "--ranks", "3,4"]) == EXIT_OK  # part of it exists: a note
     err = capsys.readouterr().err.splitlines()
     assert err == ["lens report: no step 4-5 in the run; drawing steps 3", "lens report: no rank 4 in the run; showing ranks 3"]
+
+
+def test_files_that_need_more_memory_than_the_plan_are_read_with_more_not_lost(tmp_path):
+    """Regression: at the 256 MB default (the engine reads within 200 MB) a batch of 16 MB rank
+    files ran DuckDB's JSON reader out of memory, and 8 of 10 files became 'cannot read file: Out
+    of Memory Error' problems. A batch that runs out of memory is read again with twice the limit
+    (up to 4x the plan's); here a 120 MB plan (64 MB to read) meets ~110 MB of reader buffers."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from trace_synth import write_run
+
+    spans = write_run(tmp_path / "run", 2, 500)
+    with TraceStore(memory_limit="120MB", threads=1) as store:
+        store.load([tmp_path / "run"])
+        assert (store.span_count(), store.problems) == (spans, [])  # every span, no problem
+        assert store.read_limit_raised and store.read_limit > store.plan.read_bytes
+        # the rollup goes back to the plan's limit
+        limit = store.value("SELECT current_setting('memory_limit')")
+        assert limit == f"{store.plan.rollup_bytes / 2**20:.1f} MiB"

@@ -91,6 +91,17 @@ def test_the_same_span_in_two_files_is_kept_once(tmp_path, otlp):
     assert read.duplicate_count == 1
 
 
+def test_one_span_id_in_two_traces_is_two_spans_not_a_duplicate(tmp_path, otlp):
+    """The duplicate check looks at span ids alone first (cheaper); a repeated span id under
+    another trace id must still count as two spans, and a real duplicate beside it as one."""
+    other = "ab" * 16
+    request = otlp.request([otlp.span(1, "a", 0, 1), otlp.span(1, "b", 0, 1, trace=other)])
+    read = read_spans([otlp.write(tmp_path / "a.jsonl", request)])
+    assert (sorted(s.name for s in read.spans), read.duplicate_count) == (["a", "b"], 0)
+    again = read_spans([tmp_path / "a.jsonl", otlp.write(tmp_path / "b.jsonl", request)])
+    assert (sorted(s.name for s in again.spans), again.duplicate_count) == (["a", "b"], 2)
+
+
 def test_bad_lines_and_spans_become_problems_with_file_and_line_and_good_ones_are_kept(tmp_path, otlp):
     good = otlp.request([otlp.span(1, "good", 0, 1)])
     no_span_id = otlp.span(2, "no-id", 0, 1)
