@@ -81,7 +81,7 @@ DuckDB library and what DuckDB allocates outside its limit (measured: ~70 MB RSS
 _READER_BYTES = 256 * 10**6
 """The memory one reading statement needs, its JSON buffers (~115 MB at 512-span lines), the rows it is
 writing and its share of the process: a second reader starts at 512 MB."""
-_ROLLUP_SHARE = 0.6
+_ROLLUP_SHARE = 0.5
 """The share of the reading limit the rollup's engine gets: its joins hold memory outside the limit too."""
 _DATABASE = "lens_spans"
 _ROW_GROUP_SIZE = 30_720
@@ -100,7 +100,7 @@ class MemoryPlan:
 def memory_plan(memory_limit: str, threads: int) -> MemoryPlan:
     """The :class:`MemoryPlan` for a report whose peak RSS should stay near ``memory_limit``.
 
-    At the default 256 MB: one reading statement within 200 MB, the rollup within 120 MB
+    At the default 256 MB: one reading statement within 200 MB, the rollup within 100 MB
     (spilling to disk past it). Each further 256 MB adds a reading statement, up to ``threads``.
     """
     total = memory_bytes(memory_limit)
@@ -437,10 +437,11 @@ class TraceStore:
                 raise
         for found in problems:  # in file order, whichever batch finished first
             self.problems.extend(found)
-        self._finish()
-        # the rollup: every thread, and the memory the reading statements' buffers held left to the process
+        # from here on the rollup's: every thread, and the memory the reading statements' buffers
+        # held left to what the engine's joins and aggregates hold outside its limit
         self.con.execute(f"SET threads = {int(self._threads)}")
         self.con.execute(f"SET memory_limit = '{self.plan.rollup_bytes}B'")
+        self._finish()
 
     @property
     def read_limit_raised(self) -> bool:
