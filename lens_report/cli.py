@@ -249,7 +249,8 @@ def run(args: argparse.Namespace) -> int:
             if store.read_limit_raised:  # the report still holds: said, not an error
                 _error(f"note: reading these files needed more memory than --memory-limit {args.memory_limit} "
                        f"gives; they were read again with {store.read_limit / 1e6:,.0f} MB for the engine "
-                       "(large files: DuckDB's JSON reader holds ~330 MB for a file past ~100 MB)")
+                       "(DuckDB's JSON reader holds ~115 MB for files of a few MB, ~330 MB past ~100 MB, "
+                       "more with --perfetto)")
             progress.say(f"read {store.span_count()} spans")
             return _report(store, args, progress)
     except duckdb.Error as exc:  # e.g. out of disk for the database: one line, no traceback
