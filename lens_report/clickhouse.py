@@ -522,7 +522,9 @@ def _projection(table: str, columns: set[str], detail: bool, where: str, *, loss
     counters = ("[" + ", ".join([*(CLICKHOUSE.to_int(_span_attr(key)) for key in LOSS_COUNTERS),
                                  f"toInt64(coalesce({CLICKHOUSE.to_bool(_span_attr(semconv.LENS_TELEMETRY_FINAL))}, "
                                  "false))"]) + "]")
-    text = "CAST(NULL AS Nullable(String))"
+    # texts ClickHouse never has (a timestamp out of range, a problem; attributes, events and links but for
+    # --perfetto): NULL in every row, as LowCardinality (1 byte a row, not ~10: ~0.5 GB less at 10M spans)
+    text = "CAST(NULL AS LowCardinality(Nullable(String)))"
     if detail:
         attrs = ("concat('[', arrayStringConcat(arrayMap((k, v) -> concat('{\"key\":', toJSONString(k), "
                  "',\"value\":{\"stringValue\":', toJSONString(v), '}}'), mapKeys(SpanAttributes), "
@@ -534,7 +536,7 @@ def _projection(table: str, columns: set[str], detail: bool, where: str, *, loss
         attrs = events = links = text
     return f"""
 SELECT toInt64(rowNumberInAllBlocks()) AS rowid, toInt32(0) AS file, rowid + 1 AS line,
-       CAST(NULL AS Nullable(String)) AS problem,
+       {text} AS problem,
        {_id("TraceId", 32)} AS trace, {_id("SpanId", 16)} AS span,
        nullIf({_id("ParentSpanId", 16)}, 0) AS parent,
        CAST(SpanName AS String) AS name, CAST({_SPAN.kind()} AS String) AS kind,
