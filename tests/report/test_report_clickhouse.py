@@ -220,3 +220,51 @@ def test_rows_whose_ids_are_not_hex_are_problems_and_the_rest_are_spans():
     assert sorted(spans) == ["child", "root"]
     assert spans["root"].parent_span_id is None and spans["child"].parent_span_id == "0123456789abcdef"
     assert spans["child"].trace_id == trace and report.orphan_count == 0
+
+
+def test_a_map_value_is_null_when_absent_empty_when_empty_and_the_first_of_a_repeated_key():
+    """The map lookup (one search of the keys, in the store's scan and the schema helper's columns alike) reads
+    what ``m[key]`` reads when the key is there (the first value of a key stored twice, '' for an empty value)
+    and NULL when it is not, on the exporter's ``Map(LowCardinality(String), String)``."""
+    from lens_report.dialect import CLICKHOUSE
+
+    source = ChdbSource()
+    try:
+        source.command("CREATE TABLE m (a Map(LowCardinality(String), String)) ENGINE = Memory")
+        source.command("INSERT INTO m VALUES (map('k', 'v', 'e', '')), (map('k', 'first', 'k', 'second')), (map())")
+        rows = source.rows(f"SELECT {CLICKHOUSE.map_value('a', 'k')}, {CLICKHOUSE.map_value('a', 'e')}, "
+                           f"a['k'] FROM m ORDER BY length(a) DESC, a['k']")
+    finally:
+        source.close()
+    assert sorted(rows, key=repr) == sorted([("v", "", "v"), ("first", None, "first"), (None, None, "")], key=repr)
+
+
+@pytest.mark.engines
+def test_each_spans_resource_fields_are_its_processes_with_the_schema_columns_as_with_the_maps(tmp_path):
+    """With ``LensProcess`` materialized the store reads a process's resource attributes from the row at its first
+    ``Timestamp`` only: every span still carries its own process's service, instance, pid and host (each rank's file
+    loaded by its own INSERT, so the processes' rows lie in different parts), as read from the maps and from files."""
+    write_ddp_run(tmp_path)
+    files = sorted((tmp_path / "ddp").glob("*.jsonl"))
+    source = ChdbSource()
+
+    def resources(table):
+        with ClickHouseStore(source, table) as store:
+            store.load_table()
+            return sorted((span.span_id, sorted(span.resource.items())) for span in store.spans())
+
+    try:
+        source.command(otel_traces_ddl("with_columns"))
+        for statement in _statements(schema_sql("with_columns", rollup=False)):
+            source.command(statement)
+        for path in files:
+            load_otlp_files(source, "with_columns", [path], create=False)
+        load_otlp_files(source, "maps", files)
+        from_columns, from_maps = resources("with_columns"), resources("maps")
+    finally:
+        source.close()
+    with TraceStore() as store:
+        store.load(files)
+        from_files = sorted((span.span_id, sorted(span.resource.items())) for span in store.spans())
+    assert from_columns == from_maps == from_files
+    assert len({str(resource) for _, resource in from_columns}) == len(files)  # one resource per rank's process
