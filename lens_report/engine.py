@@ -83,6 +83,8 @@ _READER_BYTES = 256 * 10**6
 writing and its share of the process: a second reader starts at 512 MB."""
 _ROLLUP_SHARE = 0.5
 """The share of the reading limit the rollup's engine gets: its joins hold memory outside the limit too."""
+_SMALL_FILE_BYTES = 2 * 10**6
+"""Files up to this size are read by two statements at once even at the default memory limit."""
 _DATABASE = "lens_spans"
 _ROW_GROUP_SIZE = 30_720
 
@@ -370,8 +372,6 @@ class TraceStore:
                          f"(ROW_GROUP_SIZE {_ROW_GROUP_SIZE})")
         self.con.execute(f"USE {_DATABASE}")
         self.con.execute("SET write_buffer_row_group_count = 1")
-        # reading statements run on one thread each (WITH ORDINALITY), so reading uses as many
-        self.con.execute(f"SET threads = {self.plan.readers}")
         self.con.execute(f"SET memory_limit = '{self.plan.read_bytes}B'")
         self.read_limit = self.plan.read_bytes
         """The engine's memory limit while reading, in bytes: the plan's, or more when a batch of
@@ -417,7 +417,8 @@ class TraceStore:
                 self._index[file] = len(self.files)
                 self.files.append(file)
         insert_rows(self.con, "files", [(i, f, None) for i, f in enumerate(self.files)])
-        readers = self.plan.readers
+        readers = self._readers_for(self.files)
+        self.con.execute(f"SET threads = {readers}")
         batches = list(_batches(self.files, readers))
         problems: list[list[Problem]] = [[] for _ in batches]
         done = 0
@@ -442,6 +443,21 @@ class TraceStore:
         self.con.execute(f"SET threads = {int(self._threads)}")
         self.con.execute(f"SET memory_limit = '{self.plan.rollup_bytes}B'")
         self._finish()
+
+    def _readers_for(self, files: list[str]) -> int:
+        """How many statements read at once: the plan's, or two when every file is small. DuckDB's
+        JSON reader holds ~60 MB plus ~11 MB per MB of the file it reads (~115 MB for 5 MB files),
+        so two readers of files up to 2 MB fit where one reader of larger files does. Reading
+        statements run on one thread each (``WITH ORDINALITY``), and reading uses no more."""
+        if self.plan.readers >= 2 or self._threads < 2:
+            return self.plan.readers
+        largest = 0
+        for file in files:
+            try:  # a compressed file expands: count it ten times over
+                largest = max(largest, os.path.getsize(file) * (1 if file.endswith((".json", ".jsonl")) else 10))
+            except OSError:
+                pass
+        return 2 if largest <= _SMALL_FILE_BYTES else self.plan.readers
 
     @property
     def read_limit_raised(self) -> bool:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lens_report import read_spans
+from lens_report import TraceStore, read_spans
+from lens_report.engine import MemoryPlan
 
 
 def test_reads_ids_times_attributes_and_kept_resource_keys(tmp_path, otlp):
@@ -280,3 +281,22 @@ def test_files_read_by_concurrent_statements_keep_lines_problems_and_first_copie
         (name, 2) for name in names]
     assert any(Path(p.file).name == "r05b.jsonl.gz" and p.message.startswith("cannot read the rest")
                for p in problems)
+
+
+def test_the_memory_plan_reads_with_one_statement_per_256_mb_and_two_for_small_files(tmp_path):
+    """The default 256 MB budget: the engine reads within 200 MB and rolls up within 100 MB, one
+    reading statement (its JSON buffers take ~115 MB for 5 MB files), two when every file is small."""
+    from lens_report.engine import memory_plan
+
+    assert memory_plan("256MB", 2) == MemoryPlan(200 * 10**6, 100 * 10**6, 1)
+    assert memory_plan("1GB", 2).readers == 2 and memory_plan("1GB", 1).readers == 1
+    assert memory_plan("64GiB", 4).readers == 4
+    small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
+    small.write_bytes(b"{}\n" * 1000)
+    large.write_bytes(b"{}\n" * 1_000_000)  # 3 MB
+    gz = tmp_path / "small.jsonl.gz"
+    gz.write_bytes(b"x" * 300_000)  # counted ten times over: 3 MB once expanded
+    with TraceStore(threads=2) as store:
+        assert [store._readers_for(files) for files in ([str(small)], [str(small), str(large)], [str(gz)])] == [2, 1, 1]
+    with TraceStore(threads=1) as store:
+        assert store._readers_for([str(small)]) == 1
