@@ -252,7 +252,12 @@ def run(args: argparse.Namespace) -> int:
                        "(DuckDB's JSON reader holds ~115 MB for files of a few MB, ~330 MB past ~100 MB, "
                        "more with --perfetto)")
             progress.say(f"read {store.span_count()} spans")
-            return _report(store, args, progress)
+            try:
+                return _report(store, args, progress)
+            finally:
+                if store.rollup_limit_raised:
+                    _error(f"note: the rollup needed more memory than --memory-limit {args.memory_limit} gives; "
+                           f"its engine ran with up to {store.rollup_limit / 1e6:,.0f} MB")
     except duckdb.Error as exc:  # e.g. out of disk for the database: one line, no traceback
         _error(f"the report engine failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
         return EXIT_FAILED

@@ -442,6 +442,7 @@ class TraceStore:
         # held left to what the engine's joins and aggregates hold outside its limit
         self.con.execute(f"SET threads = {int(self._threads)}")
         self.con.execute(f"SET memory_limit = '{self.plan.rollup_bytes}B'")
+        self.rollup_limit = self.plan.rollup_bytes
         self._finish()
 
     def _readers_for(self, files: list[str]) -> int:
@@ -499,6 +500,25 @@ class TraceStore:
             self.con.execute(f"SET memory_limit = '{limit}B'")
             return True
 
+    def _run(self, sql: str) -> Any:
+        """``self.con.execute(sql)`` for the rollup. A statement that runs out of memory (an operator
+        that cannot spill: 10M spans under the default budget) runs again with twice the engine's
+        limit, up to 8x the plan's (a failed statement leaves nothing behind)."""
+        while True:
+            try:
+                return self.con.execute(sql)
+            except require_duckdb().OutOfMemoryException:
+                limit = min(self.rollup_limit * 2, 8 * self.plan.rollup_bytes)
+                if limit <= self.rollup_limit:
+                    raise
+                self.rollup_limit = limit
+                self.con.execute(f"SET memory_limit = '{limit}B'")
+
+    @property
+    def rollup_limit_raised(self) -> bool:
+        """Whether a rollup statement needed more memory than the plan gave (it ran with :attr:`rollup_limit`)."""
+        return self.rollup_limit > self.plan.rollup_bytes
+
     def _ingest_files(self, cursor: Any, batch: list[str], *, as_file: str | None = None) -> None:
         files_sql = "[" + ", ".join(_sql_text(f) for f in batch) + "]"
         # a salvaged copy stands in for its damaged original
@@ -538,14 +558,14 @@ class TraceStore:
     def _finish(self) -> None:
         """Number lines per file, turn bad rows into problems, drop duplicates, link parents and
         set the loss records apart. A span's ``rowid`` is its id from here on."""
-        con = self.con
+        # its statements run as the rollup's do (see _run)
         # a statement's ordinality counts the lines of all its files: the first line of each
         # file (every line leaves a row) makes it a line number
-        con.execute("UPDATE files SET first = m.first FROM "
+        self._run("UPDATE files SET first = m.first FROM "
                     "(SELECT file, min(line) AS first FROM spans GROUP BY file) m WHERE m.file = files.idx")
         no_spans: dict[int, list[int]] = {}
         self._span_problems: list[Problem] = []
-        bad = con.execute("SELECT s.file, s.line - f.first + 1 AS line, s.problem FROM spans s JOIN files f "
+        bad = self._run("SELECT s.file, s.line - f.first + 1 AS line, s.problem FROM spans s JOIN files f "
                           "ON f.idx = s.file WHERE s.problem IS NOT NULL ORDER BY s.file, line").fetchall()
         for file, line, problem in bad:
             if problem == _NO_SPANS:
@@ -559,22 +579,22 @@ class TraceStore:
         # in file and line order: what reading found (missing paths first), then every bad line
         self.problems = sorted(self.problems + found + self._span_problems, key=lambda p: (rank.get(p.file, -1), p.line))
         if bad:  # (a DELETE scans every row even when it removes none)
-            con.execute("DELETE FROM spans WHERE problem IS NOT NULL")
+            self._run("DELETE FROM spans WHERE problem IS NOT NULL")
         # span ids alone first: distinct on one 64-bit key costs ~60 % of distinct on (trace, span),
         # and a span written twice repeats its span id, so no repeated id means no duplicate
         self.duplicate_count = 0
-        if con.execute("SELECT count(*) - count(DISTINCT span) FROM spans").fetchall()[0][0]:
-            self.duplicate_count = con.execute(
+        if self._run("SELECT count(*) - count(DISTINCT span) FROM spans").fetchall()[0][0]:
+            self.duplicate_count = self._run(
                 "SELECT count(*) - count(DISTINCT (trace, span)) FROM spans").fetchall()[0][0]
         if self.duplicate_count:  # the same span written twice (e.g. exported again): keep the first
-            con.execute("""
+            self._run("""
                 DELETE FROM spans WHERE rowid IN (
                     SELECT rowid FROM spans
                     QUALIFY row_number() OVER (PARTITION BY trace, span ORDER BY file, line) > 1)
             """)
         loss = _sql_text(semconv.LENS_LOSS_SPAN_NAME)
-        con.execute(f"CREATE TABLE loss AS SELECT * FROM spans WHERE name = {loss}")
-        con.execute(f"DELETE FROM spans WHERE name = {loss}")
+        self._run(f"CREATE TABLE loss AS SELECT * FROM spans WHERE name = {loss}")
+        self._run(f"DELETE FROM spans WHERE name = {loss}")
 
     # ---- the SQL the rollup runs (the same calls on ClickHouseStore) --------------------------
 
@@ -583,11 +603,11 @@ class TraceStore:
 
     def execute(self, sql: str) -> None:
         """Run one statement."""
-        self.con.execute(sql)
+        self._run(sql)
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         """Every row of a query (for small results)."""
-        return self.con.execute(sql).fetchall()
+        return self._run(sql).fetchall()
 
     def value(self, sql: str) -> Any:
         """The first column of the first row of a query."""
@@ -598,14 +618,14 @@ class TraceStore:
 
         On the store's own connection (a cursor would not see its working tables): run no other
         statement before the stream is read to its end."""
-        result = self.con.execute(sql)
+        result = self._run(sql)
         columns = [d[0] for d in result.description]
         while rows := result.fetchmany(10_000):
             yield columns, rows
 
     def create(self, name: str, select: str) -> None:
         """(Re)create the working table ``name`` from a query."""
-        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {select}")
+        self._run(f"CREATE OR REPLACE TEMP TABLE {name} AS {select}")
 
     def create_columns(self, name: str, columns: str) -> None:
         """(Re)create the empty working table ``name`` with ``columns`` (``a VARCHAR, b BIGINT``; see
