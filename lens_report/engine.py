@@ -377,6 +377,8 @@ class TraceStore:
         """The engine's memory limit while reading, in bytes: the plan's, or more when a batch of
         files needed more (see :meth:`read_limit_raised`)."""
         self._limit_lock = threading.Lock()
+        self.rollup_limit = self._limit_now = self.plan.rollup_bytes
+        """The most memory a rollup statement was given, in bytes (the plan's unless one ran out)."""
         self.con.execute(f"SET temp_directory = {_sql_text(os.path.join(self._dir, 'spill'))}")
         self.con.execute("SET preserve_insertion_order = false")
         self.con.execute("SET enable_progress_bar = false")
@@ -442,7 +444,7 @@ class TraceStore:
         # held left to what the engine's joins and aggregates hold outside its limit
         self.con.execute(f"SET threads = {int(self._threads)}")
         self.con.execute(f"SET memory_limit = '{self.plan.rollup_bytes}B'")
-        self.rollup_limit = self.plan.rollup_bytes
+        self._limit_now = self.plan.rollup_bytes
         self._finish()
 
     def _readers_for(self, files: list[str]) -> int:
@@ -504,19 +506,23 @@ class TraceStore:
         """``self.con.execute(sql)`` for the rollup. A statement that runs out of memory (an operator
         that cannot spill: 10M spans under the default budget) runs again with twice the engine's
         limit, up to 8x the plan's (a failed statement leaves nothing behind)."""
+        if self._limit_now != self.plan.rollup_bytes:  # the statement after a raised one: the plan's again
+            # (here, not once the raised one returns: another statement would replace its unread result)
+            self._limit_now = self.plan.rollup_bytes
+            self.con.execute(f"SET memory_limit = '{self._limit_now}B'")
         while True:
             try:
                 return self.con.execute(sql)
             except require_duckdb().OutOfMemoryException:
-                limit = min(self.rollup_limit * 2, 8 * self.plan.rollup_bytes)
-                if limit <= self.rollup_limit:
+                if self._limit_now >= 8 * self.plan.rollup_bytes:
                     raise
-                self.rollup_limit = limit
-                self.con.execute(f"SET memory_limit = '{limit}B'")
+                self._limit_now = min(self._limit_now * 2, 8 * self.plan.rollup_bytes)
+                self.rollup_limit = max(self.rollup_limit, self._limit_now)
+                self.con.execute(f"SET memory_limit = '{self._limit_now}B'")
 
     @property
     def rollup_limit_raised(self) -> bool:
-        """Whether a rollup statement needed more memory than the plan gave (it ran with :attr:`rollup_limit`)."""
+        """Whether a rollup statement needed more memory than the plan gave (:attr:`rollup_limit`: the most any got)."""
         return self.rollup_limit > self.plan.rollup_bytes
 
     def _ingest_files(self, cursor: Any, batch: list[str], *, as_file: str | None = None) -> None:
