@@ -140,9 +140,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--strict", action="store_true", help="exit 1 when any goodput invariant is violated")
     parser.add_argument("--memory-limit", type=memory_size, default=DEFAULT_MEMORY_LIMIT, metavar="SIZE",
-                        help=f"memory the report may use: its peak RSS stays near this, the engine spilling to disk "
-                             f"past its share (default {DEFAULT_MEMORY_LIMIT}: files are read by one statement; "
-                             "each further 256MB reads with one more, up to the cores)")
+                        help=f"memory budget of the whole report: the engine spills to disk past its share, and "
+                             "takes more only when a statement cannot run within it, saying so (default "
+                             f"{DEFAULT_MEMORY_LIMIT}: ~230 MiB peak RSS at 1M-3M spans, ~370 MiB at 10M; files are "
+                             "read by one statement, two when all are small; each further 256MB reads with one more, "
+                             "up to the cores)")
 
 
 def build_parser(subparsers: Any = None) -> argparse.ArgumentParser:
