@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lens_core.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
+from ._units import memory_bytes
 from .model import DEFAULT_MEMORY_LIMIT, DEFAULT_STEP_PATTERN
 
 __all__ = ["MAX_COUNT", "MAX_SET", "OneLineParser", "PERFETTO_NOTE_SPANS", "SelectionError", "add_arguments",
@@ -73,9 +74,8 @@ def memory_size(text: str) -> str:
     if match is None:
         raise argparse.ArgumentTypeError(f"expected an amount like 512MB or 2GB (units KB, MB, GB, TB, KiB..TiB), "
                                          f"got {text!r}")
-    number, unit = float(match[1]), match[2].upper()
-    power = "KMGT".index(unit[0]) + 1
-    if number * (1024 if "I" in unit else 1000) ** power < 256e6:
+    unit = match[2].upper()
+    if memory_bytes(f"{match[1]}{unit}") < 256e6:
         raise argparse.ArgumentTypeError(f"the report engine needs at least 256MB, got {text!r}")
     return f"{match[1]}{unit.replace('I', 'i')}"
 

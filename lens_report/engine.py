@@ -18,6 +18,7 @@ from typing import Any
 from lens_core import semconv
 from lens_core._console import forget_on_interrupt, remove_on_interrupt
 
+from ._units import memory_bytes
 from .dialect import DUCKDB, LENS_DISTRO, LOSS_COUNTERS, ResourceFields, SpanFields  # noqa: F401 (LENS_DISTRO: engine's name before)
 from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem, Span
 
@@ -55,18 +56,6 @@ _LINE_CAP_MAX = 64 * 1024 * 1024  # past this a line is hostile, not a batch: sk
 _SKIP_BUDGET = 1024 * 1024 * 1024  # decompressed bytes read through one over-long line before the file is abandoned
 
 
-def memory_bytes(memory_limit: str) -> int:
-    """``memory_limit`` (``512MB``, ``2GiB``, ... as DuckDB reads it) in bytes; 1 GB when it cannot be read."""
-    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
-             "TIB": 2**40, "B": 1}
-    text = memory_limit.strip().upper()
-    unit = next((u for u in sorted(units, key=len, reverse=True) if text.endswith(u)), None)
-    try:
-        return int(float(text[: -len(unit)]) * units[unit] if unit else float(text))
-    except ValueError:
-        return 10**9
-
-
 def max_line_bytes(memory_limit: str, threads: int) -> int:
     """The longest line the report reads under ``memory_limit``: DuckDB holds up to twice it per
     reading thread, so an eighth of the limit per thread, never below what the file exporter
@@ -76,11 +65,11 @@ def max_line_bytes(memory_limit: str, threads: int) -> int:
 
 
 _PROCESS_BYTES = 56 * 10**6
-"""What the report's process holds besides the engine's buffers while it reads: the interpreter, the
-DuckDB library and what DuckDB allocates outside its limit (measured: ~70 MB RSS before reading)."""
+"""What the budget keeps back from the engine while it reads: the interpreter and the DuckDB library
+(~70 MB RSS before reading, part of it shared pages), and what DuckDB allocates outside its limit."""
 _READER_BYTES = 256 * 10**6
-"""The memory one reading statement needs, its JSON buffers (~115 MB at 512-span lines), the rows it is
-writing and its share of the process: a second reader starts at 512 MB."""
+"""The budget one reading statement needs: its JSON buffers (~115 MB for rank files of a few MB), the
+rows it is writing and its share of the process; a second reader starts at 512 MB."""
 _ROLLUP_SHARE = 0.5
 """The share of the reading limit the rollup's engine gets: its joins hold memory outside the limit too."""
 _SMALL_FILE_BYTES = 2 * 10**6
@@ -444,7 +433,6 @@ class TraceStore:
         # held left to what the engine's joins and aggregates hold outside its limit
         self.con.execute(f"SET threads = {int(self._threads)}")
         self.con.execute(f"SET memory_limit = '{self.plan.rollup_bytes}B'")
-        self._limit_now = self.plan.rollup_bytes
         self._finish()
 
     def _readers_for(self, files: list[str]) -> int:
