@@ -155,7 +155,8 @@ def test_a_rollup_statement_that_runs_out_of_memory_runs_again_with_more(tmp_pat
     ended 'the report engine failed: OutOfMemoryException' (exit 1): one of the rollup's operators
     could not spill. A statement that runs out of memory now runs again with twice the limit (up
     to 8x the plan's); here a 60 MB plan (15 MB to roll up) meets the same on 40k spans, and the
-    report equals the one made with memory to spare."""
+    report equals the one made with memory to spare. (That the retry happens relies on DuckDB 2.0
+    failing such a statement at 15 MB; one that spilled it would fail only the raised-limit check.)"""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from trace_synth import write_run
 
