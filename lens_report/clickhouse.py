@@ -622,6 +622,13 @@ class ClickHouseStore(TraceStore):
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return self.source.rows(sql)
 
+    def hold_outside(self, nbytes: int) -> None:
+        """Nothing: ClickHouse's memory is the server's, not this process's."""
+
+    def join_parts(self, rows: int) -> int:
+        """One: ClickHouse joins in memory (its limits are the server's, not ``--memory-limit``'s)."""
+        return 1
+
     def stream(self, sql: str) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
         for batch in self.source.batches(sql):
             yield list(batch.schema.names), list(zip(*(column.to_pylist() for column in batch.columns)))

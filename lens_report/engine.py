@@ -74,6 +74,8 @@ _ROLLUP_SHARE = 0.5
 """The share of the reading limit the rollup's engine gets: its joins hold memory outside the limit too."""
 _SMALL_FILE_BYTES = 2 * 10**6
 """Files up to this size are read by two statements at once even at the default memory limit."""
+_JOIN_ROW_BYTES = 40
+"""The rollup memory one span of a run-long join is given (2.5M spans a part at the default budget)."""
 _DATABASE = "lens_spans"
 _ROW_GROUP_SIZE = 30_720
 
@@ -366,7 +368,7 @@ class TraceStore:
         """The engine's memory limit while reading, in bytes: the plan's, or more when a batch of
         files needed more (see :meth:`read_limit_raised`)."""
         self._limit_lock = threading.Lock()
-        self.rollup_limit = self._limit_now = self.plan.rollup_bytes
+        self.rollup_limit = self._limit_now = self._base = self.plan.rollup_bytes
         """The most memory a rollup statement was given, in bytes (the plan's unless one ran out)."""
         self.con.execute(f"SET temp_directory = {_sql_text(os.path.join(self._dir, 'spill'))}")
         self.con.execute("SET preserve_insertion_order = false")
@@ -494,9 +496,9 @@ class TraceStore:
         """``self.con.execute(sql)`` for the rollup. A statement that runs out of memory (an operator
         that cannot spill: 10M spans under the default budget) runs again with twice the engine's
         limit, up to 8x the plan's (a failed statement leaves nothing behind)."""
-        if self._limit_now != self.plan.rollup_bytes:  # the statement after a raised one: the plan's again
+        if self._limit_now != self._base:  # the statement after a raised one: the plan's again
             # (here, not once the raised one returns: another statement would replace its unread result)
-            self._limit_now = self.plan.rollup_bytes
+            self._limit_now = self._base
             self.con.execute(f"SET memory_limit = '{self._limit_now}B'")
         while True:
             try:
@@ -633,6 +635,19 @@ class TraceStore:
     def drop(self, name: str) -> None:
         """Drop the working table ``name`` when it exists."""
         self.con.execute(f"DROP TABLE IF EXISTS {name}")
+
+    def hold_outside(self, nbytes: int) -> None:
+        """The report now holds ``nbytes`` in Python (figures it read back): the rollup's engine
+        gives that up from its limit, never below half the plan's, so the process stays within
+        its budget (1,000 ranks x 500 steps of figures are ~36 MB)."""
+        self._base = self._limit_now = max(self.plan.rollup_bytes // 2, self.plan.rollup_bytes - int(nbytes))
+        self.con.execute(f"SET memory_limit = '{self._base}B'")
+
+    def join_parts(self, rows: int) -> int:
+        """Into how many parts (by span id) a join of two tables of ``rows`` spans each is split so
+        that one part's hash table fits the rollup's memory: DuckDB cannot spill all of it (a
+        join of 10M spans held 200 MB, twice the default plan's 100 MB)."""
+        return max(1, -(-int(rows) // (self.plan.rollup_bytes // _JOIN_ROW_BYTES)))
 
     # ---- reading back ----------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -392,12 +393,26 @@ def _steps(db: TraceStore) -> None:
         SELECT a.anchor AS anchor, max(m.end_ns) - min(m.start_ns) AS wall_ns
         FROM anchors a JOIN cands m ON m.id = a.cand GROUP BY a.anchor
     """)
-    db.create("step_buckets", f"""
-        SELECT a.anchor AS anchor,
-               {", ".join(f"coalesce(sum(b.end_ns - b.start_ns) FILTER (WHERE b.bucket = '{x}'), 0) AS {x}"
-                          for x in BUCKETS)}
-        FROM k b JOIN anc ON anc.id = b.id JOIN anchors a ON a.cand = anc.fs WHERE b.counted GROUP BY a.anchor
-    """)
+    # every counted span to its step's anchor: a join of two run-long tables, in parts of span ids
+    # when it would not fit the engine's memory (at 10M spans one join held 200 MB, twice the plan)
+    parts = db.join_parts(db.value("SELECT count(*) FROM anc"))
+    sums = ", ".join(f"coalesce(sum(b.end_ns - b.start_ns) FILTER (WHERE b.bucket = '{x}'), 0) AS {x}" for x in BUCKETS)
+    part_sql = [f"""
+        SELECT a.anchor AS anchor, {sums}
+        FROM (SELECT id, bucket, start_ns, end_ns FROM k WHERE counted{_part(parts, i)}) b
+        JOIN (SELECT id, fs FROM anc WHERE fs IS NOT NULL{_part(parts, i)}) p ON p.id = b.id
+        JOIN anchors a ON a.cand = p.fs GROUP BY a.anchor
+    """ for i in range(parts)]
+    if parts == 1:
+        db.create("step_buckets", part_sql[0])
+    else:
+        db.create("step_bucket_parts", part_sql[0])
+        for sql in part_sql[1:]:
+            db.execute(f"INSERT INTO step_bucket_parts {sql}")
+        db.create("step_buckets", f"""
+            SELECT anchor, {", ".join(f"sum({x}) AS {x}" for x in BUCKETS)} FROM step_bucket_parts GROUP BY anchor
+        """)
+        db.drop("step_bucket_parts")
     db.create("steps", f"""
         SELECT s.id AS anchor, s.rank AS rank, s.rank_label AS rank_label, s.iteration AS iteration, s.trace AS trace,
                s.span AS span, s.name AS name, w.wall_ns AS wall_ns,
@@ -405,6 +420,11 @@ def _steps(db: TraceStore) -> None:
                {", ".join(f"coalesce(b.{x}, 0) AS {x}" for x in BUCKETS)}
         FROM step_walls w JOIN cands s ON s.id = w.anchor LEFT JOIN step_buckets b ON b.anchor = w.anchor
     """)
+
+
+def _part(parts: int, i: int) -> str:
+    """SQL: `` AND`` the condition that a row's ``id`` is in part ``i`` of ``parts`` ('' for one part)."""
+    return "" if parts == 1 else f" AND id % {int(parts)} = {int(i)}"
 
 
 def _span_ref(db: TraceStore, ids: list[int]) -> dict[int, tuple[str, str, str, str, int, str]]:
@@ -559,11 +579,34 @@ def _rank_steps(db: TraceStore) -> tuple[list[str], RankSteps]:
     result = RankSteps(tuple(labels))
     columns = (result.iterations, result.ranks, result.wall_ns, result.productive_ns, result.overhead_ns,
                result.idle_ns, result.wasted_ns)
-    for _names, rows in db.stream(f"SELECT iteration, rank, wall_ns, {', '.join(BUCKETS)} FROM rank_steps "
-                                  "ORDER BY iteration, rank"):
-        for column, values in zip(columns, zip(*rows)):  # a column at a time: a loop per value cost 0.4 s at 3M spans
-            column.extend(map(int, values))
+    # in slices of whole steps: the engine holds a sorted result until it is read (1,000 ranks x
+    # 500 steps held ~60 MB, the peak of a 10M-span report); a step always has an iteration
+    counts = db.rows("SELECT iteration, count(*) FROM rank_steps GROUP BY iteration ORDER BY iteration")
+    for low, high in _slices(counts, _SLICE_ROWS):
+        for _names, rows in db.stream(f"SELECT iteration, rank, wall_ns, {', '.join(BUCKETS)} FROM rank_steps "
+                                      f"WHERE iteration BETWEEN {int(low)} AND {int(high)} ORDER BY iteration, rank"):
+            for column, values in zip(columns, zip(*rows)):  # a column at a time: a loop per value cost 0.4 s at 3M spans
+                column.extend(map(int, values))
+    db.hold_outside(len(result) * _CELL_BYTES)
     return labels, result
+
+
+_SLICE_ROWS = 50_000
+_CELL_BYTES = 9 * 8  # a (rank, step) in Python: its 7 figures, and its index twice in the aggregates
+
+
+def _slices(counts: list[tuple[Any, ...]], size: int) -> Iterator[tuple[int, int]]:
+    """(first, last) keys of consecutive runs of ``counts`` ((key, rows) in key order) of about ``size`` rows each."""
+    first = total = None
+    for key, n in counts:
+        if first is None:
+            first, total = key, 0
+        total += n
+        if total >= size:
+            yield first, key
+            first = None
+    if first is not None:
+        yield first, counts[-1][0]
 
 
 def _step_rows(db: TraceStore, labels: list[str], rank_steps: RankSteps) -> tuple[StepRow, ...]:
