@@ -33,11 +33,13 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+REPO = Path(__file__).resolve().parents[1]
+# the checkout's lens_report, as the measured reports use (PYTHONPATH below), installed or not
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(REPO)]
 
 import trace_synth  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
+from lens_report.engine import memory_bytes  # noqa: E402
+from lens_report.model import DEFAULT_MEMORY_LIMIT  # noqa: E402
 
 
 def measure(args: list[str], command: list[str] | None = None) -> tuple[float, float, float]:
@@ -211,9 +213,6 @@ same on a loaded machine), at every span count."""
 
 def _rss_checks(rows: list[dict[str, object]]) -> list[tuple[str, float, float, bool]]:
     """Peak RSS of each measured report against the default memory limit (bounded whatever the span count)."""
-    from lens_report.engine import memory_bytes
-    from lens_report.model import DEFAULT_MEMORY_LIMIT
-
     limit_mb = memory_bytes(DEFAULT_MEMORY_LIMIT) / 2**20
     checks = []
     for row in rows:

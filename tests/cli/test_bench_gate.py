@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -189,3 +190,19 @@ def test_a_mistyped_checks_file_among_valid_ones_is_a_usage_error(tmp_path):
     assert proc.returncode == 2 and proc.stdout == ""
     [line] = proc.stderr.splitlines()
     assert line.startswith("lens bench-gate: cannot read checks file") and "chekcs.txt" in line
+
+
+def test_the_report_benchmark_finds_the_checkouts_lens_report_before_it_measures(tmp_path):
+    """Regression: ``python bench/report_bench.py`` measured for 10 minutes and then died with
+    ``ModuleNotFoundError: No module named 'lens_report'`` when its checkout was not the installed
+    one (its child reports had the checkout on PYTHONPATH, its own checks did not). It now puts
+    the checkout on its path and imports what its checks need at start: here without site
+    packages at all (``-S``), from another directory."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    script = str(REPO / "bench" / "report_bench.py")
+    code = ("import runpy; bench = runpy.run_path(%r, run_name='bench');"
+            "print(bench['_rss_checks']([{'spans': 10, 'peak_rss_mb': 122}]))" % script)
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "peak RSS of 10 spans / --memory-limit 256MB" in proc.stdout and "True" in proc.stdout
