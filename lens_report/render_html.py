@@ -234,6 +234,7 @@ def cell_data(report: Report) -> dict[str, Any]:
 
 
 _HM_TOP = 4
+_PAGE_CELL_BYTES = 32  # a cell's figures for the page (10 planes, packed) and its image row (3), each copied once
 
 
 def _heatmap_section(report: Report) -> list[str]:
@@ -376,8 +377,10 @@ def render_html(report: Report, store: Any, *, steps: frozenset[int] | None = No
     page, so a click on their column redraws the waterfall without a new report. Without
     script the page still shows every table, the heatmaps and the first waterfall.
     """
-    from .rollup import waterfall_spans
+    from .rollup import CELL_BYTES, waterfall_spans
 
+    # the page's figures are held beside the engine too (see TraceStore.hold_outside)
+    store.hold_outside(len(report.rank_steps) * (CELL_BYTES + _PAGE_CELL_BYTES))
     selection = waterfall_spans(store, report, steps=steps, ranks=ranks, small_run=SMALL_RUN_SPANS,
                                 default_ranks=_DEFAULT_RANKS, limit=MAX_WATERFALL_SPANS)
     heatmap = _heatmap_section(report)

@@ -31,6 +31,7 @@ from .model import (
 
 __all__ = [
     "AttemptChoiceError",
+    "CELL_BYTES",
     "DEFAULT_MAX_VIOLATIONS",
     "DEFAULT_TOP_N",
     "RULES",
@@ -587,12 +588,13 @@ def _rank_steps(db: TraceStore) -> tuple[list[str], RankSteps]:
                                       f"WHERE iteration BETWEEN {int(low)} AND {int(high)} ORDER BY iteration, rank"):
             for column, values in zip(columns, zip(*rows)):  # a column at a time: a loop per value cost 0.4 s at 3M spans
                 column.extend(map(int, values))
-    db.hold_outside(len(result) * _CELL_BYTES)
+    db.hold_outside(len(result) * CELL_BYTES)
     return labels, result
 
 
 _SLICE_ROWS = 50_000
-_CELL_BYTES = 9 * 8  # a (rank, step) in Python: its 7 figures, and its index twice in the aggregates
+CELL_BYTES = 9 * 8
+"""What a (rank, step) of a report takes in Python: its 7 figures, and its index twice in the aggregates."""
 
 
 def _slices(counts: list[tuple[Any, ...]], size: int) -> Iterator[tuple[int, int]]:
