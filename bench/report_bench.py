@@ -56,6 +56,9 @@ def measure(args: list[str], command: list[str] | None = None) -> tuple[float, f
     # 10M-span report that ran out of memory was once measured as if it had succeeded)
     if proc.returncode != 0:
         raise RuntimeError(f"lens report {' '.join(args)} exited {proc.returncode}: {err[-2000:]}")
+    for line in err.splitlines():  # a limit raised (more memory than the budget) is part of the figures
+        if "note:" in line:
+            print(f"  {' '.join(args)}: {line.strip()}", file=sys.stderr, flush=True)
     return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
