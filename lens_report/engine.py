@@ -496,7 +496,7 @@ class TraceStore:
         """``self.con.execute(sql)`` for the rollup. A statement that runs out of memory (an operator
         that cannot spill: 10M spans under the default budget) runs again with twice the engine's
         limit, up to 8x the plan's (a failed statement leaves nothing behind)."""
-        if self._limit_now != self._base:  # the statement after a raised one: the plan's again
+        if self._limit_now != self._base:  # the statement after a raised one: the base limit again
             # (here, not once the raised one returns: another statement would replace its unread result)
             self._limit_now = self._base
             self.con.execute(f"SET memory_limit = '{self._limit_now}B'")
