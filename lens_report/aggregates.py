@@ -151,6 +151,16 @@ class Aggregates:
                 "straggler_scores": [s.to_json() for s in stragglers]}
 
 
+def _cells_by(keys: Sequence[int]) -> dict[int, array]:
+    """Each key of ``keys`` -> the indexes where it occurs, in order (machine integers)."""
+    cells: dict[int, array] = {}
+    for i, key in enumerate(keys):
+        if (found := cells.get(key)) is None:
+            found = cells[key] = array("l")
+        found.append(i)
+    return cells
+
+
 def aggregate(report: Any) -> Aggregates:
     """The aggregates of ``report`` (a lens_report.model.Report: not imported here, model imports
     this module), from its run totals and its per-(rank, step) figures."""
@@ -173,22 +183,14 @@ def aggregate(report: Any) -> Aggregates:
     labels = rs.rank_labels
     # per step and per rank, the indexes of its cells as machine integers: a tuple per (rank, step)
     # held ~140 MB at 1,000 ranks x 500 steps, the peak of a 10M-span report
-    per_step: dict[int, array] = {}  # iteration -> indexes of its cells, in rank_steps order
-    per_rank: dict[int, array] = {}  # rank -> the same
-    for i, (it, rank) in enumerate(zip(rs.iterations, rs.ranks)):
-        if (cells := per_step.get(it)) is None:
-            cells = per_step[it] = array("l")
-        cells.append(i)
-        if (cells := per_rank.get(rank)) is None:
-            cells = per_rank[rank] = array("l")
-        cells.append(i)
+    per_step, per_rank = _cells_by(rs.iterations), _cells_by(rs.ranks)
     wall_of, rank_of, prod_of, it_of = rs.wall_ns, rs.ranks, rs.productive_ns, rs.iterations
     spreads = []
     step_median: dict[int, float] = {}
     for it in sorted(per_step):
         cells = per_step[it]
         walls = sorted(wall_of[i] for i in cells)
-        top_wall, negative_rank = max((wall_of[i], -rank_of[i]) for i in cells)  # the lowest-numbered of equally slow ranks
+        _, negative_rank = max((wall_of[i], -rank_of[i]) for i in cells)  # the lowest-numbered of equally slow ranks
         total_wall = sum(walls)
         p50, p90, p99 = (quantile(walls, q) for q in STEP_QUANTILES)
         step_median[it] = p50

@@ -404,16 +404,13 @@ def _steps(db: TraceStore) -> None:
         JOIN (SELECT id, fs FROM anc WHERE fs IS NOT NULL{_part(parts, i)}) p ON p.id = b.id
         JOIN anchors a ON a.cand = p.fs GROUP BY a.anchor
     """ for i in range(parts)]
-    if parts == 1:
-        db.create("step_buckets", part_sql[0])
-    else:
-        db.create("step_bucket_parts", part_sql[0])
-        for sql in part_sql[1:]:
-            db.execute(f"INSERT INTO step_bucket_parts {sql}")
-        db.create("step_buckets", f"""
-            SELECT anchor, {", ".join(f"sum({x}) AS {x}" for x in BUCKETS)} FROM step_bucket_parts GROUP BY anchor
-        """)
-        db.drop("step_bucket_parts")
+    db.create("step_bucket_parts", part_sql[0])
+    for sql in part_sql[1:]:
+        db.execute(f"INSERT INTO step_bucket_parts {sql}")
+    db.create("step_buckets", f"""
+        SELECT anchor, {", ".join(f"sum({x}) AS {x}" for x in BUCKETS)} FROM step_bucket_parts GROUP BY anchor
+    """)
+    db.drop("step_bucket_parts")
     db.create("steps", f"""
         SELECT s.id AS anchor, s.rank AS rank, s.rank_label AS rank_label, s.iteration AS iteration, s.trace AS trace,
                s.span AS span, s.name AS name, w.wall_ns AS wall_ns,
