@@ -8,8 +8,10 @@ __all__ = ["paired_benchmark"]
 def paired_benchmark(benchmark, measured, paired, *, label, rounds, warmup):
     """Time ``measured`` with ``benchmark.pedantic`` while ``paired`` runs once before every
     round (in its setup, untimed by pytest-benchmark but timed here), so both sides share the
-    machine's state round by round. The paired side's best time after the warm-up goes into
-    ``extra_info["paired_<label>_min_s"]``, where ``bench/checks.txt`` reads it."""
+    machine's state round by round. The paired side's time in each round after the warm-up
+    goes into ``extra_info["paired_<label>_s"]`` (a list, in the order of the measured side's
+    ``stats.data``: the gate takes the median of the rounds' ratios), and its best time into
+    ``extra_info["paired_<label>_min_s"]``."""
     paired_times = []
 
     def paired_round():
@@ -18,4 +20,5 @@ def paired_benchmark(benchmark, measured, paired, *, label, rounds, warmup):
         paired_times.append(time.perf_counter() - started)
 
     benchmark.pedantic(measured, setup=paired_round, rounds=rounds, warmup_rounds=warmup)
+    benchmark.extra_info[f"paired_{label}_s"] = paired_times[warmup:]
     benchmark.extra_info[f"paired_{label}_min_s"] = min(paired_times[warmup:])

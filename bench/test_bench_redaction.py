@@ -3,7 +3,7 @@ before (scanned every time) against the same span with a text seen before (cache
 
 Both sides run managed_span on the compiled gate through setup_telemetry with exporter
 ``none``, with each recorder; rounds alternate so both see the same machine load, and
-bench/checks.txt divides by the paired minimum.
+bench/checks.txt takes the median of the rounds' own ratios.
 """
 
 import itertools

@@ -13,6 +13,12 @@ minimum time: on a shared, noisy machine the least disturbed round is the honest
 both sides come from the same run, so no absolute time is ever asserted. ``NAME:KEY`` reads
 the number ``KEY`` from the benchmark's ``extra_info`` (a paired side timed inside the same
 rounds), else its ``stats`` (``median``, ``mean``, ...).
+
+When a ``KEY`` holds a list (one time per round, timed alternately with the benchmark's own
+rounds), the check pairs rounds: every operand is read round by round (a bare ``NAME`` as
+its ``stats.data``), the ratio is computed for each round and the gate takes the median.
+Two sides timed in the same round see the same machine load, so on a busy machine this is
+steadier than a ratio of two minimums, which rests on two lucky rounds.
 """
 
 from __future__ import annotations
@@ -200,36 +206,78 @@ def load_benchmarks(path: str) -> Dict[str, dict]:
     return {b["name"]: b for b in benchmarks if isinstance(b, dict) and isinstance(b.get("name"), str)}
 
 
-def _value(benchmarks: Dict[str, dict], operand: Tuple[str, Optional[str]]) -> Optional[float]:
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _value(benchmarks: Dict[str, dict], operand: Tuple[str, Optional[str]], rounds: bool = False):
+    """The operand's number, or with ``rounds`` its per-round times (a list); None if absent."""
     name, key = operand
     entry = benchmarks.get(name)
     if entry is None:
         return None
+    stats = entry.get("stats") or {}
     if key is None:
-        value = (entry.get("stats") or {}).get("min")
+        value = stats.get("data") if rounds else stats.get("min")
     else:
-        value = (entry.get("extra_info") or {}).get(key, (entry.get("stats") or {}).get(key))
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        value = (entry.get("extra_info") or {}).get(key, stats.get(key))
+    if isinstance(value, list):
+        return [float(v) for v in value] if rounds and value and all(_number(v) for v in value) else None
+    return float(value) if _number(value) and not rounds else None
+
+
+def _per_round(benchmarks: Dict[str, dict], check: Check) -> bool:
+    """True when the check names a per-round list (a KEY holding one time per round)."""
+    return any(key is not None and isinstance(((benchmarks.get(name) or {}).get("extra_info") or {}).get(key), list)
+               for name, key in check.operands())
+
+
+def _sides(check: Check, lookup) -> Tuple[float, float]:
+    top = lookup[check.num] - (lookup[check.num_base] if check.num_base else 0.0)
+    bottom = lookup[check.den] - (lookup[check.den_base] if check.den_base else 0.0)
+    return top, bottom
+
+
+def _median(values: List[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def evaluate(checks: Sequence[Check], benchmarks: Dict[str, dict]) -> List[Outcome]:
-    """Compute each check; a check whose benchmark (or key) is missing fails and says which."""
+    """Compute each check; a check whose benchmark (or key) is missing fails and says which.
+    A check over per-round lists is the median of its rounds' ratios (see the module's doc)."""
     outcomes = []
     for check in checks:
-        values = [_value(benchmarks, o) for o in check.operands()]
+        rounds = _per_round(benchmarks, check)
+        values = [_value(benchmarks, o, rounds) for o in check.operands()]
         missing = [o for o, v in zip(check.operands(), values) if v is None]
         if missing:
             shown = ", ".join(name if key is None else f"{name}:{key}" for name, key in missing)
-            outcomes.append(Outcome(check, None, False, f"missing: {shown}"))
+            what = "per-round times missing" if rounds else "missing"
+            outcomes.append(Outcome(check, None, False, f"{what}: {shown}"))
             continue
-        lookup = dict(zip(check.operands(), values))
-        top = lookup[check.num] - (lookup[check.num_base] if check.num_base else 0.0)
-        bottom = lookup[check.den] - (lookup[check.den_base] if check.den_base else 0.0)
-        if bottom <= 0:
-            outcomes.append(Outcome(check, None, False, f"the denominator is {bottom:.3g} s (not positive)"))
+        if not rounds:
+            top, bottom = _sides(check, dict(zip(check.operands(), values)))
+            if bottom <= 0:
+                outcomes.append(Outcome(check, None, False, f"the denominator is {bottom:.3g} s (not positive)"))
+            else:
+                outcomes.append(Outcome(check, top / bottom, _OPERATORS[check.op](top / bottom, check.bound)))
             continue
-        ratio = top / bottom
-        outcomes.append(Outcome(check, ratio, _OPERATORS[check.op](ratio, check.bound)))
+        lengths = sorted({len(v) for v in values})
+        if len(lengths) != 1:
+            outcomes.append(Outcome(check, None, False, f"the operands hold different numbers of rounds "
+                                                        f"({', '.join(map(str, lengths))}); they cannot be paired"))
+            continue
+        sides = [_sides(check, dict(zip(check.operands(), row))) for row in zip(*values)]
+        usable = [top / bottom for top, bottom in sides if bottom > 0]
+        if len(usable) * 2 <= len(sides):
+            outcomes.append(Outcome(check, None, False, f"the denominator is not positive in {len(sides) - len(usable)} "
+                                                        f"of {len(sides)} rounds"))
+            continue
+        ratio = _median(usable)
+        outcomes.append(Outcome(check, ratio, _OPERATORS[check.op](ratio, check.bound),
+                                f"median of {len(usable)} paired rounds"))
     return outcomes
 
 

@@ -51,16 +51,19 @@ GOOD_EXTRA = {
     "test_pipeline_native_otlp_http": {"lens_cpu_min_s": 0.3, "sdk_cpu_min_s": 9.0},
     "test_pipeline_native_file": {"lens_cpu_min_s": 0.5, "sdk_cpu_min_s": 11.0},
     "test_pipeline_slow_collector_spool": {"spool_app_thread_cpu_s": 0.4, "nospool_app_thread_cpu_s": 0.38},
-    "test_enabled_span_with_a_new_text[sdk]": {"paired_seen_min_s": 11.4},
-    "test_enabled_span_with_a_new_text[native]": {"paired_seen_min_s": 0.8},
+    "test_enabled_span_with_a_new_text[sdk]": {"paired_seen_s": [11.4, 11.0, 11.8]},
+    "test_enabled_span_with_a_new_text[native]": {"paired_seen_s": [0.8, 0.9, 0.8]},
     "test_live_goodput_rollup[cython]": {"paired_rollup_min_s": 0.04},
     "test_live_goodput_rollup[python]": {"paired_rollup_min_s": 0.6},
 }
+# the rounds behind the benchmarks whose checks pair rounds (stats.data, in round order)
+GOOD_STATS = {"test_enabled_span_with_a_new_text[sdk]": {"data": [12.0, 12.5, 12.2]},
+              "test_enabled_span_with_a_new_text[native]": {"data": [1.5, 1.6, 1.5]}}
 CHECKS = 14
 
 
 def test_every_ratio_within_bounds_passes(tmp_path, capsys):
-    assert gate.main([_json(tmp_path, GOOD, GOOD_EXTRA)]) == 0
+    assert gate.main([_json(tmp_path, GOOD, GOOD_EXTRA, GOOD_STATS)]) == 0
     captured = capsys.readouterr()
     assert len(captured.out.splitlines()) == CHECKS and all(line.startswith("ok ") for line in captured.out.splitlines())
     assert f"bench-gate: {CHECKS} passed, 0 failed" in captured.err
@@ -68,20 +71,20 @@ def test_every_ratio_within_bounds_passes(tmp_path, capsys):
 
 def test_a_ratio_out_of_bounds_fails_and_says_which(tmp_path, capsys):
     slow = dict(GOOD, **{"test_trace_fn_disabled[cython]": 0.060})  # (0.060-0.030)/(0.130-0.030) = 0.3
-    assert gate.main([_json(tmp_path, slow, GOOD_EXTRA)]) == 1
+    assert gate.main([_json(tmp_path, slow, GOOD_EXTRA, GOOD_STATS)]) == 1
     out = capsys.readouterr().out
     assert "FAIL 0.300 <= 0.200  disabled trace_fn overhead" in out
 
 
 def test_a_missing_benchmark_fails(tmp_path, capsys):
     partial = {k: v for k, v in GOOD.items() if k != "test_enabled_span_with_a_new_text[sdk]"}
-    assert gate.main([_json(tmp_path, partial, GOOD_EXTRA)]) == 1
+    assert gate.main([_json(tmp_path, partial, GOOD_EXTRA, GOOD_STATS)]) == 1
     assert "missing: test_enabled_span_with_a_new_text[sdk]" in capsys.readouterr().out
 
 
 def test_a_missing_paired_side_fails(tmp_path, capsys):
     extra = dict(GOOD_EXTRA, **{"test_enabled_managed_span[cython-native]": {"impl": "cython"}})
-    assert gate.main([_json(tmp_path, GOOD, extra)]) == 1
+    assert gate.main([_json(tmp_path, GOOD, extra, GOOD_STATS)]) == 1
     assert "missing: test_enabled_managed_span[cython-native]:paired_sdk_min_s" in capsys.readouterr().out
 
 
@@ -132,6 +135,45 @@ def test_a_non_positive_denominator_fails_instead_of_dividing():
     benchmarks = {"a": {"stats": {"min": 1.0}}, "b": {"stats": {"min": 2.0}}}
     [outcome] = benchgate.evaluate([parse_check("a / (b - b) <= 1")], benchmarks)
     assert not outcome.ok and outcome.ratio is None and "not positive" in outcome.note
+
+
+def _rounds(measured, paired):
+    return {"new": {"stats": {"min": min(measured), "data": measured},
+                    "extra_info": {"paired_seen_s": paired, "paired_seen_min_s": min(paired)}}}
+
+
+def test_paired_rounds_take_the_median_of_each_rounds_ratio_not_two_minimums():
+    """CI failed a credential-scan check at 1.199 (bound 1.15) where the rounds' own ratios
+    had a median of 1.06-1.11: one lucky round on the seen side made the ratio of two minimums.
+    A KEY holding a list pairs the rounds instead."""
+    measured = [10.6, 21.4, 16.1, 31.8, 12.9]  # this round ran under load, and so did its pair
+    paired = [7.0, 20.0, 15.0, 30.0, 12.0]  # a lucky round: the minimum ratio reads 10.6 / 7.0
+    benchmarks = _rounds(measured, paired)
+    [by_min] = benchgate.evaluate([parse_check("new / new:paired_seen_min_s <= 1.15")], benchmarks)
+    [by_round] = benchgate.evaluate([parse_check("new / new:paired_seen_s <= 1.15")], benchmarks)
+    assert not by_min.ok and by_min.ratio == pytest.approx(10.6 / 7.0)
+    assert by_round.ok and by_round.ratio == pytest.approx(16.1 / 15.0)  # 1.514 1.07 1.073 1.06 1.075
+    assert "median of 5 paired rounds" in by_round.line()
+
+
+def test_paired_rounds_pair_every_operand_and_refuse_what_cannot_be_paired():
+    benchmarks = _rounds([3.0, 4.0, 5.0], [1.0, 2.0, 3.0])
+    benchmarks["new"]["extra_info"]["base_s"] = [0.5, 1.0, 1.0]
+    [overhead] = benchgate.evaluate([parse_check("(new - new:base_s) / (new:paired_seen_s - new:base_s) <= 9")], benchmarks)
+    assert overhead.ratio == pytest.approx(3.0)  # rounds: 2.5/0.5, 3/1, 4/2
+    benchmarks["new"]["extra_info"]["paired_seen_s"] = [1.0, 2.0]
+    [uneven] = benchgate.evaluate([parse_check("new / new:paired_seen_s <= 9")], benchmarks)
+    assert not uneven.ok and "different numbers of rounds (2, 3)" in uneven.note
+    del benchmarks["new"]["stats"]["data"]
+    [no_data] = benchgate.evaluate([parse_check("new / new:paired_seen_s <= 9")], benchmarks)
+    assert not no_data.ok and no_data.note == "per-round times missing: new"
+
+
+def test_paired_rounds_fail_when_most_denominators_are_not_positive():
+    benchmarks = _rounds([3.0, 4.0, 5.0], [1.0, 2.0, 3.0])
+    benchmarks["new"]["extra_info"]["base_s"] = [2.0, 2.0, 0.5]
+    [outcome] = benchgate.evaluate([parse_check("new / (new:paired_seen_s - new:base_s) <= 9")], benchmarks)
+    assert not outcome.ok and outcome.note == "the denominator is not positive in 2 of 3 rounds"
 
 
 # ---- the command ------------------------------------------------------------------------------
