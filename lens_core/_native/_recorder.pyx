@@ -88,8 +88,6 @@ cdef enum:
 cdef object _EMPTY_TUPLE = ()
 cdef object _LENS_TRUNCATED = "lens.span.truncated"
 cdef object _TRUNCATION_REASON = "lens.truncation.reason"
-cdef object _LENS_GROUP = "lens.group"
-cdef object _LENS_UMBRELLA = "lens.umbrella"
 
 
 cdef inline int64_t _now_ns() noexcept nogil:

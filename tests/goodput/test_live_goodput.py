@@ -128,3 +128,40 @@ def test_pending_entries_are_bounded_when_parents_never_end_here():
     live.observe(records)
     assert live.pending == 8 and live.evicted == 42
     assert live.totals[0] == 50  # still in the rank's totals
+
+
+@pytest.mark.parametrize("implementation", ["cython", "python"])
+def test_the_keys_the_roll_up_looks_up_are_semconvs_own_objects(rl, tmp_path, implementation):
+    """The compiled gate stamped ``lens.group`` and ``lens.umbrella`` with equal copies of the
+    semconv strings, so the export thread's roll-up found them by string compare instead of by
+    pointer: its lookup of ``lens.group`` took half its time per record (35 against 18 ns).
+    Every key the roll-up reads must be the very object it looks up."""
+    from lens_core import _impl
+
+    if implementation == "cython":
+        pytest.importorskip("lens_core._gate")
+    before = _impl.IMPLEMENTATION
+    _impl.use(implementation)
+    handle = setup_telemetry(LensConfig(enabled=True, exporter="none", span_groups="all", recorder="native",
+                                        metrics_enabled=False), _allow_reinit=True)
+    try:
+        handle.pipeline._stopping = True  # keep the records: the export thread takes none
+        recorder = handle.providers.recorder
+        recorder.take(1 << 30)
+        with iteration_scope(1), umbrella_span(G.U_STEP, GRPO.STEP):
+            with managed_span(G.POLICY_UPDATE, GRPO.POLICY_TRAINING, a=1):
+                pass
+        records = recorder.take(1 << 30)
+    finally:
+        handle.pipeline._stopping = False
+        handle.shutdown()
+        _impl.use(before)
+    constants = {key: key for key in (semconv.LENS_GROUP, semconv.LENS_UMBRELLA, semconv.RL_BUCKET,
+                                      semconv.RL_ITERATION)}
+    found = set()
+    for record in records:
+        for key in record.attrs:
+            if key in constants:
+                assert key is constants[key], f"{record.name}: {key!r} is a copy of the semconv string"
+                found.add(key)
+    assert found == set(constants)
