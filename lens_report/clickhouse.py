@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from lens_core import semconv
 
+from ._units import memory_bytes
 from .dialect import CLICKHOUSE, DUCKDB, LOSS_COUNTERS, ResourceFields, SpanFields, sql_text
 from .engine import TraceStore, find_trace_files
 from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem
@@ -591,6 +592,7 @@ class ClickHouseStore(TraceStore):
                  memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int | None = None,
                  temp_dir: str | None = None, run: str | None = None, work_tables: str = "memory") -> None:
         check_table_name(table)
+        memory_bytes(memory_limit)  # unused here (the server's memory is its own), but never misread silently
         if work_tables not in _WORK_ENGINES:
             raise ValueError(f"work_tables is one of {', '.join(_WORK_ENGINES)}, got {work_tables!r}")
         self.engine = _WORK_ENGINES[work_tables]

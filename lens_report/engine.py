@@ -350,13 +350,14 @@ class TraceStore:
         self.duplicate_count = 0
         self._index: dict[str, int] = {}
         self._cursors: set[Any] = set()  # the statements reading files now (to interrupt them)
+        # a bad memory limit is refused before anything is created
+        self._threads = threads or min(4, os.cpu_count() or 1)
+        self.plan = memory_plan(memory_limit, self._threads)
+        self.max_line = max_line_bytes(memory_limit, self._threads)
         self._dir = tempfile.mkdtemp(prefix="lens-report-", dir=temp_dir)
         remove_on_interrupt(self._dir)  # under the lens command, Ctrl-C removes it too (lens demo's report)
         # a store nobody closed still leaves no database behind (at collection or at exit)
         self._cleanup = weakref.finalize(self, _remove_database, self._dir)
-        self._threads = threads or min(4, os.cpu_count() or 1)
-        self.plan = memory_plan(memory_limit, self._threads)
-        self.max_line = max_line_bytes(memory_limit, self._threads)
         self.con = duckdb.connect()
         # small row groups, flushed one at a time: a reading statement holds ~11 MB of rows, not 5 x 44 MB
         self.con.execute(f"ATTACH {_sql_text(os.path.join(self._dir, 'spans.duckdb'))} AS {_DATABASE} "

@@ -237,3 +237,19 @@ def test_figures_the_report_holds_in_python_come_off_the_engines_limit(tmp_path)
         assert asked == [40 * 100 * (72 + 32)]
         store.hold_outside(10**12)
         assert engine_limit_mib() == pytest.approx(store.plan.rollup_bytes // 2 / 2**20, abs=0.1)
+
+
+@pytest.mark.parametrize("text", ["256M", "bogus", "", "MB", "-5MB", "0GB", "nanMB", "infGB", "12 parsecs"])
+def test_a_memory_limit_that_is_not_an_amount_is_refused_by_the_engines_not_read_as_1gb(text):
+    """memory_bytes read any text it could not parse as 1 GB, so TraceStore(memory_limit="256M")
+    (a typo a script makes, which the CLI would refuse) ran with a 1 GB budget and said nothing."""
+    from lens_report._units import memory_bytes
+    from lens_report.clickhouse import ClickHouseStore
+
+    with pytest.raises(ValueError, match=r"is not an amount of memory: expected a positive number with a unit"):
+        memory_bytes(text)
+    with pytest.raises(ValueError, match=repr(text).replace("(", r"\(")):
+        TraceStore(memory_limit=text)
+    with pytest.raises(ValueError, match="is not an amount of memory"):
+        ClickHouseStore(object(), "otel_traces", memory_limit=text)
+    assert memory_bytes("256MB") == 256 * 10**6 and memory_bytes("2GiB") == 2 * 2**30 and memory_bytes("1000") == 1000
