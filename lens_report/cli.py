@@ -251,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
             if store.read_limit_raised:  # the report still holds: said, not an error
                 _error(f"note: reading these files needed more memory than --memory-limit {args.memory_limit} "
                        f"gives; they were read again with {store.read_limit / 1e6:,.0f} MB for the engine "
-                       "(DuckDB's JSON reader holds ~115 MB for files of a few MB, ~330 MB past ~100 MB, "
+                       "(DuckDB's JSON reader holds ~115 MB for files of a few MB, read in 8 MB pieces past that, "
                        "more with --perfetto)")
             progress.say(f"read {store.span_count()} spans")
             try:

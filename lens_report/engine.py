@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import gzip
 import os
 import shutil
@@ -74,6 +75,13 @@ _ROLLUP_SHARE = 0.5
 """The share of the reading limit the rollup's engine gets: its joins hold memory outside the limit too."""
 _SMALL_FILE_BYTES = 2 * 10**6
 """Files up to this size are read by two statements at once even at the default memory limit."""
+_PIECES_AT_ONCE = 8
+"""Pieces of one file read by one statement (a statement costs ~50 ms besides its spans): 64 MB of
+the store's directory at a time."""
+_PIECE_BYTES = 8 * 10**6
+"""A trace file holding more than this (decompressed) is read in line-aligned pieces of about this
+size: DuckDB's JSON reader holds memory that grows with the file it reads, not with its lines (one
+165 MB file of 590 lines needed a 400 MB limit and peaked at 381 MiB; in pieces, ~200 MiB)."""
 _JOIN_ROW_BYTES = 40
 """The rollup memory one span of a run-long join is given (2.5M spans a part at the default budget)."""
 _DATABASE = "lens_spans"
@@ -232,12 +240,13 @@ def _unnest_or_null(items: str) -> str:
 _NO_SPANS = "no spans"  # the problem of a line that holds no span: invalid JSON, not OTLP, or empty
 
 
-def _ingest_sql(files_sql: str, detail: bool, as_index: int | None, max_line: int = _MAX_LINE_BYTES) -> str:
+def _ingest_sql(files_sql: str, detail: bool, as_index: int | None, max_line: int = _MAX_LINE_BYTES,
+                line_offset: int = 0) -> str:
     """One INSERT reading a list of files: a row per span, a row per unreadable span (``problem``
     set), and a row per line with no span (problem ``_NO_SPANS``).
 
-    ``line`` is the statement's ordinality (lines counted across its files);
-    :meth:`TraceStore._ingest_files` turns it into a line number per file. Nothing filters whole
+    ``line`` is the statement's ordinality (lines counted across its files) plus ``line_offset``
+    (the lines before a piece of a file); :meth:`TraceStore._finish` turns it into a line number per file. Nothing filters whole
     lines: filtering a chunk of 2,048 lines of ~250 KB each copies it (500 MB per thread).
     A file's index comes from a join with ``files`` (a CASE over the file names compared every
     row with every name: quadratic in the files), or is ``as_index`` for a salvaged copy.
@@ -253,7 +262,7 @@ def _ingest_sql(files_sql: str, detail: bool, as_index: int | None, max_line: in
     return f"""
 INSERT INTO spans
 WITH lines AS NOT MATERIALIZED (
-    SELECT filename, ordinality AS o, json_transform(json, '{_line_type(detail)}') AS j
+    SELECT filename, ordinality + {int(line_offset)} AS o, json_transform(json, '{_line_type(detail)}') AS j
     FROM read_ndjson_objects({files_sql}, ignore_errors=true, filename=true,
                              maximum_object_size={int(max_line)}) WITH ORDINALITY
 ), rs AS NOT MATERIALIZED (
@@ -369,6 +378,7 @@ class TraceStore:
         """The engine's memory limit while reading, in bytes: the plan's, or more when a batch of
         files needed more (see :meth:`read_limit_raised`)."""
         self._limit_lock = threading.Lock()
+        self._stop_reading = threading.Event()
         self.rollup_limit = self._limit_now = self._base = self.plan.rollup_bytes
         """The most memory a rollup statement was given, in bytes (the plan's unless one ran out)."""
         self.con.execute(f"SET temp_directory = {_sql_text(os.path.join(self._dir, 'spill'))}")
@@ -413,11 +423,14 @@ class TraceStore:
         insert_rows(self.con, "files", [(i, f, None) for i, f in enumerate(self.files)])
         readers = self._readers_for(self.files)
         self.con.execute(f"SET threads = {readers}")
-        batches = list(_batches(self.files, readers))
+        large = {f for f in self.files if _plain_size(f) > _PIECE_BYTES}
+        batches = [[f] for f in self.files if f in large]  # first: they take longest
+        batches += _batches([f for f in self.files if f not in large], readers)
         problems: list[list[Problem]] = [[] for _ in batches]
         done = 0
         with concurrent.futures.ThreadPoolExecutor(readers, thread_name_prefix="lens-report-read") as pool:
-            pending = {pool.submit(self._ingest, batch, problems[i]): batch for i, batch in enumerate(batches)}
+            pending = {pool.submit(self._ingest_pieces if batch[0] in large else self._ingest, batch, problems[i]): batch
+                       for i, batch in enumerate(batches)}
             try:
                 for future in concurrent.futures.as_completed(pending):
                     future.result()  # an SQL error is a bug: raise it here
@@ -425,12 +438,13 @@ class TraceStore:
                     if self.progress is not None:
                         self.progress(done, len(self.files))
             except BaseException:  # e.g. Ctrl-C: stop the statements under way too, not only those queued
+                self._stop_reading.set()  # a file read in pieces stops between two
                 for future in pending:
                     future.cancel()
                 for cursor in list(self._cursors):
                     cursor.interrupt()
                 raise
-        for found in problems:  # in file order, whichever batch finished first
+        for found in problems:  # sorted into file order in _finish, whichever batch finished first
             self.problems.extend(found)
         # from here on the rollup's: every thread, and the memory the reading statements' buffers
         # held left to what the engine's joins and aggregates hold outside its limit
@@ -459,29 +473,85 @@ class TraceStore:
         return self.read_limit > self.plan.read_bytes
 
     def _ingest(self, batch: list[str], problems: list[Problem]) -> None:
+        with self._cursor() as cursor:
+            self._ingest_batch(cursor, batch, problems)
+
+    @contextlib.contextmanager
+    def _cursor(self) -> Iterator[Any]:
         cursor = self.con.cursor()
         cursor.execute(f"USE {_DATABASE}")  # a cursor starts in the in-memory catalog
         self._cursors.add(cursor)
         try:
-            self._ingest_batch(cursor, batch, problems)
+            yield cursor
         finally:
             self._cursors.discard(cursor)
             cursor.close()
 
-    def _ingest_batch(self, cursor: Any, batch: list[str], problems: list[Problem]) -> None:
+    def _ingest_pieces(self, batch: list[str], problems: list[Problem]) -> None:
+        """Read one large file in line-aligned pieces (see ``_PIECE_BYTES``): they are written to the
+        store's directory, read ``_PIECES_AT_ONCE`` a statement as that file with their lines
+        numbered on from the pieces before them, and removed. A file that cannot be read to its end
+        keeps what was read."""
+        (file,) = batch
+        group: list[tuple[str, int]] = []  # (piece, lines before it)
+        offset = 0
+        with self._cursor() as cursor:
+            try:
+                with _open_text(file) as source:
+                    stem = os.path.join(self._dir, f"piece-{self._index[file]}-")
+                    for piece, lines in _pieces(source, stem, _PIECE_BYTES, self._stop_reading):
+                        group.append((piece, offset))
+                        offset += lines
+                        if len(group) == _PIECES_AT_ONCE:
+                            self._ingest_group(cursor, group, file, problems)
+            except (OSError, EOFError, zlib.error, ValueError) as exc:
+                error: BaseException | None = exc
+            else:
+                error = None
+            try:
+                if group:  # what was read before the end, or before the damage
+                    self._ingest_group(cursor, group, file, problems)
+            finally:
+                for piece, _ in group:
+                    os.unlink(piece)
+        if error is not None:
+            problems.append(Problem(file, 0, f"cannot read file: {error}" if offset == 0
+                                    else f"cannot read the rest of the file: {error}"))
+
+    def _ingest_group(self, cursor: Any, group: list[tuple[str, int]], file: str, problems: list[Problem]) -> None:
+        """Read pieces of ``file`` in one statement (ordinality runs on across them), then remove
+        them; if DuckDB cannot read them together, piece by piece."""
         try:
-            self._ingest_files(cursor, batch)
+            self._ingest_files(cursor, [piece for piece, _ in group], as_file=file, line_offset=group[0][1])
         except _input_errors() as exc:
-            # DuckDB's JSON reader holds ~115 MB for files of a few MB, ~330 MB for files past ~100 MB:
+            if isinstance(exc, require_duckdb().OutOfMemoryException) and self._raise_read_limit():
+                self._ingest_group(cursor, group, file, problems)
+                return
+            for piece, offset in group:
+                self._ingest_batch(cursor, [piece], problems, as_file=file, line_offset=offset)
+        finally:
+            for piece, _ in group:
+                if os.path.exists(piece):
+                    os.unlink(piece)
+            group.clear()
+
+    def _ingest_batch(self, cursor: Any, batch: list[str], problems: list[Problem], *, as_file: str | None = None,
+                      line_offset: int = 0) -> None:
+        """Read ``batch`` in one statement; ``as_file``: the batch is one piece or copy standing in for
+        that file, whose lines before it number ``line_offset``."""
+        try:
+            self._ingest_files(cursor, batch, as_file=as_file, line_offset=line_offset)
+        except _input_errors() as exc:
+            # DuckDB's JSON reader holds ~115 MB for files of a few MB (larger ones come in pieces):
             # the same batch again with more memory (a failed statement inserts nothing), then file by file
             if isinstance(exc, require_duckdb().OutOfMemoryException) and self._raise_read_limit():
-                self._ingest_batch(cursor, batch, problems)
+                self._ingest_batch(cursor, batch, problems, as_file=as_file, line_offset=line_offset)
                 return
             if len(batch) > 1:  # find the file DuckDB cannot read
                 for file in batch:
                     self._ingest_batch(cursor, [file], problems)
                 return
-            self._salvage(cursor, batch[0], problems)
+            self._salvage(cursor, batch[0], problems, as_file=as_file, line_offset=line_offset)
 
     def _raise_read_limit(self) -> bool:
         """Double the engine's memory limit for reading, up to 4x the plan's; False once there."""
@@ -516,21 +586,24 @@ class TraceStore:
         """Whether a rollup statement needed more memory than the plan gave (:attr:`rollup_limit`: the most any got)."""
         return self.rollup_limit > self.plan.rollup_bytes
 
-    def _ingest_files(self, cursor: Any, batch: list[str], *, as_file: str | None = None) -> None:
+    def _ingest_files(self, cursor: Any, batch: list[str], *, as_file: str | None = None, line_offset: int = 0) -> None:
         files_sql = "[" + ", ".join(_sql_text(f) for f in batch) + "]"
-        # a salvaged copy stands in for its damaged original
+        # a piece or a salvaged copy stands in for its original
         cursor.execute(_ingest_sql(files_sql, self.detail, None if as_file is None else self._index[as_file],
-                                   self.max_line))
+                                   self.max_line, line_offset))
 
-    def _salvage(self, cursor: Any, file: str, problems: list[Problem]) -> None:
+    def _salvage(self, cursor: Any, source_file: str, problems: list[Problem], *, as_file: str | None = None,
+                 line_offset: int = 0) -> None:
         """A file DuckDB cannot read (a damaged compressed stream, a line past :attr:`max_line`):
         read the good part in Python. A line too long to read is replaced by an export without
         spans, so line numbers still match and the line is reported (see :func:`_line_problems`);
-        no line is ever held whole, so a decompression bomb costs time, bounded, not memory."""
+        no line is ever held whole, so a decompression bomb costs time, bounded, not memory.
+        ``as_file`` and ``line_offset``: ``source_file`` is a piece of that file."""
+        file = as_file or source_file
         copy = os.path.join(self._dir, f"salvage-{self._index[file]}.jsonl")
         error = None
         try:
-            with _open_text(file) as source, open(copy, "wb") as out:
+            with _open_text(source_file) as source, open(copy, "wb") as out:
                 try:
                     for line, size in _capped_lines(source, self.max_line):
                         out.write(line if line is not None else _PLACEHOLDER)
@@ -544,7 +617,7 @@ class TraceStore:
         if error is not None:
             problems.append(Problem(file, 0, f"cannot read the rest of the file: {error}"))
         try:
-            self._ingest_files(cursor, [copy], as_file=file)
+            self._ingest_files(cursor, [copy], as_file=file, line_offset=line_offset)
         except _input_errors() as exc:
             hint = ("; a line of this file needs more memory than --memory-limit gives"
                     if isinstance(exc, require_duckdb().OutOfMemoryException) else "")
@@ -712,6 +785,71 @@ def _batches(files: list[str], parts: int = 1) -> Iterator[list[str]]:
         size += file_size
     if batch:
         yield batch
+
+
+def _plain_size(file: str) -> int:
+    """About how many bytes ``file`` holds decompressed: its size, a ``.gz`` file's own record of it
+    (the last member's, modulo 4 GiB: never below the compressed size), ten times a ``.zst`` file's."""
+    try:
+        size = os.path.getsize(file)
+        if file.endswith(".gz") and size >= 18:
+            with open(file, "rb") as fh:
+                fh.seek(-4, os.SEEK_END)
+                return max(size, int.from_bytes(fh.read(4), "little"))
+    except OSError:
+        return 0
+    return size * 10 if file.endswith(".zst") else size
+
+
+def _pieces(source: Any, stem: str, size: int, stop: threading.Event | None = None,
+            chunk: int = 1 << 20) -> Iterator[tuple[str, int]]:
+    """Write ``source`` (a binary stream) a piece at a time to ``{stem}{n}.jsonl``: about ``size``
+    bytes, then on to the end of the line. Yields each piece's path and number of non-blank lines
+    (DuckDB skips blank ones, and a span's ``line`` counts the others) once it is written; the
+    caller removes it. A line is copied in chunks of ``chunk`` bytes, never held whole. A stream
+    that breaks (a damaged or cut compressed file) ends the last piece where it broke, and its
+    error is raised once that piece has been read."""
+    read = getattr(source, "read1", source.read)  # what is there: a read of a cut stream returns its data, not an error
+    carry = b""
+    content = False  # whether the line being copied so far holds more than whitespace
+    error: BaseException | None = None
+    number = 0
+    while error is None and not (stop is not None and stop.is_set()):
+        written = lines = 0
+        path = f"{stem}{number}.jsonl"
+        number += 1
+        with open(path, "wb") as out:
+            while True:
+                try:
+                    data = carry or read(chunk)
+                except (OSError, EOFError, zlib.error) as exc:
+                    error, data = exc, b""
+                carry = b""
+                if not data:
+                    break
+                if written >= size:  # past the size: on to the end of the line
+                    cut = data.find(b"\n")
+                    if cut >= 0:
+                        data, carry = data[:cut + 1], data[cut + 1:]
+                out.write(data)
+                written += len(data)
+                *ended, rest = data.split(b"\n")
+                for line in ended:
+                    lines += content or bool(line.strip())
+                    content = False
+                content = content or bool(rest.strip())
+                if written >= size and not rest:
+                    break
+        if written:
+            lines += content  # a piece ends at a line's end, or the file ends here (a last line without a newline)
+            content = False
+            yield path, lines
+        else:
+            os.unlink(path)
+            if error is None:
+                return
+    if error is not None:
+        raise error
 
 
 def _open_text(file: str) -> Any:

@@ -253,3 +253,135 @@ def test_a_memory_limit_that_is_not_an_amount_is_refused_by_the_engines_not_read
     with pytest.raises(ValueError, match="is not an amount of memory"):
         ClickHouseStore(object(), "otel_traces", memory_limit=text)
     assert memory_bytes("256MB") == 256 * 10**6 and memory_bytes("2GiB") == 2 * 2**30 and memory_bytes("1000") == 1000
+
+
+def _hostile_file_lines(cap: int) -> list[str]:
+    """Lines of one rank file with everything a piece boundary could get wrong: blank lines,
+    invalid JSON, a span with a bad id, the same span twice far apart, and a line past ``cap``."""
+    lines = []
+    for n in range(1, 61):
+        spans = [Otlp.span(n, f"s{n}", n, n + 0.5, bucket="productive", note="x" * 300)]
+        lines.append(json.dumps(Otlp.request(spans, nv_dl_rank=0)))
+        if n % 7 == 0:
+            lines.append("")
+        if n % 11 == 0:
+            lines.append("   ")
+        if n == 23:
+            lines.append("{not json")
+        if n == 31:
+            bad = Otlp.span(1000, "bad id", 1, 2)
+            bad["spanId"] = "xyz"
+            lines.append(json.dumps(Otlp.request([bad], nv_dl_rank=0)))
+        if n == 40:
+            lines.append(_line_of(2 * cap, 999))
+    lines.append(lines[2])  # the third line's span, written again at the end
+    return lines
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
+def test_a_file_read_in_pieces_reads_the_same_spans_problems_and_line_numbers_as_whole(tmp_path, monkeypatch, suffix):
+    """One rank file of 165 MB peaked at 381 MiB under the 256 MB budget: DuckDB's JSON reader
+    holds memory that grows with the file it reads, so the engine's limit had to be raised. A
+    file past _PIECE_BYTES is now read in line-aligned pieces; with pieces of a few lines, every
+    span, problem, line number and duplicate must be what reading it whole finds."""
+    import gzip
+
+    from lens_report import engine
+
+    cap = max_line_bytes("256MB", 1)
+    text = "\n".join(_hostile_file_lines(cap)) + "\n"
+    path = tmp_path / f"traces-rank0{suffix}"
+    path.write_bytes(gzip.compress(text.encode()) if suffix.endswith(".gz") else text.encode())
+
+    def read(piece_bytes):
+        monkeypatch.setattr(engine, "_PIECE_BYTES", piece_bytes)
+        with TraceStore(memory_limit="256MB", threads=1) as store:
+            store.load([path])
+            spans = store.rows("SELECT file, line, name, span FROM spans ORDER BY line")
+            problems = [(p.file, p.line, p.message) for p in store.problems]
+            return spans, problems, store.duplicate_count, store.span_count()
+
+    whole, pieces = read(10**12), read(1500)
+    assert pieces == whole
+    spans, problems, duplicates, count = pieces
+    assert count == 60 and duplicates == 1  # s1-s60; the big line, the bad id and the copy are not spans
+    lines = text.split("\n")
+    assert [(line, lines[line - 1][:9]) for _, line, message in problems if "invalid JSON" in message] == [
+        (lines.index("{not json") + 1, "{not json")]
+    assert any("spanId xyz" in message for _, _, message in problems)
+    assert any(message.startswith("a line of") for _, _, message in problems), problems
+
+
+def test_a_cut_compressed_file_read_in_pieces_keeps_what_came_before_the_damage(tmp_path, monkeypatch):
+    """A .gz file's recorded size is its last bytes: in a cut file they are anything, so a cut
+    file may go the piece path; it must keep the spans before the damage and say where it broke."""
+    import gzip
+
+    from lens_report import engine
+
+    text = "".join(json.dumps(Otlp.request([Otlp.span(n, f"s{n}", n, n + 1, note="y" * 2000 + str(n))])) + "\n"
+                   for n in range(1, 400))
+    data = gzip.compress(text.encode())
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(data[: len(data) // 2])
+    monkeypatch.setattr(engine, "_PIECE_BYTES", 5000)
+    with TraceStore(threads=1) as store:
+        store.load([path])
+        names = [name for (name,) in store.rows("SELECT name FROM spans ORDER BY line")]
+        assert 10 < len(names) < 399 and names[:3] == ["s1", "s2", "s3"]
+        assert any(p.message.startswith("cannot read the rest of the file") for p in store.problems)
+
+
+@pytest.mark.slow
+def test_one_large_rank_file_is_reported_within_the_default_budget(tmp_path):
+    """One rank file of 165 MB (one rank of a long run with fine groups on, which the file
+    exporter writes as one file) peaked at 381 MiB under the default 256 MB budget. In pieces,
+    a ~110 MB file stays within 256 MB peak RSS and the engine's limit is never raised."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from trace_synth import write_run
+
+    write_run(tmp_path / "ranks", 8, 1300)
+    big = tmp_path / "run" / "traces-all.jsonl"
+    big.parent.mkdir()
+    with open(big, "wb") as out:
+        for part in sorted((tmp_path / "ranks").rglob("*.jsonl")):
+            out.write(part.read_bytes())
+    assert os.path.getsize(big) > 100e6
+    # VmHWM, not ru_maxrss: Linux carries a process's ru_maxrss across exec, so a child forked from
+    # this (large) test process would report the test's own size
+    code = ("import sys; from lens_report.cli import main; rc = main([sys.argv[1], '--json']); "
+            "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]; "
+            "sys.stderr.write('peak %d\\n' % int(hwm.split()[1])); sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code, str(big.parent)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == EXIT_OK, done.stderr[-2000:]
+    assert "needed more memory" not in done.stderr, done.stderr
+    peak_kib = int(done.stderr.rsplit("peak ", 1)[1])
+    assert peak_kib * 1024 <= 256 * 10**6, f"peak RSS {peak_kib / 1024:.0f} MiB"
+
+
+def test_pieces_cut_at_line_ends_and_count_the_lines_duckdb_numbers(tmp_path):
+    """The pieces of a stream, whatever its lines and chunk sizes: joined, they are the stream;
+    each but the last ends a line; each is about the size asked (never a whole long line past it
+    held at once); each counts the non-blank lines in it, as DuckDB numbers them."""
+    import io
+    import random
+
+    from lens_report.engine import _pieces
+
+    rng = random.Random(7)
+    for _ in range(600):
+        lines = [rng.choice([b"", b" \t", b"x" * rng.randrange(1, 400), b"  {}" * rng.randrange(1, 30)])
+                 for _ in range(rng.randrange(0, 40))]
+        text = b"\n".join(lines) + rng.choice([b"", b"\n"])
+        size, chunk = rng.choice([1, 10, 100, 1000]), rng.choice([1, 3, 64, 4096])
+        pieces = []
+        for path, count in _pieces(io.BytesIO(text), str(tmp_path / "p-"), size, chunk=chunk):
+            with open(path, "rb") as fh:
+                piece = fh.read()
+            os.unlink(path)
+            assert piece and count == sum(1 for line in piece.split(b"\n") if line.strip())
+            assert len(piece) < size + chunk + max(map(len, lines), default=0) + 1
+            pieces.append(piece)
+        assert b"".join(pieces) == text
+        assert all(piece.endswith(b"\n") for piece in pieces[:-1])
+        assert os.listdir(tmp_path) == []
