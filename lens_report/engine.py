@@ -508,12 +508,8 @@ class TraceStore:
                 error: BaseException | None = exc
             else:
                 error = None
-            try:
-                if group:  # what was read before the end, or before the damage
-                    self._ingest_group(cursor, group, file, problems)
-            finally:
-                for piece, _ in group:
-                    os.unlink(piece)
+            if group:  # what was read before the end, or before the damage (it removes them)
+                self._ingest_group(cursor, group, file, problems)
         if error is not None:
             problems.append(Problem(file, 0, f"cannot read file: {error}" if offset == 0
                                     else f"cannot read the rest of the file: {error}"))
