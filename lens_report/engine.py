@@ -459,12 +459,7 @@ class TraceStore:
         statements run on one thread each (``WITH ORDINALITY``), and reading uses no more."""
         if self.plan.readers >= 2 or self._threads < 2:
             return self.plan.readers
-        largest = 0
-        for file in files:
-            try:  # a compressed file expands: count it ten times over
-                largest = max(largest, os.path.getsize(file) * (1 if file.endswith((".json", ".jsonl")) else 10))
-            except OSError:
-                pass
+        largest = max(map(_plain_size, files), default=0)  # a compressed file counts as what it expands to
         return 2 if largest <= _SMALL_FILE_BYTES else self.plan.readers
 
     @property
@@ -495,6 +490,7 @@ class TraceStore:
         (file,) = batch
         group: list[tuple[str, int]] = []  # (piece, lines before it)
         offset = 0
+        error: BaseException | None = None
         with self._cursor() as cursor:
             try:
                 with _open_text(file) as source:
@@ -505,9 +501,7 @@ class TraceStore:
                         if len(group) == _PIECES_AT_ONCE:
                             self._ingest_group(cursor, group, file, problems)
             except (OSError, EOFError, zlib.error, ValueError) as exc:
-                error: BaseException | None = exc
-            else:
-                error = None
+                error = exc
             if group:  # what was read before the end, or before the damage (it removes them)
                 self._ingest_group(cursor, group, file, problems)
         if error is not None:
