@@ -2,8 +2,10 @@
 every ended span (lens_core's GoodputRollup) against an enabled leaf managed_span with 3 attributes.
 
 Paired rounds: each round opens LOOP leaf spans under a step on the native recorder (timed by
-pytest-benchmark) and, in its setup, feeds LOOP records of the same shape, captured from the
-recorder beforehand, to a fresh roll-up (timed as the paired side). bench/checks.txt divides the
+pytest-benchmark) and, in its setup, feeds the LOOP records the previous round recorded to a
+fresh roll-up (timed as the paired side), as the export thread rolls up what was just recorded.
+(One batch captured before all rounds sat wherever the heap had put it: in the whole bench suite
+its roll-up read 0.053-0.057 of the span loop, against 0.028 for the latest records.) bench/checks.txt divides the
 roll-up's best round by the span loop's: <= 5 % on the compiled gate (the roll-up holds the GIL
 the application's spans need, so this is what it can take from them).
 """
@@ -49,13 +51,16 @@ def test_live_goodput_rollup(benchmark, gate):
         rollup_class = _rollup_for(records[0])
         search = re.compile(STEP_PATTERN).search
 
+        latest = [records]  # what the span loop recorded last: the export thread rolls up what was just recorded
+
         def rollup():
-            steps = rollup_class(search).feed(records, {}, frozenset())
+            steps = rollup_class(search).feed(latest[0], {}, frozenset())
             assert len(steps) == 1
 
         def measured():
             spans()
-            rec.take(1 << 30)  # the queue stays short, as the export thread keeps it
+            latest[0] = rec.take(1 << 30)  # the queue stays short, as the export thread keeps it
+            assert len(latest[0]) == LOOP
 
         paired_benchmark(benchmark, measured, rollup, label="rollup", rounds=200, warmup=10)
     finally:
