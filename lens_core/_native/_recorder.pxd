@@ -41,6 +41,7 @@ cdef class Span:
     cdef Span _next
     cdef bint _evicted
     cdef bint _linked
+    cdef Py_ssize_t _size  # the bytes it was budgeted at when queued (_record_size), given back at take
 
 
 @cython.final
