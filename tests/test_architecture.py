@@ -355,7 +355,8 @@ _PRIVATE_UPSTREAM = re.compile(
     r"ray\._private|_internal_kv|cygrpc|_SPAN_KEY|_RUNTIME_CONTEXT|_current_context|_encode_resource"
     r"|_translate_data|_count_data|\._client\b|\._export\(|\._channel\b|_log_encoder|\._log_exporter"
     r"|opentelemetry\._logs|opentelemetry\.sdk\._logs|from opentelemetry import _logs|\._decision\b"
-    r"|\._root\b|_remote_parent_|_local_parent_|proto\.common\._internal")
+    r"|\._root\b|_remote_parent_|_local_parent_|proto\.common\._internal"
+    r"|\b_Span\b|[.\"']_(?:attributes|events|dict|dq)\b")  # an SDK span's storage (upstream.sdk_span_reader)
 # The one use outside the adapter: the logging bridge's handler overrides the hook the adapter
 # vouches for (upstream.log_record_attributes_hook).
 _ALLOWED_PRIVATE = {"otel_bridge.sdk.upstream"}

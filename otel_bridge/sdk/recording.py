@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from lens_core import _impl, semconv
-from lens_core._native._shared import Limits
+from lens_core._native._shared import Limits, set_record_reader
 
 from otel_bridge import exporters
 from otel_bridge.sdk import upstream
@@ -44,6 +44,12 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
                             spool_factory=_spool_factory(config, run_id, rank))
     pipeline.sdk = SdkSpanProcessor(pipeline, config.max_open_spans)
     tracer_provider.add_span_processor(pipeline.sdk)
+    # The recorder budgets every queued SDK span (record_size) on the thread that ends it:
+    # read from the dicts behind its public views, 0.5 µs a span instead of 2.0-2.4 here
+    # (3.8 on a loaded machine), where the views are read a key at a time.
+    span_types, reader = upstream.sdk_span_reader()
+    for span_type in span_types:
+        set_record_reader(span_type, reader)
     native = None
     if config.recorder == "native":
         _bind(recorder, tracer_provider, impl)

@@ -34,6 +34,7 @@ __all__ = [
     "ray_kv_put",
     "ray_started_head",
     "runtime_contextvar",
+    "sdk_span_reader",
     "span_key",
     "static_decision",
 ]
@@ -51,6 +52,7 @@ ASSUMPTIONS = {
     "context-runtime-contextvar": "runtime_contextvar",
     "sampler-static-decision": "static_decision",
     "sampler-parent-based-delegates": "parent_based_delegates",
+    "sdk-span-value-storage": "sdk_span_reader",
     "grpc-exporter-export-hooks": "adapt_grpc_exporter",
     "grpc-exporter-channel": "grpc_channel",
     "http-exporter-client": "http_export",
@@ -207,6 +209,74 @@ def parent_based_delegates(sampler):
     if missing:
         raise UpstreamChanged("sampler-parent-based-delegates", f"ParentBased has no {', '.join(missing)}")
     return tuple(getattr(sampler, n) for n in names)
+
+
+# ---- SDK spans' values -----------------------------------------------------------------------
+
+
+def sdk_span_reader():
+    """``(span types, reader)`` for lens_core's record_size (``_shared.set_record_reader``):
+    ``reader(span)`` gives an ended SDK span's ``(attributes, event attributes)`` as the
+    dicts behind its public views (``attributes``, ``events``, each event's ``attributes``),
+    without going through them: ``attributes`` is a MappingProxyType over a BoundedAttributes,
+    whose values the Mapping ABC reads one Python ``__getitem__`` at a time, and ``events``
+    a locked copy of a BoundedList.
+
+    Private: ``opentelemetry.sdk.trace._Span`` (the class a Tracer makes), the
+    ``_attributes`` (a BoundedAttributes, a dict or None) and ``_events`` (a BoundedList, or
+    the tuple or list given to ReadableSpan) of a ReadableSpan, ``BoundedAttributes._dict``,
+    ``BoundedList._dq`` and ``Event._attributes`` (opentelemetry-sdk and -api 1.45.0). A span
+    stored otherwise gives None, and record_size then reads its public views: correct, only
+    slower, so this falls back instead of raising (its test fails by this assumption's name);
+    so does an SDK without these classes: ``((), None)``, no reader."""
+    from collections import deque
+
+    try:
+        from opentelemetry.attributes import BoundedAttributes
+        from opentelemetry.sdk import trace as sdk_trace
+        from opentelemetry.sdk.util import BoundedList
+
+        event_type = sdk_trace.Event
+    except (ImportError, AttributeError):
+        return (), None
+    unknown = object()
+
+    def values_of(attrs):
+        kind = type(attrs)
+        if kind is BoundedAttributes:
+            attrs = getattr(attrs, "_dict", unknown)
+            return attrs if type(attrs) is dict else unknown
+        return attrs if attrs is None or kind is dict else unknown
+
+    def reader(span):
+        attrs = getattr(span, "_attributes", unknown)
+        if type(attrs) is BoundedAttributes:  # what a Tracer's span holds
+            attrs = getattr(attrs, "_dict", unknown)
+            if type(attrs) is not dict:
+                return None
+        elif not (attrs is None or type(attrs) is dict):
+            return None
+        events = getattr(span, "_events", unknown)
+        if type(events) is BoundedList:
+            events = getattr(events, "_dq", unknown)
+            if type(events) is not deque:
+                return None
+        elif type(events) is not tuple and type(events) is not list:
+            return None
+        if not events:
+            return attrs, ()
+        event_attrs = []
+        for event in events:
+            if type(event) is not event_type:
+                return None
+            found = values_of(getattr(event, "_attributes", unknown))
+            if found is unknown:
+                return None
+            event_attrs.append(found)
+        return attrs, event_attrs
+
+    kinds = (getattr(sdk_trace, "_Span", None), sdk_trace.Span, sdk_trace.ReadableSpan)
+    return tuple(kind for kind in kinds if isinstance(kind, type)), reader
 
 
 # ---- OTLP exporters' transport ---------------------------------------------------------------

@@ -43,6 +43,29 @@ def size_calls(monkeypatch):
     return calls
 
 
+@pytest.fixture
+def sdk_reader():
+    """Installs the SDK span reader (as build_span_pipeline does) for the test; yields a list
+    that counts the reader's calls."""
+    from otel_bridge.sdk import upstream
+
+    kinds, reader = upstream.sdk_span_reader()
+    calls = []
+
+    def counting(span):
+        calls.append(span)
+        return reader(span)
+
+    before = {kind: _shared._READERS.get(kind) for kind in kinds}
+    for kind in kinds:
+        _shared.set_record_reader(kind, counting)
+    try:
+        yield calls
+    finally:
+        for kind, old in before.items():
+            _shared.set_record_reader(kind, old)
+
+
 def _recorder(impl, buffer_bytes=1 << 24):
     from opentelemetry.sdk.trace import TracerProvider
 
@@ -122,7 +145,7 @@ def _check_balanced(impl, rec, records, size_calls=()):
     assert rec.take(10) == [probe] and rec.queued_bytes() == 0
 
 
-def test_the_ledger_balances_for_native_spans_sdk_spans_and_long_values(impl, size_calls):
+def test_the_ledger_balances_for_native_spans_sdk_spans_and_long_values(impl, size_calls, sdk_reader):
     """Regression: an SDK span's size was computed twice, at enqueue and again at take,
     through the Mapping ABC (3.8 µs each on a loaded machine: the SDK recorder's enabled span
     went from 1.24x to 1.61-1.73x the bare SDK). Each record is now budgeted once, when
@@ -140,7 +163,28 @@ def test_the_ledger_balances_for_native_spans_sdk_spans_and_long_values(impl, si
         for span in sdk:
             assert rec._enqueue(span)
         assert [id(r) for r in size_calls if r in sdk] == [id(r) for r in sdk]  # each SDK span sized once
+        assert len(sdk_reader) == len(sdk)  # through the reader (the dicts behind its views)
         _check_balanced(impl, rec, native + others + sdk, size_calls)
+
+    contextvars.Context().run(run)
+
+
+def test_the_ledger_balances_for_sdk_spans_without_the_reader(impl, size_calls):
+    """The same ledger when no SDK span reader is installed (lens_core alone, or an SDK whose
+    spans the reader does not know): their public views are read, once, at enqueue."""
+
+    def run():
+        saved = dict(_shared._READERS)
+        _shared._READERS.clear()
+        try:
+            rec = _recorder(impl)
+            sdk = _sdk_spans()
+            for span in sdk:
+                assert rec._enqueue(span)
+            assert [id(r) for r in size_calls] == [id(r) for r in sdk]  # each sized once, at enqueue
+            _check_balanced(impl, rec, sdk, size_calls)
+        finally:
+            _shared._READERS.update(saved)
 
     contextvars.Context().run(run)
 
@@ -159,3 +203,28 @@ def test_the_ledger_balances_for_spans_truncated_at_shutdown(impl, size_calls):
         _check_balanced(impl, rec, ended + opened[::-1], size_calls)
 
     contextvars.Context().run(run)
+
+
+def test_the_sdk_recorder_installs_the_span_reader():
+    """build_span_pipeline installs the SDK span reader (upstream.sdk_span_reader), so the
+    recorder budgets an SDK span from the dicts behind its views, at the size its public
+    views give."""
+    from lens_core import LensConfig
+    from otel_bridge import setup_telemetry
+
+    handle = setup_telemetry(LensConfig(enabled=True, exporter="none", metrics_enabled=False, recorder="sdk"),
+                             _allow_reinit=True)
+    try:
+        spans = _sdk_spans()
+        assert type(spans[0]) in _shared._READERS
+        sizes = [_shared.record_size(s) for s in spans]
+        reader = _shared._READERS[type(spans[0])]
+        assert all(reader(s) is not None for s in spans)
+        saved = dict(_shared._READERS)
+        _shared._READERS.clear()
+        try:
+            assert [_shared.record_size(s) for s in spans] == sizes  # the public views agree
+        finally:
+            _shared._READERS.update(saved)
+    finally:
+        handle.shutdown()

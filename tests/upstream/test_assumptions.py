@@ -153,6 +153,100 @@ def test_sampler_parent_based_delegates_in_order():
         sampling.Decision.DROP, sampling.Decision.DROP]
 
 
+# ---- SDK spans' values -----------------------------------------------------------------------
+
+
+def _ended_sdk_spans():
+    """Ended spans of a real TracerProvider: short and long values, events with and without
+    attributes, a sequence value, a link, and none at all."""
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+    from opentelemetry.trace import Link
+
+    tracer = TracerProvider(span_limits=SpanLimits(max_attributes=4)).get_tracer("probe")
+    spans = []
+    with tracer.start_as_current_span("bare") as span:
+        spans.append(span)
+    with tracer.start_as_current_span("short", attributes={"a": 1, "b": "x", "c": 2.5, "d": True}) as span:
+        spans.append(span)
+    attrs = {"long": "v" * 300, "seq": ("w" * 100, "s", 3), "b": b"y" * 90, "over": "the count limit"}
+    with tracer.start_as_current_span("long", attributes=attrs, links=[Link(span.get_span_context())]) as span:
+        span.add_event("plain")
+        span.add_event("valued", {"k": "z" * 500, "n": 1})
+        span.set_attribute("late", "u" * 70)
+        spans.append(span)
+    return spans
+
+
+def _public_view_size(span):
+    """record_size as it reads a span with no reader: its public views."""
+    from lens_core._native import _shared
+
+    extra = _shared.attributes_extra(span.attributes)
+    extra += sum(64 + _shared.attributes_extra(event.attributes) for event in span.events)
+    return _shared.RECORD_BYTES + extra
+
+
+def test_sdk_span_value_storage_reads_the_dicts_behind_the_public_views():
+    """The reader gives a Tracer's ended span's attributes and event attributes as the plain
+    dicts behind ``attributes`` and ``events`` (the same values), so record_size need not
+    read them through the Mapping ABC (2-4 µs a span); a change of storage makes it give
+    None (record_size then reads the public views), and this test fails by its name."""
+    from lens_core._native import _shared
+
+    types, reader = upstream.sdk_span_reader()
+    spans = _ended_sdk_spans()
+    for span in spans:
+        assert type(span) in types, f"a Tracer's span is a {type(span).__qualname__}: the reader is not used for it"
+        values = reader(span)
+        assert values is not None, f"span {span.name!r} is no longer stored as the reader assumes"
+        attrs, event_attrs = values
+        assert type(attrs) is dict and attrs == dict(span.attributes)
+        assert [type(a) for a in event_attrs] == [dict] * len(span.events)
+        assert list(event_attrs) == [dict(e.attributes) for e in span.events]
+        size = _shared.record_size(span)  # no reader installed here unless a pipeline was built
+        for kind in types:
+            _shared.set_record_reader(kind, reader)
+        try:
+            assert _shared.record_size(span) == size == _public_view_size(span)
+        finally:
+            for kind in types:
+                _shared.set_record_reader(kind, None)
+    # what the span holds: "long" went past the count limit when "late" was set
+    assert _shared.record_size(spans[2]) == _shared.RECORD_BYTES + (100 + 3 * 8) + 90 + 70 + 64 + (64 + 500)
+
+
+def test_sdk_span_value_storage_otherwise_falls_back_to_the_public_views():
+    """A span whose private fields are not what the reader assumes (an attribute mapping or
+    an event of another kind, fields missing): the reader gives None and record_size the
+    public views' size, never an exception or another size."""
+    from types import MappingProxyType
+
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+
+    from lens_core._native import _shared
+
+    types, reader = upstream.sdk_span_reader()
+    given = ReadableSpan("given", attributes=MappingProxyType({"v": "x" * 200}),
+                         events=(Event("e", {"k": "y" * 100}),))
+    odd_event = ReadableSpan("odd", attributes={"v": "x" * 200},
+                             events=(Event("e", MappingProxyType({"k": "y" * 99})),))
+    plain = ReadableSpan("plain", attributes={"v": "x" * 200}, events=[Event("e", {"k": "y" * 98})])
+    gone = _ended_sdk_spans()[2]
+    del gone._attributes._dict  # as if BoundedAttributes kept its values elsewhere
+    assert reader(given) is None and reader(odd_event) is None and reader(gone) is None
+    assert reader(plain) == ({"v": "x" * 200}, [{"k": "y" * 98}])
+    expected = [_public_view_size(s) for s in (given, odd_event, plain)]
+    for kind in types:
+        _shared.set_record_reader(kind, reader)
+    try:
+        assert [_shared.record_size(s) for s in (given, odd_event, plain)] == expected
+        assert expected == [512 + 200 + 64 + 100, 512 + 200 + 64 + 99, 512 + 200 + 64 + 98]
+        _shared.record_size(gone)  # its public views are broken too: whatever they give, no exception
+    finally:
+        for kind in types:
+            _shared.set_record_reader(kind, None)
+
+
 # ---- the OTLP exporters' transport -----------------------------------------------------------
 
 
