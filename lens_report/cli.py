@@ -338,8 +338,7 @@ def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
         return EXIT_USAGE
     if args.json:
         # a big run's rank × step rows print compactly; a small report stays readable
-        json.dump(report.to_json(top=args.top, ranks=ranks), sys.stdout,
-                  **({"separators": (",", ":")} if report.multi_rank else {"indent": 2}))
+        report.write_json(sys.stdout, top=args.top, ranks=ranks, indent=None if report.multi_rank else 2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(report, top=args.top, ranks=ranks, steps=steps))

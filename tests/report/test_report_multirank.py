@@ -89,6 +89,94 @@ def test_text_and_json_carry_the_rank_and_strict_passes_a_healthy_job(ddp, capsy
     assert [r["rank"] for r in data["ranks"]] == ["rank 0", "rank 1", "rank 2", "rank 3"]
 
 
+def test_json_written_a_chunk_at_a_time_is_the_text_json_dump_writes(ddp, monkeypatch):
+    """``Report.write_json`` streams the rank × step rows; its text must be ``json.dumps``'s, compact
+    and indented, every rank's rows and a selection's, with rows across several chunks."""
+    import io
+
+    import lens_report.model as model
+
+    folder, _ = ddp
+    report = report_of(folder)
+    monkeypatch.setattr(model, "_JSON_CHUNK_ROWS", 5)  # 12 rows: chunks of 5, 5 and 2
+    for ranks in (None, frozenset({"rank 1", "rank 3"}), frozenset()):
+        for indent in (None, 2):
+            out = io.StringIO()
+            report.write_json(out, top=3, ranks=ranks, indent=indent)
+            dump = {"separators": (",", ":")} if indent is None else {"indent": indent}
+            assert out.getvalue() == json.dumps(report.to_json(top=3, ranks=ranks), **dump)
+            assert len(json.loads(out.getvalue())["rank_steps"]["rows"]) == (12 if ranks is None else 3 * len(ranks))
+
+
+def test_json_of_many_rank_steps_never_holds_every_row(ddp):
+    """Regression: ``lens report --json`` built every (rank, step) row as a Python list before
+    writing (1,000 ranks × 500 steps took ~120 MB: a 10M-span report peaked at 362 MiB against
+    its 256 MB budget). Written compact, the rows are encoded a chunk at a time."""
+    import dataclasses
+    import io
+    import tracemalloc
+    from array import array
+
+    folder, _ = ddp
+    report = report_of(folder)
+    ranks, steps = 400, 500
+    cells = ranks * steps
+    big = dataclasses.replace(report.rank_steps, rank_labels=tuple(f"rank {r}" for r in range(ranks)),
+                              iterations=array("q", (1 + i // ranks for i in range(cells))),
+                              ranks=array("l", range(ranks)) * steps,
+                              **{name: array("q", [7 * S]) * cells
+                                 for name in ("wall_ns", "productive_ns", "overhead_ns", "idle_ns", "wasted_ns")})
+    report = dataclasses.replace(report, rank_steps=big)
+    report.aggregates  # computed once (the text report needs them too), before memory is traced
+
+    class Count(io.TextIOBase):  # the text is counted, not kept
+        written = 0
+
+        def write(self, text):
+            self.written += len(text)
+            return len(text)
+
+    out = Count()
+    tracemalloc.start()
+    try:
+        report.write_json(out)
+        streamed = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        whole = len(json.dumps(report.to_json(), separators=(",", ":")))
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.written == whole
+    assert held > 40 * 10**6  # the rows as lists, and their text: what streaming avoids
+    assert streamed < held / 8, (streamed, held)
+
+
+def test_the_engine_gives_up_the_figures_memory_before_they_are_read(ddp, monkeypatch):
+    """Regression: the rollup's engine was given less memory only once the rank × step figures
+    were read into Python, so its limit no longer bounded the peak while they were read (a
+    10M-span report peaked at 245 MiB there, against a 256 MB budget)."""
+    from lens_report import build_report
+    from lens_report.engine import TraceStore
+    from lens_report.rollup import CELL_BYTES
+
+    folder, _ = ddp
+    events = []
+    hold, stream = TraceStore.hold_outside, TraceStore.stream
+    monkeypatch.setattr(TraceStore, "hold_outside", lambda self, n: (events.append(("hold", n)), hold(self, n))[1])
+
+    def streamed(self, sql):
+        if "FROM rank_steps" in sql:
+            events.append(("read", None))
+        return stream(self, sql)
+
+    monkeypatch.setattr(TraceStore, "stream", streamed)
+    with TraceStore() as store:
+        store.load([folder])
+        build_report(store)
+    first = events.index(("read", None))
+    assert ("hold", 12 * CELL_BYTES) in events[:first], events
+
+
 def test_ranks_sort_numerically(tmp_path):
     """Regression: lanes came in the order rank 0, 1, 10, 11, ..., 2."""
     write_ddp_run(tmp_path, ranks=12)
