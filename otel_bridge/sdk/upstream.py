@@ -249,12 +249,8 @@ def sdk_span_reader():
         return attrs if attrs is None or kind is dict else unknown
 
     def reader(span):
-        attrs = getattr(span, "_attributes", unknown)
-        if type(attrs) is BoundedAttributes:  # what a Tracer's span holds
-            attrs = getattr(attrs, "_dict", unknown)
-            if type(attrs) is not dict:
-                return None
-        elif not (attrs is None or type(attrs) is dict):
+        attrs = values_of(getattr(span, "_attributes", unknown))  # a Tracer's span holds a BoundedAttributes
+        if attrs is unknown:
             return None
         events = getattr(span, "_events", unknown)
         if type(events) is BoundedList:
