@@ -117,17 +117,21 @@ con.execute("DESCRIBE SELECT * FROM read_json(?, format='newline_delimited', max
 """
 
 
+def _duckdb_alone(folder: Path, script: str) -> tuple[float, float, float]:
+    """(wall, peak RSS MB, CPU) of ``script`` run on the trace files of ``folder`` in a child process."""
+    files = sorted(str(p) for p in folder.rglob("*.jsonl"))
+    return measure([], [sys.executable, "-c", script, *files])
+
+
 def floor(folder: Path) -> tuple[float, float, float]:
     """(wall, peak RSS MB, CPU) of DuckDB alone reading the trace files of ``folder`` and unnesting their spans."""
-    files = sorted(str(p) for p in folder.rglob("*.jsonl"))
-    return measure([], [sys.executable, "-c", _FLOOR, *files])
+    return _duckdb_alone(folder, _FLOOR)
 
 
 def floor_detection(folder: Path) -> float:
     """CPU seconds of the floor's fixed part: ``read_json`` inferring the schema of the files of
     ``folder`` (it samples the first ones, whatever their number), with the interpreter's start."""
-    files = sorted(str(p) for p in folder.rglob("*.jsonl"))
-    return measure([], [sys.executable, "-c", _DETECT, *files])[2]
+    return _duckdb_alone(folder, _DETECT)[2]
 
 
 def run_files(count: int, workdir: Path, jobs: int) -> dict[str, object]:
