@@ -22,6 +22,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SPANS = int(os.environ.get("LENS_BENCH_PIPELINE_SPANS", "200000"))
 ROUNDS = int(os.environ.get("LENS_BENCH_PIPELINE_ROUNDS", "2"))
+# the spool check pairs its rounds and takes their median: an odd count, at least 5
+SPOOL_ROUNDS = int(os.environ.get("LENS_BENCH_SPOOL_ROUNDS", "5"))
 
 
 def _env():
@@ -116,26 +118,33 @@ def test_pipeline_slow_collector_spool(benchmark, receiver, tmp_path):
     """The application thread's cost of 200k tight-loop spans, all delivered both ways: to a
     collector draining 20k spans/s with the disk spool (default settings), and to a collector
     that takes everything at once without the spool (LENS_SPOOL_MB=0: the export path as it
-    was before the spool). Paired rounds; the gate compares the application thread's own CPU
-    time (the loop's wall time, also recorded, includes waiting for the interpreter lock while
-    the export thread encodes)."""
+    was before the spool). The gate compares the application thread's own CPU time (the loop's
+    wall time, also recorded, includes waiting for the interpreter lock while the export thread
+    encodes) round by round: each round runs both sides back to back, in alternating order, and
+    the gate takes the median of the rounds' ratios. One process's thread CPU varies by 20 %
+    from run to run on a shared machine, so a ratio of two minimums rested on two lucky runs
+    (CI read 1.108 against 1.10 where runs here read 0.83-1.08)."""
     endpoint, ask = receiver
-    best = {}
+    per_round = {"native": [], "native-nospool": []}
+    loops = {"native": [], "native-nospool": []}
+    sides = (("native", "20000"), ("native-nospool", "0"))
     try:
-        for i in range(ROUNDS):
-            for side, drain in (("native", "20000"), ("native-nospool", "0")):
+        for i in range(SPOOL_ROUNDS):
+            for side, drain in (sides if i % 2 == 0 else sides[::-1]):
                 assert ask(f"drain {drain}") == "ok" and ask("clear") == "ok"
                 result = _run(side, "otlp-http", endpoint)
                 delivered = int(ask("count"))
                 assert delivered == SPANS and result["dropped"] == 0 and result["ok"], (side, delivered, result)
-                if side not in best or result["app_thread_cpu_s"] < best[side]["app_thread_cpu_s"]:
-                    best[side] = result
+                per_round[side].append(result["app_thread_cpu_s"])
+                loops[side].append(result["loop_wall_s"])
     finally:
         assert ask("drain 0") == "ok"
-    spool, fast = best["native"], best["native-nospool"]
+    spool, fast = per_round["native"], per_round["native-nospool"]
     benchmark.extra_info.update({
-        "spans": SPANS, "spool_loop_min_s": spool["loop_wall_s"], "nospool_loop_min_s": fast["loop_wall_s"],
-        "spool_app_thread_cpu_s": spool["app_thread_cpu_s"], "nospool_app_thread_cpu_s": fast["app_thread_cpu_s"],
-        "loop_ratio": spool["loop_wall_s"] / fast["loop_wall_s"],
+        "spans": SPANS, "rounds": SPOOL_ROUNDS,
+        "spool_loop_min_s": min(loops["native"]), "nospool_loop_min_s": min(loops["native-nospool"]),
+        "spool_app_thread_cpu_s": spool, "nospool_app_thread_cpu_s": fast,
+        "spool_app_thread_cpu_min_s": min(spool), "nospool_app_thread_cpu_min_s": min(fast),
+        "loop_ratio": min(loops["native"]) / min(loops["native-nospool"]),
     })
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
