@@ -300,3 +300,59 @@ def test_the_memory_plan_reads_with_one_statement_per_256_mb_and_two_for_small_f
         assert [store._readers_for(files) for files in ([str(small)], [str(small), str(large)], [str(gz)])] == [2, 1, 1]
     with TraceStore(threads=1) as store:
         assert store._readers_for([str(small)]) == 1
+
+
+def _rank_files(folder, otlp, files, spans):
+    for f in range(files):
+        batch = [otlp.span(f * spans + i + 1, f"s{i % 7}", i, i + 1, bucket="productive", iteration=i % 50)
+                 for i in range(spans)]
+        otlp.write(folder / f"r{f:02d}.jsonl", otlp.request(batch))
+
+
+def _pool_after_each_statement(monkeypatch, evict):
+    import lens_report.engine as engine
+
+    monkeypatch.setattr(engine, "_ROW_GROUP_SIZE", 2048)  # rows enough for whole row groups
+    monkeypatch.setattr(engine, "_EVICT_TO", "128KB")
+    monkeypatch.setattr(engine, "_BATCH_BYTES", 1)  # one file a statement
+    seen = []
+    evict_written = engine.TraceStore._evict_written
+
+    def spy(self):
+        if evict:
+            evict_written(self)
+        with self._limit_lock:  # two readers' spies would share the connection at once
+            seen.append(self.con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0])
+
+    monkeypatch.setattr(engine.TraceStore, "_evict_written", spy)
+    return seen
+
+
+@pytest.mark.parametrize("evict", [True, False], ids=["emptied", "control-without-emptying"])
+def test_reading_alone_empties_the_pool_after_each_statement(tmp_path, otlp, monkeypatch, evict):
+    """At 10M spans a single reading statement ran with the rows already read cached in DuckDB's
+    pool, which sat at its limit and purged freed memory over and over (6.1M page faults, ~30 %
+    of the CPU in the kernel). Each statement that reads alone is now followed by an eviction;
+    the control shows the rows piling up without it."""
+    _rank_files(tmp_path, otlp, 8, 3000)
+    seen = _pool_after_each_statement(monkeypatch, evict)
+    with TraceStore(threads=1) as store:
+        store.load([tmp_path])
+        assert sum(1 for _ in store.spans()) == 8 * 3000 and not store.read_limit_raised
+        assert store.read_limit == store.plan.read_bytes == 200 * 10**6
+    assert len(seen) == 8
+    if evict:
+        assert max(seen) <= 128 * 1024
+    else:
+        assert seen[-1] > 4 * seen[0] > 0
+
+
+def test_two_readers_share_the_plan_and_never_empty_the_pool(tmp_path, otlp, monkeypatch):
+    """With two statements reading at once the pool is never emptied: one may be running."""
+    _rank_files(tmp_path, otlp, 8, 300)  # small files: two readers at the default budget
+    seen = _pool_after_each_statement(monkeypatch, True)
+    with TraceStore(threads=2) as store:
+        store.load([tmp_path])
+        assert store._readers == 2 and store.read_limit == store.plan.read_bytes == 200 * 10**6
+    # the last statement ends alone: had it emptied the pool, the rows read would be gone from it
+    assert len(seen) >= 2 and seen[-1] > 4 * 128 * 1024
