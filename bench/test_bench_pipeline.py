@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SPANS = int(os.environ.get("LENS_BENCH_PIPELINE_SPANS", "200000"))
 ROUNDS = int(os.environ.get("LENS_BENCH_PIPELINE_ROUNDS", "2"))
-# the spool check pairs its rounds and takes their median: an odd count, at least 5
+# the spool check's rounds, each running both sides (the gate takes the median of their ratios)
 SPOOL_ROUNDS = int(os.environ.get("LENS_BENCH_SPOOL_ROUNDS", "5"))
 
 

@@ -595,8 +595,12 @@ class TraceStore:
         pool at its limit purges and faults freed memory over and over (6.1M page faults, ~30 % of
         the CPU, at 10M spans; see ``_EVICT_TO``). Never with two statements at once: one may be
         running."""
-        if self._readers != 1:
-            return
+        if self._readers == 1:
+            self._empty_pool()
+
+    def _empty_pool(self) -> None:
+        """Evict what the engine's pool can write out: its limit at ``_EVICT_TO`` for a moment, then
+        the reading limit again."""
         with self._limit_lock:
             try:
                 self.con.execute(f"SET memory_limit = '{_EVICT_TO}'")
