@@ -627,7 +627,7 @@ class ClickHouseStore(TraceStore):
     def hold_outside(self, nbytes: int) -> None:
         """Nothing: ClickHouse's memory is the server's, not this process's."""
 
-    def join_parts(self, rows: int) -> int:
+    def join_parts(self, rows: int, row_bytes: int = 0) -> int:
         """One: ClickHouse joins in memory (its limits are the server's, not ``--memory-limit``'s)."""
         return 1
 

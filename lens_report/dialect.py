@@ -101,6 +101,12 @@ class Dialect:
         """SQL: ``value`` of the row with the largest ``key`` (a tuple orders lexicographically)."""
         return f"argMax({value}, {key})" if self.clickhouse else f"arg_max({value}, {key})"
 
+    def in_part(self, expr: str, parts: int, i: int) -> str:
+        """SQL: ``expr`` (an id) hashes into part ``i`` of ``parts``. A hash, not ``expr % parts``:
+        ids that share a stride (a step anchor every 20 rows) would all fall into one part."""
+        hashed = f"cityHash64({expr})" if self.clickhouse else f"hash({expr})"
+        return f"{hashed} % {int(parts)} = {int(i)}"
+
     def any_value(self, expr: str) -> str:
         """SQL: any one value of ``expr`` in the group."""
         return f"any({expr})" if self.clickhouse else f"any_value({expr})"

@@ -11,7 +11,7 @@ from typing import Any
 
 from .classify import K_COLUMNS, KD, load_catalog
 from .rules import VOCABULARY_RULES, vocabulary_violations
-from .engine import TraceStore
+from .engine import STEP_ROW_BYTES, TraceStore
 from .model import (
     BUCKETS,
     AttemptInfo,
@@ -404,20 +404,40 @@ def _steps(db: TraceStore) -> None:
         JOIN (SELECT id, fs FROM anc WHERE fs IS NOT NULL{_part(parts, i)}) p ON p.id = b.id
         JOIN anchors a ON a.cand = p.fs GROUP BY a.anchor
     """ for i in range(parts)]
-    db.create("step_bucket_parts", part_sql[0])
-    for sql in part_sql[1:]:
-        db.execute(f"INSERT INTO step_bucket_parts {sql}")
+    _create_in_parts(db, "step_bucket_parts", part_sql)
     db.create("step_buckets", f"""
         SELECT anchor, {", ".join(f"sum({x}) AS {x}" for x in BUCKETS)} FROM step_bucket_parts GROUP BY anchor
     """)
     db.drop("step_bucket_parts")
-    db.create("steps", f"""
+    _step_table(db)
+
+
+def _step_table(db: TraceStore) -> None:
+    """``steps`` from ``step_walls``, ``cands`` and ``step_buckets``: each anchor with its wall time
+    and bucket sums, in parts of anchor ids when they would not fit the rollup's memory (500,000
+    anchors, 10M spans, needed 60-80 MB in one statement and now and then ran out of the default
+    plan's 100 MB; see :data:`~lens_report.engine.STEP_ROW_BYTES`)."""
+    parts = db.join_parts(db.value("SELECT count(*) FROM step_walls"), STEP_ROW_BYTES)
+
+    def part(table: str, key: str, i: int) -> str:  # every input is cut, so every hash table shrinks
+        return table if parts == 1 else f"(SELECT * FROM {table} WHERE {db.dialect.in_part(key, parts, i)})"
+
+    part_sql = [f"""
         SELECT s.id AS anchor, s.rank AS rank, s.rank_label AS rank_label, s.iteration AS iteration, s.trace AS trace,
                s.span AS span, s.name AS name, w.wall_ns AS wall_ns,
                CASE WHEN s.named_step THEN 'pattern' ELSE 'iteration' END AS method, s.start_ns AS start_ns,
                {", ".join(f"coalesce(b.{x}, 0) AS {x}" for x in BUCKETS)}
-        FROM step_walls w JOIN cands s ON s.id = w.anchor LEFT JOIN step_buckets b ON b.anchor = w.anchor
-    """)
+        FROM {part("step_walls", "anchor", i)} w JOIN {part("cands", "id", i)} s ON s.id = w.anchor
+        LEFT JOIN {part("step_buckets", "anchor", i)} b ON b.anchor = w.anchor
+    """ for i in range(parts)]
+    _create_in_parts(db, "steps", part_sql)
+
+
+def _create_in_parts(db: TraceStore, name: str, part_sql: list[str]) -> None:
+    """(Re)create the working table ``name`` from the first query of ``part_sql``, then append the others."""
+    db.create(name, part_sql[0])
+    for sql in part_sql[1:]:
+        db.execute(f"INSERT INTO {name} {sql}")
 
 
 def _part(parts: int, i: int) -> str:

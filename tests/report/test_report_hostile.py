@@ -192,7 +192,7 @@ def test_the_step_bucket_join_in_parts_and_rank_steps_in_slices_give_the_same_re
         store.load([tmp_path / "run"])
         assert store.join_parts(store.span_count()) == 1  # 2,400 spans: one part
         reports.append(build_report(store).to_json())
-        monkeypatch.setattr(store, "join_parts", lambda rows: 3)
+        monkeypatch.setattr(store, "join_parts", lambda rows, row_bytes=0: 3)
         monkeypatch.setattr(rollup, "_SLICE_ROWS", 7)
         reports.append(build_report(store).to_json())
     assert reports[0]["rank_steps"]["rows"] and len(reports[0]["steps"]) == 40
@@ -200,10 +200,10 @@ def test_the_step_bucket_join_in_parts_and_rank_steps_in_slices_give_the_same_re
 
 
 def test_join_parts_grow_with_the_spans_and_shrink_with_the_budget():
-    """How many parts a run-long join is split into: one per ~2.5M spans at the default budget."""
+    """How many parts a run-long join is split into: one per 2M spans at the default budget."""
     with TraceStore(threads=2) as small, TraceStore(memory_limit="1GB", threads=2) as large:
-        assert [small.join_parts(n) for n in (0, 1, 2_400_000, 3_000_000, 10_000_000)] == [1, 1, 1, 2, 4]
-        assert large.join_parts(10_000_000) == 1
+        assert [small.join_parts(n) for n in (0, 1, 2_000_000, 3_000_000, 10_000_000)] == [1, 1, 1, 2, 5]
+        assert large.join_parts(9_000_000) == 1 and large.join_parts(10_000_000) == 2
 
 
 def test_figures_the_report_holds_in_python_come_off_the_engines_limit(tmp_path):
@@ -386,3 +386,52 @@ def test_pieces_cut_at_line_ends_and_count_the_lines_duckdb_numbers(tmp_path):
         assert b"".join(pieces) == text
         assert all(piece.endswith(b"\n") for piece in pieces[:-1])
         assert os.listdir(tmp_path) == []
+
+
+def _step_join_inputs(store, anchors):
+    """The three tables the ``steps`` join reads, as a 10M-span run (1,000 ranks x 500 steps) leaves them."""
+    store.execute(f"""CREATE TEMP TABLE cands AS SELECT i * 20 AS id, (i // 500 * 7919)::UHUGEINT AS trace,
+        i % 500 AS iteration, 1760000000000000000 + i * 4000000000 AS start_ns,
+        1760000000000000000 + i * 4000000000 + 2533333333 AS end_ns, true AS named_step, NULL::BIGINT AS fb,
+        i // 500 AS rank, 'rank ' || (i // 500) AS rank_label, 'rl.grpo.step' AS name, (i * 31 + 7)::UBIGINT AS span
+        FROM range({int(anchors)}) t(i)""")
+    store.execute("CREATE TEMP TABLE step_walls AS SELECT id AS anchor, end_ns - start_ns AS wall_ns FROM cands")
+    store.execute("""CREATE TEMP TABLE step_buckets AS SELECT id AS anchor, 1000 * (id % 7) AS productive,
+        2000 AS overhead, 3 * (id % 11) AS idle, 0 AS wasted FROM cands WHERE id % 3 <> 0""")
+
+
+@pytest.mark.slow
+def test_the_steps_join_runs_in_parts_of_anchors_within_the_rollups_memory(monkeypatch):
+    """Regression: the statement that builds ``steps`` (each step anchor joined with its wall time
+    and bucket sums) needed 60-80 MB for the 500,000 anchors of a 10M-span run, and now and then
+    ran out of the default plan's 100 MB: it then ran again with 200 MB and the report peaked at
+    303-321 MiB against its 256 MB budget. It now runs in parts of anchor ids
+    (:data:`~lens_report.engine.STEP_ROW_BYTES`). Here the rollup gets 50 MB: in one statement
+    the join needs more (the control), in parts it does not, and the rows are the same."""
+    from lens_report import rollup
+    from lens_report.engine import STEP_ROW_BYTES
+
+    with TraceStore(memory_limit="181MB", threads=2) as store:
+        assert store.plan.rollup_bytes == 50_000_000
+        store.con.execute(f"SET memory_limit = '{store.plan.rollup_bytes}B'")
+        store.con.execute("SET threads = 2")
+        _step_join_inputs(store, 500_000)
+        assert store.join_parts(500_000, STEP_ROW_BYTES) == 5
+        rollup._step_table(store)
+        assert not store.rollup_limit_raised
+        parted = store.rows("SELECT * FROM steps ORDER BY anchor")
+        monkeypatch.setattr(store, "join_parts", lambda rows, row_bytes=0: 1)
+        rollup._step_table(store)
+        assert store.rollup_limit_raised  # one statement ran out of 50 MB and ran again with more
+        assert store.rows("SELECT * FROM steps ORDER BY anchor") == parted
+    assert len(parted) == 500_000
+    assert parted[0][-4:] == (0, 0, 0, 0) and parted[1][-4:] == (6000, 2000, 27, 0)  # anchors 0 (no bucket) and 20
+
+
+def test_the_steps_join_parts_grow_with_the_anchors():
+    """One part up to 160,000 step anchors at the default budget (a 3.2M-span run), four at 500,000."""
+    from lens_report.engine import STEP_ROW_BYTES
+
+    with TraceStore(threads=2) as small, TraceStore(memory_limit="1GB", threads=2) as large:
+        assert [small.join_parts(n, STEP_ROW_BYTES) for n in (0, 150_000, 190_000, 500_000)] == [1, 1, 2, 4]
+        assert large.join_parts(500_000, STEP_ROW_BYTES) == 1
