@@ -258,8 +258,10 @@ def run(args: argparse.Namespace) -> int:
                 return _report(store, args, progress)
             finally:
                 if store.rollup_limit_raised:
+                    held = (f" while the report held {store.rollup_held / 1e6:,.0f} MB of figures beside it"
+                            if store.rollup_held else "")
                     _error(f"note: the rollup needed more memory than --memory-limit {args.memory_limit} gives; "
-                           f"its engine ran with up to {store.rollup_limit / 1e6:,.0f} MB")
+                           f"its engine ran with up to {store.rollup_limit / 1e6:,.0f} MB{held}")
     except duckdb.Error as exc:  # e.g. out of disk for the database: one line, no traceback
         _error(f"the report engine failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
         return EXIT_FAILED

@@ -393,6 +393,8 @@ class TraceStore:
         self._stop_reading = threading.Event()
         self.rollup_limit = self._limit_now = self._base = self.plan.rollup_bytes
         """The most memory a rollup statement was given, in bytes (the plan's unless one ran out)."""
+        self.rollup_held = 0
+        """What the report held outside the engine (figures read back) when that statement ran, in bytes."""
         self.con.execute(f"SET temp_directory = {_sql_text(os.path.join(self._dir, 'spill'))}")
         self.con.execute("SET preserve_insertion_order = false")
         self.con.execute("SET enable_progress_bar = false")
@@ -580,13 +582,18 @@ class TraceStore:
                 if self._limit_now >= 8 * self.plan.rollup_bytes:
                     raise
                 self._limit_now = min(self._limit_now * 2, 8 * self.plan.rollup_bytes)
-                self.rollup_limit = max(self.rollup_limit, self._limit_now)
+                held = self.plan.rollup_bytes - self._base  # what the report holds (see hold_outside)
+                if self._limit_now + held > self.rollup_limit + self.rollup_held:
+                    self.rollup_limit, self.rollup_held = self._limit_now, held
                 self.con.execute(f"SET memory_limit = '{self._limit_now}B'")
 
     @property
     def rollup_limit_raised(self) -> bool:
-        """Whether a rollup statement needed more memory than the plan gave (:attr:`rollup_limit`: the most any got)."""
-        return self.rollup_limit > self.plan.rollup_bytes
+        """Whether a rollup statement needed more memory than the plan gave: :attr:`rollup_limit`
+        (the most any got) and :attr:`rollup_held` (what the report held beside it) sum past it.
+        A statement that runs out of a limit lowered by :meth:`hold_outside` and fits within the
+        plan's counts too: the figures held beside it take the process past the budget all the same."""
+        return self.rollup_limit + self.rollup_held > self.plan.rollup_bytes
 
     def _ingest_files(self, cursor: Any, batch: list[str], *, as_file: str | None = None, line_offset: int = 0) -> None:
         files_sql = "[" + ", ".join(_sql_text(f) for f in batch) + "]"

@@ -435,3 +435,19 @@ def test_the_steps_join_parts_grow_with_the_anchors():
     with TraceStore(threads=2) as small, TraceStore(memory_limit="1GB", threads=2) as large:
         assert [small.join_parts(n, STEP_ROW_BYTES) for n in (0, 150_000, 190_000, 500_000)] == [1, 1, 1, 3]
         assert large.join_parts(500_000, STEP_ROW_BYTES) == 1
+
+
+def test_a_statement_past_the_limit_lowered_for_held_figures_is_said_even_within_the_plan():
+    """Regression: once the report holds the (rank, step) figures in Python, the rollup's engine
+    runs within the plan less what they take (:meth:`TraceStore.hold_outside`). A statement that
+    ran out of that lower limit ran again with twice it, which was still within the plan's, so
+    ``rollup_limit_raised`` stayed false and nothing was said, while the engine and the figures
+    together took the process past its budget: a 10M-span ``--html`` report's waterfall query ran
+    out of 38 MiB, ran again with 76, and the report peaked at 273-288 MiB with no note."""
+    with TraceStore(threads=2) as store:
+        store.hold_outside(60 * 10**6)  # the engine's limit: half the plan's 100 MB
+        assert not store.rollup_limit_raised
+        # a list of 4M integers is held whole: more than 50 MB, less than 100 (checked here, in DuckDB)
+        assert store.value("SELECT len(list(i)) FROM range(4000000) t(i)") == 4_000_000
+        assert store.rollup_limit == store.plan.rollup_bytes and store.rollup_held == 50 * 10**6
+        assert store.rollup_limit_raised
