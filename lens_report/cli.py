@@ -142,7 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-limit", type=memory_size, default=DEFAULT_MEMORY_LIMIT, metavar="SIZE",
                         help=f"memory budget of the whole report: the engine spills to disk past its share, and "
                              "takes more only when a statement cannot run within it, saying so (default "
-                             f"{DEFAULT_MEMORY_LIMIT}: 210-250 MiB peak RSS at 1M-10M spans; files are "
+                             f"{DEFAULT_MEMORY_LIMIT}: 185-230 MiB peak RSS at 1M-10M spans; files are "
                              "read by one statement, two when all are small; each further 256MB reads with one more, "
                              "up to the cores)")
 

@@ -72,10 +72,10 @@ _PROCESS_BYTES = 56 * 10**6
 _READER_BYTES = 256 * 10**6
 """The budget one reading statement needs: its JSON buffers (~115 MB for rank files of a few MB), the
 rows it is writing and its share of the process; a second reader starts at 512 MB."""
-_ROLLUP_SHARE = 0.5
+_ROLLUP_SHARE = 0.4
 """The share of the reading limit the rollup's engine gets: its joins hold memory outside the limit too
-(a 10M-span report's process sits ~130 MB above the engine's limit while rolling up). 0.4 took that
-report's peak from 239-253 to 221 MiB, but its ``--html`` page's from 241 to 282-288 MiB, so not yet."""
+(a 10M-span report's process sits ~130 MB above the engine's limit while rolling up: at 0.5 it peaked
+at 240-247 MiB, past the default budget's 244 MiB once, at 0.4 at 221 MiB)."""
 _SMALL_FILE_BYTES = 2 * 10**6
 """Files up to this size are read by two statements at once even at the default memory limit."""
 _PIECES_AT_ONCE = 8
@@ -86,11 +86,11 @@ _PIECE_BYTES = 8 * 10**6
 size: DuckDB's JSON reader holds memory that grows with the file it reads, not with its lines (one
 165 MB file of 590 lines needed a 400 MB limit and peaked at 381 MiB; in pieces, ~200 MiB)."""
 _JOIN_ROW_BYTES = 40
-"""The rollup memory one span of a run-long join is given (2.5M spans a part at the default budget)."""
+"""The rollup memory one span of a run-long join is given (2M spans a part at the default budget)."""
 STEP_ROW_BYTES = 500
 """The rollup memory one step anchor of the ``steps`` join is given (its hash tables hold the anchor's
-name and rank label; 200,000 anchors a part at the default budget). 500,000 anchors (10M spans)
-needed 60-80 MB in one statement, and now and then ran out of the default plan's 100 MB beside the
+name and rank label; 160,000 anchors a part at the default budget). 500,000 anchors (10M spans)
+needed 60-80 MB in one statement, and now and then ran out of the default plan's then 100 MB beside the
 working tables in the engine's pool; within 50 MB they fit in two parts or more, not in one."""
 _DATABASE = "lens_spans"
 _ROW_GROUP_SIZE = 30_720
@@ -112,7 +112,7 @@ class MemoryPlan:
 def memory_plan(memory_limit: str, threads: int) -> MemoryPlan:
     """The :class:`MemoryPlan` for a report whose peak RSS should stay near ``memory_limit``.
 
-    At the default 256 MB: one reading statement within 200 MB, the rollup within 100 MB
+    At the default 256 MB: one reading statement within 200 MB, the rollup within 80 MB
     (spilling to disk past it). Each further 256 MB adds a reading statement, up to ``threads``.
     """
     total = memory_bytes(memory_limit)

@@ -760,8 +760,8 @@ class WaterfallSelection:
 
 def choose_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
                  small_run: int, default_ranks: int) -> tuple[dict[str, int], list[int] | None, list[str]]:
-    """Put the ids of the spans of the chosen steps and ranks in the table ``wf_ids``
-    (id, start_ns); defaults as :func:`waterfall_spans` says. Returns (rank label -> position,
+    """Put the ids of the spans of the chosen steps and ranks in the table ``wf_ids`` (id,
+    start_ns, end_ns, bucket, iteration, rank_label, error: what the waterfall draws of ``k``); defaults as :func:`waterfall_spans` says. Returns (rank label -> position,
     the steps chosen or None for the whole run, the rank labels chosen)."""
     labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
     order = {label: i for i, label in enumerate(labels)}
@@ -780,8 +780,11 @@ def choose_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | N
     db.create_columns("wf_ranks", "rank_label VARCHAR")
     db.insert("wf_ranks", [[label] for label in chosen])
     chosen_ranks = "k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks)"
+    # what the waterfall draws of k comes along: no second scan of every span to fetch it
+    kept = "k.id AS id, k.start_ns AS start_ns, k.end_ns AS end_ns, k.bucket AS bucket, k.iteration AS iteration, " \
+           "k.rank_label AS rank_label, k.error AS error"
     if chosen_steps is None:
-        select = f"SELECT id, start_ns FROM k WHERE {chosen_ranks}"
+        select = f"SELECT {kept} FROM k WHERE {chosen_ranks}"
     else:
         db.create_columns("wf_steps", "iteration BIGINT")
         db.insert("wf_steps", [[it] for it in chosen_steps])
@@ -791,7 +794,7 @@ def choose_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | N
             JOIN cands k ON k.id = a.cand JOIN wf_ranks r ON r.rank_label = s.rank_label GROUP BY s.iteration
         """)
         # the spans that overlap a chosen step's window (few windows: a join, not a lookup per span)
-        select = (f"SELECT DISTINCT k.id AS id, k.start_ns AS start_ns FROM k CROSS JOIN wf_windows w "
+        select = (f"SELECT DISTINCT {kept} FROM k CROSS JOIN wf_windows w "
                   f"WHERE {chosen_ranks} AND k.start_ns < w.hi AND k.end_ns > w.lo")
     # the chosen ids first, in a small table: joined to the spans by rowid, the details come
     # from the few rows drawn, not from a scan of every span
@@ -814,15 +817,15 @@ def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] 
     total = db.value("SELECT count(*) FROM wf_ids")
     spans = []
     for columns, rows in db.stream(f"""
-        WITH chosen AS (SELECT id FROM wf_ids ORDER BY start_ns, id LIMIT {int(limit)})
-        SELECT k.id AS id, p.pid AS pid, s.name AS name, k.start_ns AS start_ns, k.end_ns AS end_ns,
-               k.bucket AS bucket, k.iteration AS iteration, k.rank_label AS rank_label, s.process AS process,
+        WITH chosen AS (SELECT * FROM wf_ids ORDER BY start_ns, id LIMIT {int(limit)})
+        SELECT c.id AS id, p.pid AS pid, s.name AS name, c.start_ns AS start_ns, c.end_ns AS end_ns,
+               c.bucket AS bucket, c.iteration AS iteration, c.rank_label AS rank_label, s.process AS process,
                coalesce(s.thread || coalesce(' ' || s.thread_name, ''), s.thread_name, '') AS thread_label,
                coalesce(s.thread_name, s.thread, '') AS thread_short,
-               {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, s.kind AS kind, k.error AS error
-        FROM chosen c JOIN k ON k.id = c.id JOIN spans s ON s.rowid = c.id
+               {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, s.kind AS kind, c.error AS error
+        FROM chosen c JOIN spans s ON s.rowid = c.id
         LEFT JOIN (SELECT id, pid FROM parents WHERE id IN (SELECT id FROM chosen)) p ON p.id = c.id
-        ORDER BY k.start_ns, k.id
+        ORDER BY c.start_ns, c.id
     """):
         spans += [dict(zip(columns, row)) for row in rows]
     return WaterfallSelection(spans, order, chosen_steps, chosen, total)

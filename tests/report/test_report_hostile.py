@@ -200,10 +200,10 @@ def test_the_step_bucket_join_in_parts_and_rank_steps_in_slices_give_the_same_re
 
 
 def test_join_parts_grow_with_the_spans_and_shrink_with_the_budget():
-    """How many parts a run-long join is split into: one per 2.5M spans at the default budget."""
+    """How many parts a run-long join is split into: one per 2M spans at the default budget."""
     with TraceStore(threads=2) as small, TraceStore(memory_limit="1GB", threads=2) as large:
-        assert [small.join_parts(n) for n in (0, 1, 2_400_000, 3_000_000, 10_000_000)] == [1, 1, 1, 2, 4]
-        assert large.join_parts(10_000_000) == 1
+        assert [small.join_parts(n) for n in (0, 1, 2_000_000, 3_000_000, 10_000_000)] == [1, 1, 1, 2, 5]
+        assert large.join_parts(9_000_000) == 1 and large.join_parts(10_000_000) == 2
 
 
 def test_figures_the_report_holds_in_python_come_off_the_engines_limit(tmp_path):
@@ -411,7 +411,7 @@ def test_the_steps_join_runs_in_parts_of_anchors_within_the_rollups_memory(monke
     from lens_report import rollup
     from lens_report.engine import STEP_ROW_BYTES
 
-    with TraceStore(memory_limit="156MB", threads=2) as store:
+    with TraceStore(memory_limit="181MB", threads=2) as store:
         assert store.plan.rollup_bytes == 50_000_000
         store.con.execute(f"SET memory_limit = '{store.plan.rollup_bytes}B'")
         store.con.execute("SET threads = 2")
@@ -429,11 +429,11 @@ def test_the_steps_join_runs_in_parts_of_anchors_within_the_rollups_memory(monke
 
 
 def test_the_steps_join_parts_grow_with_the_anchors():
-    """One part up to 200,000 step anchors at the default budget (a 4M-span run), three at 500,000."""
+    """One part up to 160,000 step anchors at the default budget (a 3.2M-span run), four at 500,000."""
     from lens_report.engine import STEP_ROW_BYTES
 
     with TraceStore(threads=2) as small, TraceStore(memory_limit="1GB", threads=2) as large:
-        assert [small.join_parts(n, STEP_ROW_BYTES) for n in (0, 150_000, 190_000, 500_000)] == [1, 1, 1, 3]
+        assert [small.join_parts(n, STEP_ROW_BYTES) for n in (0, 150_000, 190_000, 500_000)] == [1, 1, 2, 4]
         assert large.join_parts(500_000, STEP_ROW_BYTES) == 1
 
 
@@ -444,8 +444,9 @@ def test_a_statement_past_the_limit_lowered_for_held_figures_is_said_even_within
     ``rollup_limit_raised`` stayed false and nothing was said, while the engine and the figures
     together took the process past its budget: a 10M-span ``--html`` report's waterfall query ran
     out of 38 MiB, ran again with 76, and the report peaked at 273-288 MiB with no note."""
-    with TraceStore(threads=2) as store:
-        store.hold_outside(60 * 10**6)  # the engine's limit: half the plan's 100 MB
+    with TraceStore(memory_limit="306MB", threads=2) as store:
+        assert store.plan.rollup_bytes == 100 * 10**6
+        store.hold_outside(60 * 10**6)  # the engine's limit: half the plan's
         assert not store.rollup_limit_raised
         # a list of 4M integers is held whole: more than 50 MB, less than 100 (checked here, in DuckDB)
         assert store.value("SELECT len(list(i)) FROM range(4000000) t(i)") == 4_000_000

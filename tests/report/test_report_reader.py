@@ -284,11 +284,11 @@ def test_files_read_by_concurrent_statements_keep_lines_problems_and_first_copie
 
 
 def test_the_memory_plan_reads_with_one_statement_per_256_mb_and_two_for_small_files(tmp_path):
-    """The default 256 MB budget: the engine reads within 200 MB and rolls up within 100 MB, one
+    """The default 256 MB budget: the engine reads within 200 MB and rolls up within 80 MB, one
     reading statement (its JSON buffers take ~115 MB for 5 MB files), two when every file is small."""
     from lens_report.engine import memory_plan
 
-    assert memory_plan("256MB", 2) == MemoryPlan(200 * 10**6, 100 * 10**6, 1)
+    assert memory_plan("256MB", 2) == MemoryPlan(200 * 10**6, 80 * 10**6, 1)
     assert memory_plan("1GB", 2).readers == 2 and memory_plan("1GB", 1).readers == 1
     assert memory_plan("64GiB", 4).readers == 4
     small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
