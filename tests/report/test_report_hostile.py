@@ -452,3 +452,32 @@ def test_a_statement_past_the_limit_lowered_for_held_figures_is_said_even_within
         assert store.value("SELECT len(list(i)) FROM range(4000000) t(i)") == 4_000_000
         assert store.rollup_limit == store.plan.rollup_bytes and store.rollup_held == 50 * 10**6
         assert store.rollup_limit_raised
+
+
+def test_the_waterfall_reads_the_chosen_spans_without_joining_every_span_again(tmp_path, monkeypatch):
+    """Regression: the waterfall's query joined the chosen ids (20,000 for a page) to the whole of
+    ``k`` as well as to ``spans`` and ``parents``; in a 10M-span ``--html`` report it ran out of the
+    engine's limit lowered for the figures the report holds and ran again with twice it, taking the
+    process ~40 MB past its budget. What it draws of ``k`` is now kept when the ids are chosen."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from trace_synth import write_run
+
+    from lens_report import rollup
+    from lens_report.rollup import build_report
+
+    write_run(tmp_path / "run", 4, 30)
+    with TraceStore(threads=2) as store:
+        store.load([tmp_path / "run"])
+        report = build_report(store)
+        queries = []
+        stream = store.stream
+        monkeypatch.setattr(store, "stream", lambda sql: queries.append(sql) or stream(sql))
+        chosen = rollup.waterfall_spans(store, report, steps=frozenset({3}), ranks=None, small_run=0,
+                                        default_ranks=4, limit=1000)
+        expected = store.rows("""SELECT k.id, k.start_ns, k.end_ns, k.bucket, k.iteration, k.rank_label, k.error
+                                 FROM k JOIN wf_ids w ON w.id = k.id ORDER BY k.start_ns, k.id""")
+    (query,) = queries
+    assert not re.search(r"\bJOIN k\b", query)
+    assert len(chosen.spans) == len(expected) > 20  # the step's spans on four ranks
+    assert [(s["id"], s["start_ns"], s["end_ns"], s["bucket"], s["iteration"], s["rank_label"], s["error"])
+            for s in chosen.spans] == expected
