@@ -18,6 +18,8 @@ from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem
 
 __all__ = [
     "CLICKHOUSE_HINT",
+    "CONNECT_CHECK_S",
+    "STATEMENT_TIMEOUT_S",
     "add_schema_arguments",
     "ChdbSource",
     "ClickHouseSource",
@@ -35,6 +37,16 @@ __all__ = [
 ]
 
 CLICKHOUSE_HINT = "pip install 'lens-telemetry[clickhouse]'"
+
+CONNECT_CHECK_S = 30
+"""How long a server's first answer is awaited (the client asks its version and settings), unless the
+URL sets ``send_receive_timeout``: a ClickHouse server answers that at once, so a port that takes the
+connection and says nothing (a wrong port, a hung server) is said within this, not after
+:data:`STATEMENT_TIMEOUT_S`."""
+
+STATEMENT_TIMEOUT_S = 300
+"""How long each statement's answer is awaited unless the URL sets ``send_receive_timeout``
+(clickhouse-connect's own default; a working server sends progress headers meanwhile)."""
 """How to install what the ClickHouse path needs (clickhouse-connect for a server, chdb in process)."""
 
 LENS_COLUMNS = {"LensRun": "run", "LensRank": "rank", "LensStep": "step", "LensBucket": "bucket",
@@ -226,7 +238,7 @@ class ServerSource:
             raise ImportError(f"reading a ClickHouse server needs clickhouse-connect: {CLICKHOUSE_HINT}") from exc
         import logging
 
-        from clickhouse_connect.driver.exceptions import ClickHouseError
+        from clickhouse_connect.driver.exceptions import ClickHouseError, OperationalError
 
         # the client logs each failed request besides raising it: the report says it once
         logging.getLogger("clickhouse_connect").setLevel(logging.CRITICAL)
@@ -235,7 +247,22 @@ class ServerSource:
         """What the client raises for a failed query or a lost connection."""
         self.url = display_url(url)
         """The server's URL without its password, for messages."""
-        self.client = clickhouse_connect.get_client(dsn=url)
+        from urllib.parse import parse_qs, urlsplit
+
+        # the URL's send_receive_timeout, when given, bounds every request, the first included (it wins over
+        # the argument below); else the first waits CONNECT_CHECK_S and the statements STATEMENT_TIMEOUT_S
+        own = "send_receive_timeout" in parse_qs(urlsplit(url).query)
+        try:
+            self.client = clickhouse_connect.get_client(dsn=url, send_receive_timeout=CONNECT_CHECK_S)
+        except OperationalError as exc:
+            if own or "read timed out" not in str(exc).lower():
+                raise
+            raise TimeoutError(f"no answer within {CONNECT_CHECK_S} s: a ClickHouse server answers its HTTP port "
+                               "at once (8123 by default); a slower one needs ?send_receive_timeout=SECONDS in the "
+                               "URL") from None
+        if not own:
+            timeout = self.client.timeout
+            self.client.timeout = type(timeout)(connect=timeout.connect_timeout, read=STATEMENT_TIMEOUT_S)
 
     def command(self, sql: str) -> None:
         self.client.command(sql)

@@ -232,6 +232,46 @@ def test_a_statement_slower_than_the_urls_send_receive_timeout_is_one_line_and_e
     assert slow.returncode == 2 and "timed out" in line.lower(), line
 
 
+def test_a_port_that_takes_the_connection_and_never_answers_is_said_within_the_check(server, monkeypatch, capsys):
+    """Regression: a port that took the connection and never answered (a wrong port, a hung server) held
+    ``lens report --clickhouse`` for clickhouse-connect's 300 s read timeout before its one line. The server's first
+    answer is now awaited ``CONNECT_CHECK_S`` (1 s here), the statements still ``STATEMENT_TIMEOUT_S``, and the
+    URL's own ``send_receive_timeout`` bounds both."""
+    import socket
+    import time
+
+    from lens_report import clickhouse
+    from lens_report.cli import main
+
+    monkeypatch.setattr(clickhouse, "CONNECT_CHECK_S", 1)
+    with socket.socket() as silent:  # takes connections (the kernel's backlog) and never reads or answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/"
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match="no answer within 1 s"):
+            ServerSource(url)
+        assert time.monotonic() - started < 20
+        capsys.readouterr()
+        assert main(["--clickhouse", url]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"lens report: cannot connect to {url}: TimeoutError: no answer within 1 s: a ClickHouse "
+                       "server answers its HTTP port at once (8123 by default); a slower one needs "
+                       "?send_receive_timeout=SECONDS in the URL"], err
+    # a server that answers: its statements get the long timeout, or the URL's
+    source = ServerSource(server.url(USER, PASSWORD))
+    try:
+        assert source.client.timeout.read_timeout == clickhouse.STATEMENT_TIMEOUT_S == 300
+        assert source.rows("SELECT 1") == [(1,)]
+    finally:
+        source.close()
+    own = ServerSource(server.url(USER, PASSWORD) + "?send_receive_timeout=7")
+    try:
+        assert own.client.timeout.read_timeout == 7
+    finally:
+        own.close()
+
+
 def _one_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
