@@ -253,7 +253,7 @@ class ServerSource:
         # the argument below); else the first waits CONNECT_CHECK_S and the statements STATEMENT_TIMEOUT_S
         own = "send_receive_timeout" in parse_qs(urlsplit(url).query)
         try:
-            self.client = clickhouse_connect.get_client(dsn=url, send_receive_timeout=CONNECT_CHECK_S)
+            client: Any = clickhouse_connect.get_client(dsn=url, send_receive_timeout=CONNECT_CHECK_S)
         except OperationalError as exc:
             if own or "read timed out" not in str(exc).lower():
                 raise
@@ -261,8 +261,9 @@ class ServerSource:
                                "at once (8123 by default); a slower one needs ?send_receive_timeout=SECONDS in the "
                                "URL") from None
         if not own:
-            timeout = self.client.timeout
-            self.client.timeout = type(timeout)(connect=timeout.connect_timeout, read=STATEMENT_TIMEOUT_S)
+            timeout = client.timeout
+            client.timeout = type(timeout)(connect=timeout.connect_timeout, read=STATEMENT_TIMEOUT_S)
+        self.client = client
 
     def command(self, sql: str) -> None:
         self.client.command(sql)
