@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 CLICKHOUSE_HINT = "pip install 'lens-telemetry[clickhouse]'"
+"""How to install what the ClickHouse path needs (clickhouse-connect for a server, chdb in process)."""
 
 CONNECT_CHECK_S = 30
 """How long a server's first answer is awaited (the client asks its version and settings), unless the
@@ -47,7 +48,6 @@ connection and says nothing (a wrong port, a hung server) is said within this, n
 STATEMENT_TIMEOUT_S = 300
 """How long each statement's answer is awaited unless the URL sets ``send_receive_timeout``
 (clickhouse-connect's own default; a working server sends progress headers meanwhile)."""
-"""How to install what the ClickHouse path needs (clickhouse-connect for a server, chdb in process)."""
 
 LENS_COLUMNS = {"LensRun": "run", "LensRank": "rank", "LensStep": "step", "LensBucket": "bucket",
                 "LensProcess": "process"}
