@@ -1,4 +1,4 @@
-"""Build lens_core's optional compiled modules: the gate and the native wing (recorder, encoders).
+"""Build the optional compiled modules: lens_core's gate and native wing (recorder, encoders), and the report's reader.
 
 LENS_BUILD_EXT: unset = try, and if the build fails install the pure-Python twins and say so
 (on stderr here, and on stderr at the first `import lens_core`, since pip hides build output
@@ -21,6 +21,7 @@ MODULES = {
     "lens_core._native._recorder": "lens_core/_native/_recorder.pyx",
     "lens_core._native._encode": "lens_core/_native/_encode.pyx",
     "lens_core._native._goodput": "lens_core/_native/_goodput.pyx",
+    "lens_report._scan": "lens_report/_scan.pyx",  # the report's compiled reader (else its SQL reader)
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,3 +20,27 @@ def otlp() -> type[Otlp]:
 def two_step_file(tmp_path: Path) -> Path:
     """A trace file holding the two-step trace of :func:`report_helpers.two_step_spans`."""
     return Otlp.write(tmp_path / "trace.jsonl", Otlp.request(two_step_spans(), service_name="trainer", process_pid=42))
+
+
+@pytest.fixture(params=["sql", "compiled"])
+def reader(request, monkeypatch) -> str:
+    """Each of the store's readers in turn: ``sql`` (DuckDB's JSON reader, what ``LENS_PURE_PYTHON=1``
+    and an install without a compiler get) and ``compiled`` (lens_report._scan; skipped when not
+    built, a failure under LENS_REQUIRE_CYTHON=1)."""
+    from lens_report.engine import compiled_reader
+
+    if request.param == "sql":
+        monkeypatch.setenv("LENS_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("LENS_PURE_PYTHON", raising=False)
+        if compiled_reader() is None:
+            if os.environ.get("LENS_REQUIRE_CYTHON") == "1":
+                pytest.fail("LENS_REQUIRE_CYTHON=1 but lens_report._scan did not load")
+            pytest.skip("lens_report._scan is not built")
+    return request.param
+
+
+@pytest.fixture
+def sql_reader(monkeypatch) -> None:
+    """The SQL reader only: for tests of what it does with memory, pieces and batches."""
+    monkeypatch.setenv("LENS_PURE_PYTHON", "1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -191,12 +192,52 @@ def _log(line: str) -> None:
 def report_of(*paths: Any, **options: Any) -> Any:
     """The report over ``paths`` (files or directories); options go to build_report.
 
-    With ``LENS_REPORT_ENGINES=clickhouse`` the same spans are also reported from ClickHouse
+    Where the compiled reader is built, the files are also read by the SQL reader and the two
+    reports (every figure, problem, file and line) must be equal. With ``LENS_REPORT_ENGINES=clickhouse`` the same spans are also reported from ClickHouse
     (see :data:`ENGINES_ENV`) and the two reports must be equal.
     """
+    if _compiled_and_sql():  # every known answer read by both readers, and the reports equal
+        with _sql_reader():
+            try:
+                sql_report, sql_error = _files_report(paths, options, engines=False), None
+            except Exception as exc:
+                sql_report, sql_error = None, exc
+        try:
+            report = _files_report(paths, options)
+        except Exception as exc:
+            assert sql_report is None and type(sql_error) is type(exc) and str(sql_error) == str(exc), (exc, sql_error)
+            raise
+        assert sql_error is None, sql_error
+        ours, theirs = report.to_json(), sql_report.to_json()
+        assert ours == theirs, [(key, ours[key], theirs.get(key)) for key in ours if ours[key] != theirs.get(key)]
+        return report
+    return _files_report(paths, options)
+
+
+def _compiled_and_sql() -> bool:
+    """Whether files are read by the compiled reader here (then :func:`report_of` also reads them with SQL)."""
+    from lens_report.engine import compiled_reader
+
+    return compiled_reader() is not None
+
+
+@contextlib.contextmanager
+def _sql_reader() -> Any:
+    saved = os.environ.get("LENS_PURE_PYTHON")
+    os.environ["LENS_PURE_PYTHON"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["LENS_PURE_PYTHON"]
+        else:
+            os.environ["LENS_PURE_PYTHON"] = saved
+
+
+def _files_report(paths: Any, options: dict[str, Any], engines: bool = True) -> Any:
     with TraceStore() as store:
         store.load(paths)
-        both = "clickhouse" in os.environ.get(ENGINES_ENV, "")
+        both = engines and "clickhouse" in os.environ.get(ENGINES_ENV, "")
         # what the Collector's exporter never writes (unreadable lines, the same span twice) has no
         # otel_traces twin: such input is reported from files only
         out_of_range = store.con.execute(

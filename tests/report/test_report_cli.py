@@ -173,9 +173,10 @@ def test_without_duckdb_the_report_says_how_to_install_it(two_step_file, tmp_pat
 
 
 def test_ctrl_c_stops_the_report_with_one_line_and_status_130_and_leaves_no_database(two_step_file, tmp_path,
-                                                                                     capsys, monkeypatch):
+                                                                                     capsys, monkeypatch, reader):
     """Regression: Ctrl-C during a long report printed a threading traceback (the reading
-    statements run on worker threads) instead of one line and the shell's status for SIGINT."""
+    statements run on worker threads) instead of one line and the shell's status for SIGINT.
+    With either reader (its statement interrupted)."""
     import tempfile
 
     from otel_bridge.cli import main as lens_main
@@ -185,7 +186,7 @@ def test_ctrl_c_stops_the_report_with_one_line_and_status_130_and_leaves_no_data
     def interrupted(self, cursor, batch, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(engine.TraceStore, "_ingest_files", interrupted)
+    monkeypatch.setattr(engine.TraceStore, "_ingest_files" if reader == "sql" else "_insert_scanned", interrupted)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the store's database goes
     try:  # an escaping KeyboardInterrupt would stop the whole pytest run, not fail this test
         statuses = [main([str(two_step_file)]), lens_main(["report", str(two_step_file)])]

@@ -133,7 +133,7 @@ def test_a_selection_that_matches_nothing_is_exit_2_naming_what_exists(tmp_path,
     assert err == ["lens report: no step 4-5 in the run; drawing steps 3", "lens report: no rank 4 in the run; showing ranks 3"]
 
 
-def test_files_that_need_more_memory_than_the_plan_are_read_with_more_not_lost(tmp_path):
+def test_files_that_need_more_memory_than_the_plan_are_read_with_more_not_lost(tmp_path, sql_reader):
     """Regression: at the 256 MB default (the engine reads within 200 MB) a batch of 16 MB rank
     files ran DuckDB's JSON reader out of memory, and 8 of 10 files became 'cannot read file: Out
     of Memory Error' problems. A batch that runs out of memory is read again with twice the limit
@@ -151,7 +151,7 @@ def test_files_that_need_more_memory_than_the_plan_are_read_with_more_not_lost(t
         assert limit == f"{store.plan.rollup_bytes / 2**20:.1f} MiB"
 
 
-def test_a_rollup_statement_that_runs_out_of_memory_runs_again_with_more(tmp_path):
+def test_a_rollup_statement_that_runs_out_of_memory_runs_again_with_more(tmp_path, sql_reader):
     """Regression: 10M spans under the default 256 MB budget (the rollup's engine within 100 MB)
     ended 'the report engine failed: OutOfMemoryException' (exit 1): one of the rollup's operators
     could not spill. A statement that runs out of memory now runs again with twice the limit (up
@@ -280,7 +280,8 @@ def _hostile_file_lines(cap: int) -> list[str]:
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
-def test_a_file_read_in_pieces_reads_the_same_spans_problems_and_line_numbers_as_whole(tmp_path, monkeypatch, suffix):
+def test_a_file_read_in_pieces_reads_the_same_spans_problems_and_line_numbers_as_whole(tmp_path, monkeypatch, suffix,
+                                                                                     sql_reader):
     """One rank file of 165 MB peaked at 381 MiB under the 256 MB budget: DuckDB's JSON reader
     holds memory that grows with the file it reads, so the engine's limit had to be raised. A
     file past _PIECE_BYTES is now read in line-aligned pieces; with pieces of a few lines, every

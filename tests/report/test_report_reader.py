@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lens_report import TraceStore, read_spans
+from lens_report import engine
 from lens_report.engine import MemoryPlan
 
 
@@ -248,7 +249,8 @@ def test_a_store_nobody_closed_leaves_no_database_behind():
     assert not os.path.exists(directory)
 
 
-def test_files_read_by_concurrent_statements_keep_lines_problems_and_first_copies(tmp_path, otlp, monkeypatch):
+def test_files_read_by_concurrent_statements_keep_lines_problems_and_first_copies(tmp_path, otlp, monkeypatch,
+                                                                                   sql_reader):
     """Batches of files are read by several statements at once (one per engine thread): line
     numbers stay per file, problems come in file order, a damaged file is salvaged by its own
     worker, and a span exported twice keeps its copy from the first file, as when read in one go."""
@@ -331,12 +333,14 @@ def _pool_after_each_emptying(monkeypatch, evict):
 
 
 @pytest.mark.parametrize("evict", [True, False], ids=["emptied", "control-without-emptying"])
-def test_reading_alone_empties_the_pool_after_each_statement(tmp_path, otlp, monkeypatch, evict):
+def test_reading_alone_empties_the_pool_after_each_statement(tmp_path, otlp, monkeypatch, evict, reader):
     """At 10M spans a single reading statement ran with the rows already read cached in DuckDB's
     pool, which sat at its limit and purged freed memory over and over (6.1M page faults, ~30 %
     of the CPU in the kernel). Each statement that reads alone is now followed by an eviction;
-    the control shows the rows piling up without it."""
+    the control shows the rows piling up without it. (The compiled reader's statements take
+    3,000 spans here, so it also runs one a file.)"""
     _rank_files(tmp_path, otlp, 8, 3000)
+    monkeypatch.setattr(engine, "_SCAN_SPANS", 3000)
     seen = _pool_after_each_emptying(monkeypatch, evict)
     with TraceStore(threads=1) as store:
         store.load([tmp_path])
@@ -348,7 +352,7 @@ def test_reading_alone_empties_the_pool_after_each_statement(tmp_path, otlp, mon
         assert seen[-1] > 4 * seen[0] > 0
 
 
-def test_two_readers_never_empty_the_pool(tmp_path, otlp, monkeypatch):
+def test_two_readers_never_empty_the_pool(tmp_path, otlp, monkeypatch, reader):
     """With two statements reading at once the pool is never emptied: one may be running."""
     _rank_files(tmp_path, otlp, 8, 300)  # small files: two readers at the default budget
     seen = _pool_after_each_emptying(monkeypatch, True)

@@ -1,0 +1,254 @@
+"""The compiled reader (lens_report._scan) against the SQL reader: the same rows from the same files.
+
+The compiled reader keeps only lines it reads exactly as DuckDB's JSON reader does and leaves any
+other file to that reader; these tests write what the Collector and other exporters write (keys
+in any order, values in their several spellings, whitespace, several resources a line) and what
+they should not (escapes, non-ASCII text, bad ids, invalid JSON), and compare every stored column,
+the loss records, the problems and the duplicates. Each test also checks which reader read which
+file, so a case meant for the compiled reader cannot pass by falling back.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from lens_report import TraceStore, engine
+from lens_report.engine import SPAN_COLUMNS, compiled_reader
+from report_helpers import Otlp, report_of
+
+pytestmark = pytest.mark.usefixtures("need_compiled")
+
+T0 = Otlp.T0
+S = Otlp.S
+
+
+@pytest.fixture
+def need_compiled(monkeypatch):
+    import os
+
+    monkeypatch.delenv("LENS_PURE_PYTHON", raising=False)
+    if compiled_reader() is None:
+        if os.environ.get("LENS_REQUIRE_CYTHON") == "1":
+            pytest.fail("LENS_REQUIRE_CYTHON=1 but lens_report._scan did not load")
+        pytest.skip("lens_report._scan is not built")
+
+
+def _store_rows(paths, monkeypatch, sql):
+    """(spans, loss records, problems, duplicates, files the compiled reader read) of one reader."""
+    if sql:
+        monkeypatch.setenv("LENS_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("LENS_PURE_PYTHON", raising=False)
+    with TraceStore() as store:
+        store.load(paths)
+        columns = ", ".join("s.line - f.first + 1" if c == "line" else f"s.{c}" for c in SPAN_COLUMNS)
+        join = "s JOIN files f ON f.idx = s.file"
+        spans = store.rows(f"SELECT {columns} FROM spans {join} ORDER BY s.file, s.line, s.span, s.name")
+        loss = store.rows(f"SELECT {columns} FROM loss {join} ORDER BY s.file, s.line, s.span")
+        problems = [(Path(p.file).name, p.line, p.message) for p in store.problems]
+        compiled = {Path(f).name for f in store.compiled_files}
+        return spans, loss, problems, store.duplicate_count, compiled
+
+
+def _both(paths, monkeypatch):
+    """The compiled reader's rows, after asserting the SQL reader's are the same; and the files it read."""
+    *ours, compiled = _store_rows(paths, monkeypatch, sql=False)
+    *theirs, none = _store_rows(paths, monkeypatch, sql=True)
+    assert none == set()
+    for name, a, b in zip(("spans", "loss", "problems", "duplicates"), ours, theirs):
+        assert a == b, (name, [x for x in a if x not in b][:3], [x for x in b if x not in a][:3]) if isinstance(a, list) else (name, a, b)
+    return ours, compiled
+
+
+def _span(n, name="rl.grpo.step", start=0, end=1, parent=None, trace=Otlp.TRACE, **fields):
+    span = {"traceId": trace, "spanId": Otlp.sid(n), "name": name, "kind": 1,
+            "startTimeUnixNano": str(T0 + start * S), "endTimeUnixNano": str(T0 + end * S), "attributes": []}
+    if parent is not None:
+        span["parentSpanId"] = Otlp.sid(parent)
+    span.update(fields)
+    return span
+
+
+def _line(spans, resource=None, **resource_attrs):
+    resource = resource if resource is not None else {"attributes": Otlp.attrs(
+        {"service.name": "trainer", "nemo.run.id": "run-a", "nv.dl.rank": 3, "process.pid": 77,
+         "service.instance.id": "run-a-rank3", "host.name": "node1", **resource_attrs})}
+    return {"resourceSpans": [{"resource": resource, "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}]}]}
+
+
+def _write(path, *lines):
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x, ensure_ascii=False)) + "\n" for x in lines),
+                    encoding="utf-8")
+    return path.name
+
+
+def _attr(key, **value):
+    return {"key": key, "value": value}
+
+
+# ---- files the compiled reader reads --------------------------------------------------------------
+
+def _read_cases(folder: Path) -> list[str]:
+    """Files every line of which the compiled reader takes (one case each)."""
+    names = []
+    # keys in any order, the resource after the spans, fields nobody reads, nested and empty
+    span = _span(1, "rl.grpo.job", 0, 20)
+    reordered = {"events": [{"name": "e", "timeUnixNano": "1", "attributes": [_attr("x", stringValue="y")]}],
+                 "links": [], "flags": 256, "droppedAttributesCount": 0, "traceState": "",
+                 "attributes": [_attr("lens.group", stringValue="job"), _attr("lens.umbrella", boolValue=True)],
+                 **{k: v for k, v in reversed(list(span.items())) if k != "attributes"}}
+    line = {"resourceSpans": [{"scopeSpans": [{"spans": [reordered, _span(2, "rl.grpo.step", 1, 9, 1)],
+                                               "scope": {"name": "t", "attributes": [], "version": "1"}}],
+                               "schemaUrl": "https://x", "resource": {"droppedAttributesCount": 0,
+                                                                      "attributes": Otlp.attrs({"nv.dl.rank": 5})}}],
+            "extra": {"nested": [1, 2.5e3, None, True, {"a": []}]}}
+    names.append(_write(folder / "reordered.jsonl", line))
+    # whitespace inside a line, CRLF, blank and whitespace-only lines (not counted as lines)
+    text = json.dumps(_line([_span(3, "rl.grpo.step", 0, 4)]), indent=None, separators=(" , ", " :  "))
+    (folder / "whitespace.jsonl").write_bytes(
+        ("\n \t\n" + text + "\r\n\r\n" + "  " + json.dumps(_line([_span(4, "rl.vllm.generate", 1, 2, 3)])) + "\t\n")
+        .encode())
+    names.append("whitespace.jsonl")
+    # the spellings of values: kinds, statuses, ints as numbers, booleans as text, missing fields
+    spans = [
+        _span(10, "a", kind="SPAN_KIND_SERVER", status={"code": 2}),
+        _span(11, "b", kind=3, status={"code": "STATUS_CODE_ERROR", "message": "boom"}),
+        _span(12, "c", kind=None, status=None, attributes=[_attr("rl.iteration", intValue=7),
+                                                          _attr("lens.umbrella", stringValue="true"),
+                                                          _attr("thread.id", stringValue="worker-1")]),
+        _span(13, "d", startTimeUnixNano=T0, endTimeUnixNano=T0 + S,
+              attributes=[_attr("rl.iteration", intValue="-3"), _attr("lens.umbrella", boolValue=False),
+                          _attr("rl.bucket", stringValue=""), _attr("thread.id", intValue=12345)]),
+        _span(14, "e", startTimeUnixNano="0", endTimeUnixNano=None, parentSpanId=""),
+        _span(15, "f", parentSpanId="0000000000000000", attributes=[_attr("rl.iteration", doubleValue=2.0)]),
+        {k: v for k, v in _span(16).items() if k not in ("name", "kind", "endTimeUnixNano", "attributes")},
+        _span(17, None, trace=Otlp.TRACE.upper(), spanId="00000000000000AB", parentSpanId="00000000000000aA"),
+        _span(18, "g", attributes=[_attr("rl.iteration", intValue=None), _attr("rl.bucket", stringValue=None),
+                                   {"key": None, "value": {"stringValue": "x"}}, {"value": {"intValue": "1"}},
+                                   _attr("rl.efficiency.category", arrayValue={"values": []}), {"key": "z"},
+                                   _attr("thread.name", stringValue="main", intValue="9")]),
+        _span(19, "h", attributes=None, status={}),
+    ]
+    names.append(_write(folder / "values.jsonl", _line(spans), _line([_span(20, "i", status={"code": "Error"})])))
+    # the first attribute of a key is the one read, whatever the later ones say
+    first = _span(30, "rl.grpo.step", attributes=[_attr("rl.iteration", stringValue="x"),
+                                                   _attr("rl.iteration", intValue="5"),
+                                                   _attr("rl.bucket", stringValue="productive"),
+                                                   _attr("rl.bucket", stringValue="idle")])
+    resource = {"attributes": Otlp.attrs({"nv.dl.rank": "7"}) + Otlp.attrs({"nv.dl.rank": 8})}
+    names.append(_write(folder / "first-wins.jsonl", _line([first], resource)))
+    # Lens's loss record, several resources and scopes a line, resources without attributes
+    loss = _span(40, "lens.telemetry.loss", attributes=[
+        _attr("lens.spans.created", intValue="10"), _attr("lens.spans.dropped", intValue="2"),
+        _attr("lens.spans.failed", intValue=0), _attr("lens.spans.unended", intValue="1"),
+        _attr("lens.spans.truncated", intValue="3"), _attr("lens.telemetry.final", boolValue=True)])
+    multi = {"resourceSpans": [
+        {"resource": {"attributes": Otlp.attrs({"service.name": "a", "telemetry.distro.name": "lens"})},
+         "scopeSpans": [{"spans": [loss]}, {"spans": [_span(41), _span(42)]}]},
+        {"resource": None, "scopeSpans": [{"spans": [_span(43)]}]},
+        {"scopeSpans": [{"spans": [_span(44)]}]},
+        {"resource": {}, "scopeSpans": [{"spans": [_span(45)]}]},
+        {"resource": {"attributes": Otlp.attrs({"host.name": "h", "process.pid": 9})},
+         "scopeSpans": [{"spans": [_span(46)]}]},
+    ]}
+    names.append(_write(folder / "multi.jsonl", multi, multi))  # the second line: every span a duplicate
+    return names
+
+
+def test_the_compiled_reader_reads_every_spelling_as_the_sql_reader(tmp_path, monkeypatch):
+    """Keys in any order, whitespace and blank lines, CRLF, every spelling of kinds, statuses,
+    integers and booleans, missing and null fields, the first of two attributes of a key, the loss
+    record and several resources a line: the compiled reader reads each file, as SQL does."""
+    names = _read_cases(tmp_path)
+    (spans, loss, problems, duplicates), compiled = _both([tmp_path], monkeypatch)
+    assert compiled == set(names)
+    assert len(spans) == 22 and len(loss) == 1 and duplicates == 7 and problems == []
+
+
+# ---- files it leaves to the SQL reader ------------------------------------------------------------
+
+_LEFT = {
+    "escaped-name": _line([_span(1, 'a "quoted" name')]),
+    "non-ascii-name": _line([_span(1, "étape")]),
+    "non-ascii-resource": _line([_span(1)], **{"service.name": "entraîneur"}),
+    "escaped-key": '{"resourceSpans":[{"resource":{"attributes":[{"key":"rl.buck\\u0065t","value":{"stringValue":"idle"}}]},'
+                   '"scopeSpans":[{"spans":[' + json.dumps(_span(1)) + "]}]}]}",
+    "base64-ids": _line([_span(1, traceId="CvdlGRbNQ92ESOshHIAxnA==", spanId="AAAAAAAAAAE=")]),
+    "short-id": _line([_span(1, spanId="01")]),
+    "missing-trace": _line([{k: v for k, v in _span(1).items() if k != "traceId"}]),
+    "time-text": _line([_span(1, startTimeUnixNano="soon")]),
+    "time-past-int64": _line([_span(1, endTimeUnixNano="9999999999999999999")]),
+    "time-fraction": _line([_span(1, startTimeUnixNano=1.5e18)]),
+    "minus-zero": json.dumps(_line([_span(1)])).replace(
+        '"attributes": []', '"attributes": [{"key": "rl.iteration", "value": {"intValue": -0}}]'),
+    "exponent": json.dumps(_line([_span(1)])).replace('"kind": 1', '"kind": 1e0'),
+    "big-int": json.dumps(_line([_span(1)])).replace('{"intValue": "77"}', '{"intValue": 12345678901234567890}'),
+    "nested-kept": _line([_span(1, attributes=[_attr("rl.bucket", stringValue={"a": 1})])]),
+    "no-resource-spans": {"resourceSpans": []},
+    "no-scope-spans": {"resourceSpans": [{"resource": {}, "scopeSpans": []}]},
+    "no-spans": {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": []}]}]},
+    "not-otlp": {"hello": "world"},
+    "invalid-json": '{"resourceSpans": [',
+    "two-objects": json.dumps(_line([_span(1)])) + " {}",
+    "value-not-object": _line([_span(1, attributes=[{"key": "rl.bucket", "value": "idle"}])]),
+    "spans-not-list": {"resourceSpans": [{"scopeSpans": [{"spans": {"a": 1}}]}]},
+    "duplicate-field": json.dumps(_line([_span(1)])).replace('"kind": 1', '"kind": 1, "kind": 2'),
+}
+
+
+def test_a_file_the_compiled_reader_cannot_read_as_sql_does_is_read_by_sql(tmp_path, monkeypatch):
+    """Each way a line can differ (escapes, non-ASCII text, base64 or bad ids, times that are not
+    int64, fractions and exponents where text is kept, lines without spans, invalid JSON, a field
+    written twice) sends its whole file, good lines before and after with it, to the SQL reader:
+    the same spans, problems and line numbers."""
+    good = _line([_span(100, "rl.grpo.step", 0, 2)])
+    for name, bad in _LEFT.items():
+        _write(tmp_path / f"{name}.jsonl", good, bad, good)
+    _write(tmp_path / "fine.jsonl", good, good)
+    _write(tmp_path / "empty.jsonl")
+    (tmp_path / "blank.jsonl").write_text("\n  \n")
+    (spans, _, problems, _), compiled = _both([tmp_path], monkeypatch)
+    assert compiled == {"fine.jsonl"}
+    assert problems and spans  # (every file holds the same good span: one row, the rest duplicates)
+
+
+def test_a_file_left_after_part_of_it_was_inserted_keeps_no_row_twice(tmp_path, monkeypatch):
+    """A file whose bad line comes after statements already inserted its first spans (the compiled
+    reader inserts every few spans here): those rows are removed and the SQL reader reads the
+    file; the files read with it, before and after, keep theirs exactly once."""
+    monkeypatch.setattr(engine, "_SCAN_SPANS", 7)
+    lines = [_line([_span(1000 + 3 * i + k, "x", i, i + 1) for k in range(3)]) for i in range(20)]
+    _write(tmp_path / "a-good.jsonl", *lines)
+    _write(tmp_path / "b-late-bad.jsonl", *lines, _LEFT["escaped-name"], *lines[:2])
+    _write(tmp_path / "c-good.jsonl", *lines[5:])
+    (spans, _, problems, duplicates), compiled = _both([tmp_path], monkeypatch)
+    assert compiled == {"a-good.jsonl", "c-good.jsonl"}
+    assert len(spans) + duplicates == 60 + 67 + 45
+
+
+def test_a_file_left_after_its_rows_were_written_to_disk_takes_them_back(tmp_path, monkeypatch):
+    """The compiled reader writes its text to disk a megabyte at a time: a file that turns out to
+    be the SQL reader's after that is cut back to where it began, and the file after it in the
+    same statement is read whole."""
+    lines = [_line([_span(10_000 + 50 * i + k, "rl.vllm.generate", i, i + 1) for k in range(50)]) for i in range(200)]
+    _write(tmp_path / "a-good.jsonl", *lines[:10])
+    _write(tmp_path / "b-bad-at-the-end.jsonl", *lines, _LEFT["non-ascii-name"])
+    _write(tmp_path / "c-good.jsonl", *lines[50:60])
+    (spans, _, _, duplicates), compiled = _both([tmp_path], monkeypatch)
+    assert compiled == {"a-good.jsonl", "c-good.jsonl"}
+    assert len(spans) + duplicates == 500 + 10_001 + 500
+
+
+def test_a_synthetic_run_reports_the_same_with_either_reader(tmp_path):
+    """The benchmark's synthetic run (every RL phase, loss records, 6 ranks x 40 steps): the
+    whole report, figures and files, is the same with the compiled and the SQL reader."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from trace_synth import write_run
+
+    spans = write_run(tmp_path / "run", 6, 40)
+    report = report_of(tmp_path / "run").to_json()  # asserts the SQL reader's report is equal
+    assert report["spans"] == spans and report["problems"] == [] and len(report["steps"]) == 40
