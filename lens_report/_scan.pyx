@@ -103,6 +103,12 @@ cdef inline int hexval(char c) noexcept nogil:
         return c - c'A' + 10
     return -1
 
+# the bytes a string's scan stops at: the closing quote, a backslash, control characters, non-ASCII
+cdef unsigned char STOP[256]
+for _byte in range(256):
+    STOP[_byte] = _byte < 0x20 or _byte >= 0x80 or _byte == 0x22 or _byte == 0x5C
+
+
 cdef bint read_string(Parser *p, Slice *out) noexcept nogil:
     """A JSON string at p.s (after whitespace): its bytes between the quotes; K_OTHER when escaped or not ASCII."""
     cdef const char *q
@@ -114,6 +120,10 @@ cdef bint read_string(Parser *p, Slice *out) noexcept nogil:
         return fail(p, "invalid JSON")
     q = p.s + 1
     while q < p.end:
+        while q < p.end and not STOP[<unsigned char>q[0]]:
+            q += 1
+        if q >= p.end:
+            break
         c = <unsigned char>q[0]
         if c == c'"':
             out.p = p.s + 1
@@ -355,15 +365,32 @@ cdef inline void out_char(Out *o, char c) noexcept nogil:
         o.buf[o.len] = c
         o.len += 1
 
+cdef char PAIRS[200]
+for _byte in range(100):
+    PAIRS[2 * _byte] = 0x30 + _byte // 10
+    PAIRS[2 * _byte + 1] = 0x30 + _byte % 10
+
+
 cdef void out_uint(Out *o, uint64_t v) noexcept nogil:
+    """``v`` in decimal (two digits a division)."""
     cdef char digits[24]
     cdef int n = 0
+    cdef int pair
     if v == 0:
         out_char(o, c'0')
         return
-    while v:
-        digits[n] = <char>(c'0' + v % 10)
-        v //= 10
+    while v >= 100:
+        pair = <int>(v % 100) * 2
+        v //= 100
+        digits[n] = PAIRS[pair + 1]
+        digits[n + 1] = PAIRS[pair]
+        n += 2
+    if v >= 10:
+        digits[n] = PAIRS[v * 2 + 1]
+        digits[n + 1] = PAIRS[v * 2]
+        n += 2
+    else:
+        digits[n] = <char>(c'0' + v)
         n += 1
     if out_reserve(o, n):
         while n:
@@ -1014,11 +1041,11 @@ cdef class SpanScanner:
         out_char(o, c',')
         out_text(o, &t.kind)
         out_char(o, c',')
-        if has_start:
-            out_uint(o, <uint64_t>start)
+        if has_start:  # its digits as read (validated: an int64; leading zeros read the same)
+            out_bytes(o, t.start.p, t.start.n)
         out_char(o, c',')
         if has_end:
-            out_uint(o, <uint64_t>end)
+            out_bytes(o, t.end.p, t.end.n)
         out_char(o, c',')
         out_text(o, &t.status)
         write_fields(o, &self.span_keys, self.span_found)
