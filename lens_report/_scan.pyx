@@ -109,12 +109,56 @@ for _byte in range(256):
     STOP[_byte] = _byte < 0x20 or _byte >= 0x80 or _byte == 0x22 or _byte == 0x5C
 
 
+cdef inline int hex4(const char *q) noexcept nogil:
+    """The value of four hex digits at q, or -1."""
+    cdef int i, v, d
+    v = 0
+    for i in range(4):
+        d = hexval(q[i])
+        if d < 0:
+            return -1
+        v = (v << 4) | d
+    return v
+
+
+cdef inline Py_ssize_t utf8_length(const unsigned char *q, const unsigned char *end) noexcept nogil:
+    """The length of the well-formed UTF-8 sequence at q (lead byte >= 0x80), or 0: no overlong
+    forms, no surrogates, nothing past U+10FFFF (what DuckDB's JSON reader refuses, the line is its)."""
+    cdef unsigned char c = q[0]
+    cdef unsigned char low = 0x80, high = 0xBF
+    cdef Py_ssize_t n, i
+    if 0xC2 <= c <= 0xDF:
+        n = 2
+    elif 0xE0 <= c <= 0xEF:
+        n = 3
+        if c == 0xE0:
+            low = 0xA0
+        elif c == 0xED:
+            high = 0x9F
+    elif 0xF0 <= c <= 0xF4:
+        n = 4
+        if c == 0xF0:
+            low = 0x90
+        elif c == 0xF4:
+            high = 0x8F
+    else:
+        return 0
+    if end - q < n or not (low <= q[1] <= high):
+        return 0
+    for i in range(2, n):
+        if not (0x80 <= q[i] <= 0xBF):
+            return 0
+    return n
+
+
 cdef bint read_string(Parser *p, Slice *out) noexcept nogil:
-    """A JSON string at p.s (after whitespace): its bytes between the quotes; K_OTHER when escaped or not ASCII."""
+    """A JSON string at p.s (after whitespace): its bytes between the quotes; K_OTHER when escaped
+    or not ASCII. Invalid UTF-8 and lone surrogate escapes fail the line, even in a string skipped."""
     cdef const char *q
     cdef unsigned char c
     cdef int kind = K_STRING
-    cdef int i
+    cdef int unit
+    cdef Py_ssize_t n
     ws(p)
     if p.s >= p.end or p.s[0] != c'"':
         return fail(p, "invalid JSON")
@@ -133,25 +177,40 @@ cdef bint read_string(Parser *p, Slice *out) noexcept nogil:
             return True
         if c < 0x20:
             return fail(p, "invalid JSON")
-        if c == b'\\':
+        if c >= 0x80:
             kind = K_OTHER
-            q += 1
-            if q >= p.end:
+            n = utf8_length(<const unsigned char *>q, <const unsigned char *>p.end)
+            if n == 0:
+                return fail(p, "invalid UTF-8")
+            q += n
+            continue
+        # a backslash
+        kind = K_OTHER
+        q += 1
+        if q >= p.end:
+            break
+        c = <unsigned char>q[0]
+        if c == c'u':
+            if p.end - q < 5:
                 break
-            c = <unsigned char>q[0]
-            if c == c'u':
-                if q + 4 >= p.end:
-                    break
-                for i in range(1, 5):
-                    if hexval(q[i]) < 0:
-                        return fail(p, "invalid JSON")
-                q += 4
-            elif not (c == c'"' or c == b'\\' or c == c'/' or c == c'b' or c == c'f' or c == c'n' or c == c'r' or c == c't'):
+            unit = hex4(q + 1)
+            if unit < 0:
                 return fail(p, "invalid JSON")
-        elif c >= 0x80:
-            kind = K_OTHER
+            q += 4
+            if 0xDC00 <= unit <= 0xDFFF:
+                return fail(p, "a lone surrogate escape")
+            if 0xD800 <= unit <= 0xDBFF:  # a high surrogate: a low one must follow
+                if p.end - q < 7 or q[1] != c'\\' or q[2] != c'u':
+                    return fail(p, "a lone surrogate escape")
+                unit = hex4(q + 3)
+                if not (0xDC00 <= unit <= 0xDFFF):
+                    return fail(p, "a lone surrogate escape")
+                q += 6
+        elif not (c == c'"' or c == c'\\' or c == c'/' or c == c'b' or c == c'f' or c == c'n' or c == c'r' or c == c't'):
+            return fail(p, "invalid JSON")
         q += 1
     return fail(p, "invalid JSON")
+
 
 cdef bint read_number(Parser *p, Slice *out) noexcept nogil:
     """A JSON number: K_INT for an integer without fraction or exponent, else K_OTHER."""

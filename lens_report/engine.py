@@ -1160,6 +1160,14 @@ def _why_no_spans(json: Any, text: bytes) -> str:
         for j, scope in enumerate(scopes):
             if not isinstance(scope, dict) or not isinstance(scope.get("spans", []), list):
                 return f"resourceSpans[{i}].scopeSpans[{j}]: spans is not a list"
+    held = sum(len(scope.get("spans", [])) for entry in spans for scope in entry.get("scopeSpans", []))
+    if held:  # Python reads what DuckDB's JSON reader refused: its spans must not vanish unsaid
+        try:
+            json.dumps(request, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return (f"{held} span{'s' * (held != 1)} not read: a string holds a lone surrogate (U+D800-U+DFFF "
+                    "without its pair, escaped or encoded), which the engine's JSON reader refuses")
+        return f"{held} span{'s' * (held != 1)} not read: the engine's JSON reader refused the line"
     return ""  # a valid export that carries no span
 
 

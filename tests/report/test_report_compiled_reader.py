@@ -20,7 +20,7 @@ from lens_report import TraceStore, engine
 from lens_report.engine import SPAN_COLUMNS, compiled_reader
 from report_helpers import Otlp, report_of
 
-pytestmark = pytest.mark.usefixtures("need_compiled")
+
 
 T0 = Otlp.T0
 S = Otlp.S
@@ -159,6 +159,7 @@ def _read_cases(folder: Path) -> list[str]:
     return names
 
 
+@pytest.mark.usefixtures("need_compiled")
 def test_the_compiled_reader_reads_every_spelling_as_the_sql_reader(tmp_path, monkeypatch):
     """Keys in any order, whitespace and blank lines, CRLF, every spelling of kinds, statuses,
     integers and booleans, missing and null fields, the first of two attributes of a key, the loss
@@ -200,6 +201,7 @@ _LEFT = {
 }
 
 
+@pytest.mark.usefixtures("need_compiled")
 def test_a_file_the_compiled_reader_cannot_read_as_sql_does_is_read_by_sql(tmp_path, monkeypatch):
     """Each way a line can differ (escapes, non-ASCII text, base64 or bad ids, times that are not
     int64, fractions and exponents where text is kept, lines without spans, invalid JSON, a field
@@ -216,6 +218,7 @@ def test_a_file_the_compiled_reader_cannot_read_as_sql_does_is_read_by_sql(tmp_p
     assert problems and spans  # (every file holds the same good span: one row, the rest duplicates)
 
 
+@pytest.mark.usefixtures("need_compiled")
 def test_a_file_left_after_part_of_it_was_inserted_keeps_no_row_twice(tmp_path, monkeypatch):
     """A file whose bad line comes after statements already inserted its first spans (the compiled
     reader inserts every few spans here): those rows are removed and the SQL reader reads the
@@ -230,6 +233,7 @@ def test_a_file_left_after_part_of_it_was_inserted_keeps_no_row_twice(tmp_path, 
     assert len(spans) + duplicates == 60 + 67 + 45
 
 
+@pytest.mark.usefixtures("need_compiled")
 def test_a_file_left_after_its_rows_were_written_to_disk_takes_them_back(tmp_path, monkeypatch):
     """The compiled reader writes its text to disk a megabyte at a time: a file that turns out to
     be the SQL reader's after that is cut back to where it began, and the file after it in the
@@ -243,6 +247,7 @@ def test_a_file_left_after_its_rows_were_written_to_disk_takes_them_back(tmp_pat
     assert len(spans) + duplicates == 500 + 10_001 + 500
 
 
+@pytest.mark.usefixtures("need_compiled")
 def test_a_synthetic_run_reports_the_same_with_either_reader(tmp_path):
     """The benchmark's synthetic run (every RL phase, loss records, 6 ranks x 40 steps): the
     whole report, figures and files, is the same with the compiled and the SQL reader."""
@@ -252,3 +257,45 @@ def test_a_synthetic_run_reports_the_same_with_either_reader(tmp_path):
     spans = write_run(tmp_path / "run", 6, 40)
     report = report_of(tmp_path / "run").to_json()  # asserts the SQL reader's report is equal
     assert report["spans"] == spans and report["problems"] == [] and len(report["steps"]) == 40
+
+
+_BYTES = {  # what DuckDB's JSON reader refuses in any string, kept or skipped (UTF-8 it must validate)
+    "bad-byte": b"a\xff b",
+    "overlong": b"\xc0\xaf",
+    "cut-sequence": b"\xc3",
+    "encoded-surrogate": b"\xed\xa0\x80",
+    "past-u10ffff": b"\xf4\x90\x80\x80",
+    "lone-escape": b"\\ud800",
+    "low-escape-first": b"\\udc00\\ud800",
+}
+
+
+@pytest.mark.usefixtures("need_compiled")
+def test_invalid_unicode_in_a_string_it_skips_sends_the_file_to_sql(tmp_path, monkeypatch):
+    """Regression: the compiled reader skipped the strings it does not keep without checking them,
+    so a line DuckDB's JSON reader refuses (invalid UTF-8, a lone surrogate) gave its spans there
+    and a problem in the SQL reader. Valid UTF-8 and surrogate pairs in such strings are read."""
+    good = json.dumps(_line([_span(1, attributes=[_attr("note", stringValue="XX")])])).encode()
+    for name, text in _BYTES.items():
+        (tmp_path / f"{name}.jsonl").write_bytes(good.replace(b"XX", b"ok") + b"\n" + good.replace(b"XX", text) + b"\n")
+    (tmp_path / "fine.jsonl").write_bytes(good.replace(b"XX", "é ✓ 𝄞".encode()) + b"\n"
+                                          + good.replace(b"XX", b"\\ud834\\udd1e \\u00e9") + b"\n")
+    (spans, _, problems, _), compiled = _both([tmp_path], monkeypatch)
+    assert compiled == {"fine.jsonl"}
+    assert sorted(name for name, line, _ in problems if line == 2) == sorted(f"{n}.jsonl" for n in _BYTES)
+
+
+@pytest.mark.parametrize("text", [b"\\ud800", b"\xed\xa0\x80"], ids=["escaped", "encoded"])
+def test_a_line_with_a_lone_surrogate_is_a_problem_not_lost_silently(tmp_path, reader, text):
+    """Regression: a line whose string held a lone surrogate (``\\ud800`` without its pair) was
+    refused by DuckDB's JSON reader, and Python's json, which accepts it, then found a valid
+    export: its spans vanished with no problem and no count. It is now a problem naming them."""
+    good = json.dumps(_line([_span(1), _span(2, parent=1)])).encode()
+    bad = json.dumps(_line([_span(3, "XX"), _span(4)])).encode().replace(b"XX", text)
+    (tmp_path / "run.jsonl").write_bytes(b"\n".join([good, bad, good.replace(b'"0000000000000002"', b'"0000000000000005"')]) + b"\n")
+    with TraceStore() as store:
+        store.load([tmp_path])
+        assert store.span_count() == 3
+        assert [(p.line, p.message) for p in store.problems] == [
+            (2, "2 spans not read: a string holds a lone surrogate (U+D800-U+DFFF without its pair, escaped or "
+                "encoded), which the engine's JSON reader refuses")]
