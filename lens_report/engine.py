@@ -819,7 +819,7 @@ class TraceStore:
         no_spans: dict[int, list[int]] = {}
         self._span_problems: list[Problem] = []
         bad = self._run("SELECT s.file, s.line - f.first + 1 AS line, s.problem FROM spans s JOIN files f "
-                          "ON f.idx = s.file WHERE s.problem IS NOT NULL ORDER BY s.file, line").fetchall()
+                          "ON f.idx = s.file WHERE s.problem IS NOT NULL ORDER BY s.file, line, s.problem").fetchall()
         for file, line, problem in bad:
             if problem == _NO_SPANS:
                 no_spans.setdefault(file, []).append(line)
