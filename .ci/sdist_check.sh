@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A source install is compiled, or says loudly that it is not:
 # 1. build an sdist, a wheel from that sdist, install the wheel into a fresh venv: the compiled
-#    gate, recorder and encoders must load (a platform wheel, not py3-none-any);
+#    gate, recorder, encoders and the report's reader must load (a platform wheel, not py3-none-any);
 # 2. the same sdist built with a compiler that fails: the install still works (pure Python) and
 #    `import lens_core` says so on stderr, without pip's -v.
 set -euo pipefail
@@ -26,7 +26,9 @@ from lens_core import _impl
 from lens_core._native import _encode, _recorder  # noqa: F401 - the compiled wing loads
 assert lens_core.IMPLEMENTATION == "cython", lens_core.IMPLEMENTATION
 assert _impl.recorder().IMPLEMENTATION == "cython"
-print("installed from the sdist's wheel: gate", lens_core.IMPLEMENTATION, "and recorder", _impl.recorder().IMPLEMENTATION)
+from lens_report import _scan  # noqa: F401 - the report's compiled reader
+print("installed from the sdist's wheel: gate", lens_core.IMPLEMENTATION, "and recorder", _impl.recorder().IMPLEMENTATION,
+      "and the report's compiled reader")
 PY
 )
 
