@@ -257,10 +257,55 @@ cdef inline bint literal(Parser *p, const char *word, Py_ssize_t n) noexcept nog
         return True
     return fail(p, "invalid JSON")
 
+# ---- objects --------------------------------------------------------------------------------------
+# An object is read member by member: open() then, per member, member() (its key, and the parser
+# after the colon) and next() (past the comma; False at the closing brace).
+
+cdef inline int opens(Parser *p, char open, char close) noexcept nogil:
+    """1: an object (``{``/``}``) or array (``[``/``]``) with members follows; 0: an empty one
+    (consumed); -1: not one."""
+    ws(p)
+    if p.s >= p.end or p.s[0] != open:
+        fail(p, "not the OTLP structure")
+        return -1
+    p.s += 1
+    ws(p)
+    if p.s < p.end and p.s[0] == close:
+        p.s += 1
+        return 0
+    return 1
+
+cdef inline int open_object(Parser *p) noexcept nogil:
+    return opens(p, c'{', c'}')
+
+cdef inline int open_array(Parser *p) noexcept nogil:
+    return opens(p, c'[', c']')
+
+cdef inline bint member(Parser *p, Slice *key) noexcept nogil:
+    if not read_string(p, key):
+        return False
+    if key.kind != K_STRING:
+        return fail(p, "an escaped or non-ASCII key")
+    return expect(p, c':')
+
+cdef inline int next_member(Parser *p, char close) noexcept nogil:
+    """1: another member or item follows; 0: the closing bracket (consumed); -1: invalid."""
+    ws(p)
+    if p.s < p.end:
+        if p.s[0] == c',':
+            p.s += 1
+            return 1
+        if p.s[0] == close:
+            p.s += 1
+            return 0
+    fail(p, "invalid JSON")
+    return -1
+
 cdef bint skip_value(Parser *p, int depth) noexcept nogil:
     """Past any JSON value."""
     cdef Slice s
-    cdef char c
+    cdef char c, close
+    cdef int more
     if depth > MAX_DEPTH:
         return fail(p, "JSON nested too deep")
     ws(p)
@@ -269,40 +314,16 @@ cdef bint skip_value(Parser *p, int depth) noexcept nogil:
     c = p.s[0]
     if c == c'"':
         return read_string(p, &s)
-    if c == c'{':
-        p.s += 1
-        ws(p)
-        if p.s < p.end and p.s[0] == c'}':
-            p.s += 1
-            return True
-        while True:
-            if not read_string(p, &s) or not expect(p, c':') or not skip_value(p, depth + 1):
+    if c == c'{' or c == c'[':
+        close = c'}' if c == c'{' else c']'
+        more = opens(p, c, close)
+        while more == 1:
+            if c == c'{' and (not read_string(p, &s) or not expect(p, c':')):
                 return False
-            ws(p)
-            if p.s < p.end and p.s[0] == c',':
-                p.s += 1
-            elif p.s < p.end and p.s[0] == c'}':
-                p.s += 1
-                return True
-            else:
-                return fail(p, "invalid JSON")
-    if c == c'[':
-        p.s += 1
-        ws(p)
-        if p.s < p.end and p.s[0] == c']':
-            p.s += 1
-            return True
-        while True:
             if not skip_value(p, depth + 1):
                 return False
-            ws(p)
-            if p.s < p.end and p.s[0] == c',':
-                p.s += 1
-            elif p.s < p.end and p.s[0] == c']':
-                p.s += 1
-                return True
-            else:
-                return fail(p, "invalid JSON")
+            more = next_member(p, close)
+        return more == 0
     if c == c't':
         return literal(p, "true", 4)
     if c == c'f':
@@ -339,55 +360,29 @@ cdef bint read_scalar(Parser *p, Slice *out) noexcept nogil:
 cdef inline bint key_is(Slice *k, const char *name, Py_ssize_t n) noexcept nogil:
     return k.n == n and memcmp(k.p, name, n) == 0
 
-# ---- objects --------------------------------------------------------------------------------------
-# An object is read member by member: open() then, per member, member() (its key, and the parser
-# after the colon) and next() (past the comma; False at the closing brace).
-
-cdef inline int open_object(Parser *p) noexcept nogil:
-    """1: an object with members follows; 0: an empty object (consumed); -1: not an object."""
-    ws(p)
-    if p.s >= p.end or p.s[0] != c'{':
-        fail(p, "not the OTLP structure")
-        return -1
-    p.s += 1
-    ws(p)
-    if p.s < p.end and p.s[0] == c'}':
-        p.s += 1
-        return 0
-    return 1
-
-cdef inline bint member(Parser *p, Slice *key) noexcept nogil:
-    if not read_string(p, key):
-        return False
-    if key.kind != K_STRING:
-        return fail(p, "an escaped or non-ASCII key")
-    return expect(p, c':')
-
-cdef inline int next_member(Parser *p, char close) noexcept nogil:
-    """1: another member or item follows; 0: the closing bracket (consumed); -1: invalid."""
-    ws(p)
-    if p.s < p.end:
-        if p.s[0] == c',':
-            p.s += 1
-            return 1
-        if p.s[0] == close:
-            p.s += 1
+cdef int wanted_member(Parser *p, int *state, const char *name, Py_ssize_t n, bint *seen) noexcept nogil:
+    """Skip an object's members up to the one named ``name``: 1 when the parser is at its value
+    (read it, then call again), 0 at the object's end, -1 when the line fails (a key written
+    twice too). ``state`` starts as :func:`open_object` returned (1 or 0) and is kept between calls."""
+    cdef Slice key
+    while True:
+        if state[0] == 2:  # past a member's value: a comma or the end
+            state[0] = next_member(p, c'}')
+            if state[0] < 0:
+                return -1
+        if state[0] == 0:
             return 0
-    fail(p, "invalid JSON")
-    return -1
-
-cdef inline int open_array(Parser *p) noexcept nogil:
-    """1: an array with items follows; 0: an empty array (consumed); -1: not an array."""
-    ws(p)
-    if p.s >= p.end or p.s[0] != c'[':
-        fail(p, "not the OTLP structure")
-        return -1
-    p.s += 1
-    ws(p)
-    if p.s < p.end and p.s[0] == c']':
-        p.s += 1
-        return 0
-    return 1
+        if not member(p, &key):
+            return -1
+        state[0] = 2
+        if key_is(&key, name, n):
+            if seen[0]:
+                fail(p, "a key written twice")
+                return -1
+            seen[0] = True
+            return 1
+        if not skip_value(p, 1):
+            return -1
 
 cdef inline bint is_null(Parser *p) noexcept nogil:
     ws(p)
@@ -924,25 +919,17 @@ cdef class SpanScanner:
                 return MORE_C
 
     cdef bint _line(self, Parser *p, Out *spans, Out *res) noexcept nogil:
-        cdef Slice key
-        cdef int more
+        cdef int state, found
         cdef bint seen = False
-        more = open_object(p)
-        if more < 0:
+        state = open_object(p)
+        if state < 0:
             return False
-        while more == 1:
-            if not member(p, &key):
+        found = wanted_member(p, &state, "resourceSpans", 13, &seen)
+        while found == 1:
+            if not self._resource_spans(p, spans, res):
                 return False
-            if key_is(&key, "resourceSpans", 13):
-                if seen:
-                    return fail(p, "a key written twice")
-                seen = True
-                if not self._resource_spans(p, spans, res):
-                    return False
-            elif not skip_value(p, 1):
-                return False
-            more = next_member(p, c'}')
-        if more < 0:
+            found = wanted_member(p, &state, "resourceSpans", 13, &seen)
+        if found < 0:
             return False
         if not seen:
             return fail(p, "a line without spans")
@@ -993,65 +980,49 @@ cdef class SpanScanner:
             out_char(res, c',')
             out_uint(res, <uint64_t>self.res_no)
             write_fields(res, &self.res_keys, self.res_found)
-            out_char(res, b'\n')
+            out_char(res, c'\n')
             more = next_member(p, c']')
         return more == 0
 
     cdef bint _resource(self, Parser *p) noexcept nogil:
-        cdef int more
-        cdef Slice key
-        cdef bint attributes = False
+        cdef int state, found
+        cdef bint seen = False
         if is_null(p):
             return True
-        more = open_object(p)
-        if more < 0:
+        state = open_object(p)
+        if state < 0:
             return False
-        while more == 1:
-            if not member(p, &key):
+        found = wanted_member(p, &state, "attributes", 10, &seen)
+        while found == 1:
+            if not read_attributes(p, &self.res_keys, self.res_found):
                 return False
-            if key_is(&key, "attributes", 10):
-                if attributes:
-                    return fail(p, "a key written twice")
-                attributes = True
-                if not read_attributes(p, &self.res_keys, self.res_found):
-                    return False
-            elif not skip_value(p, 1):
-                return False
-            more = next_member(p, c'}')
-        return more == 0
+            found = wanted_member(p, &state, "attributes", 10, &seen)
+        return found == 0
 
     cdef bint _scope_spans(self, Parser *p, Out *spans) noexcept nogil:
-        cdef int more, inner, items
-        cdef Slice key
+        cdef int more, state, found, items
         cdef bint seen
         more = open_array(p)
         if more <= 0:
             return fail(p, "a line without spans")
         while more == 1:
             seen = False
-            inner = open_object(p)
-            if inner <= 0:
-                return fail(p, "a line without spans")
-            while inner == 1:
-                if not member(p, &key):
-                    return False
-                if key_is(&key, "spans", 5):
-                    if seen:
-                        return fail(p, "a key written twice")
-                    seen = True
-                    items = open_array(p)
-                    if items <= 0:
-                        return fail(p, "a line without spans")
-                    while items == 1:
-                        if not self._span(p, spans):
-                            return False
-                        items = next_member(p, c']')
-                    if items < 0:
+            state = open_object(p)
+            if state < 0:
+                return False
+            found = wanted_member(p, &state, "spans", 5, &seen)
+            while found == 1:
+                items = open_array(p)
+                if items <= 0:
+                    return fail(p, "a line without spans")
+                while items == 1:
+                    if not self._span(p, spans):
                         return False
-                elif not skip_value(p, 1):
+                    items = next_member(p, c']')
+                if items < 0:
                     return False
-                inner = next_member(p, c'}')
-            if inner < 0:
+                found = wanted_member(p, &state, "spans", 5, &seen)
+            if found < 0:
                 return False
             if not seen:
                 return fail(p, "a line without spans")
@@ -1108,7 +1079,7 @@ cdef class SpanScanner:
         out_char(o, c',')
         out_text(o, &t.status)
         write_fields(o, &self.span_keys, self.span_found)
-        out_char(o, b'\n')
+        out_char(o, c'\n')
         self.spans += 1
         return True
 
