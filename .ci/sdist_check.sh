@@ -3,7 +3,8 @@
 # 1. build an sdist, a wheel from that sdist, install the wheel into a fresh venv: the compiled
 #    gate, recorder, encoders and the report's reader must load (a platform wheel, not py3-none-any);
 # 2. the same sdist built with a compiler that fails: the install still works (pure Python) and
-#    `import lens_core` says so on stderr, without pip's -v.
+#    `import lens_core` says so on stderr, without pip's -v;
+# 3. the sdist with the report's reader (lens_report/_scan.pyx) broken: the gate is still compiled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
@@ -42,3 +43,21 @@ case "$err" in
   *"failed to build"*) echo "a failed build says so at import: $err";;
   *) echo "FAIL: a wheel whose build failed imported silently as pure Python (stderr: '$err')" >&2; exit 1;;
 esac
+
+# The report's compiled reader failing alone (a platform without getline, say) leaves lens_core compiled.
+mkdir "$work/broken" && tar xzf "$sdist" -C "$work/broken"
+src="$(ls -d "$work"/broken/*/)"
+printf '\ncdef extern from *:\n    """\n#error the reader deliberately broken by .ci/sdist_check.sh\n"""\n' >> "$src/lens_report/_scan.pyx"
+LENS_BUILD_EXT= python -m pip wheel -q --no-deps --no-cache-dir "$src" -w "$work/wheel-broken" 2>/dev/null
+python -m venv "$work/venv3"
+"$work/venv3/bin/pip" install -q --no-deps "$work"/wheel-broken/*.whl
+(cd "$work" && "$work/venv3/bin/python" - <<'PY'
+import importlib.util
+import lens_core
+assert lens_core.IMPLEMENTATION == "cython", lens_core.IMPLEMENTATION
+assert importlib.util.find_spec("lens_report._scan") is None
+from lens_report.engine import compiled_reader
+assert compiled_reader() is None
+print("the reader's build failing alone: gate", lens_core.IMPLEMENTATION, "and the report on its SQL reader")
+PY
+)
