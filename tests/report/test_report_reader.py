@@ -146,9 +146,9 @@ def test_wrong_id_types_are_problems_and_wrong_attribute_types_are_not_crashes(t
     short_id["spanId"] = "abc"
     read = read_spans([otlp.write(tmp_path / "a.jsonl", otlp.request([bad_attr, bad_id, short_id]))])
     assert [(s.name, s.iteration) for s in read.spans] == [("a", None)]
-    assert [p.message for p in read.problems] == [
-        "traceId 12345 is neither 32 hex digits nor base64 of 16 bytes",
+    assert [p.message for p in read.problems] == [  # one line's problems in the order of their messages
         "spanId abc is neither 16 hex digits nor base64 of 8 bytes",
+        "traceId 12345 is neither 32 hex digits nor base64 of 16 bytes",
     ]
 
 
