@@ -6,15 +6,16 @@ attributes) and writes them as CSV text for DuckDB's CSV reader; the store's SQL
 columns from that text with the same expressions as its SQL reader (``lens_report.engine``).
 It takes only what it is sure to read as that reader does: any line it does not (invalid JSON,
 an id that is not hex, an escaped or non-ASCII text it would keep, a line without spans, a
-number that is not an integer where it keeps text, a key written twice) stops it with a reason,
+number that is not an integer where it keeps text, a key written twice, invalid UTF-8 or a lone
+surrogate in any string) stops it with a reason,
 and the store reads that whole file with the SQL reader instead. Without this module (no
 compiler at install) the SQL reader reads every file: the same rows, more CPU.
 """
 
 from libc.stdio cimport FILE, fopen, fclose, fwrite, fflush, fseek, SEEK_SET
 from posix.unistd cimport ftruncate
-from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcmp, memcpy, strlen
+from libc.stdlib cimport realloc, free
+from libc.string cimport memcmp, memcpy
 from libc.stdint cimport uint64_t, int64_t
 
 cdef extern from "sys/types.h":
