@@ -27,17 +27,28 @@ def reader(request, monkeypatch) -> str:
     """Each of the store's readers in turn: ``sql`` (DuckDB's JSON reader, what ``LENS_PURE_PYTHON=1``
     and an install without a compiler get) and ``compiled`` (lens_report._scan; skipped when not
     built, a failure under LENS_REQUIRE_CYTHON=1)."""
-    from lens_report.engine import compiled_reader
-
     if request.param == "sql":
         monkeypatch.setenv("LENS_PURE_PYTHON", "1")
     else:
-        monkeypatch.delenv("LENS_PURE_PYTHON", raising=False)
-        if compiled_reader() is None:
-            if os.environ.get("LENS_REQUIRE_CYTHON") == "1":
-                pytest.fail("LENS_REQUIRE_CYTHON=1 but lens_report._scan did not load")
-            pytest.skip("lens_report._scan is not built")
+        _use_compiled(monkeypatch)
     return request.param
+
+
+@pytest.fixture
+def need_compiled(monkeypatch) -> None:
+    """The compiled reader (where it is compared with the SQL reader): skipped when not built,
+    a failure under LENS_REQUIRE_CYTHON=1."""
+    _use_compiled(monkeypatch)
+
+
+def _use_compiled(monkeypatch) -> None:
+    from lens_report.engine import compiled_reader
+
+    monkeypatch.delenv("LENS_PURE_PYTHON", raising=False)
+    if compiled_reader() is None:
+        if os.environ.get("LENS_REQUIRE_CYTHON") == "1":
+            pytest.fail("LENS_REQUIRE_CYTHON=1 but lens_report._scan did not load")
+        pytest.skip("lens_report._scan is not built")
 
 
 @pytest.fixture

@@ -18,24 +18,13 @@ from pathlib import Path
 import pytest
 
 from lens_report import TraceStore, engine
-from lens_report.engine import SPAN_COLUMNS, compiled_reader
+from lens_report.engine import SPAN_COLUMNS
 from report_helpers import Otlp, report_of
 
 
 
 T0 = Otlp.T0
 S = Otlp.S
-
-
-@pytest.fixture
-def need_compiled(monkeypatch):
-    import os
-
-    monkeypatch.delenv("LENS_PURE_PYTHON", raising=False)
-    if compiled_reader() is None:
-        if os.environ.get("LENS_REQUIRE_CYTHON") == "1":
-            pytest.fail("LENS_REQUIRE_CYTHON=1 but lens_report._scan did not load")
-        pytest.skip("lens_report._scan is not built")
 
 
 def _store_rows(paths, monkeypatch, sql):
