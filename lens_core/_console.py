@@ -57,11 +57,13 @@ def _interrupted(*_: object) -> None:
         raise KeyboardInterrupt
     if not _once.acquire(blocking=False):
         return
+    _remove_all()
+    # the line last, right before the exit: the main thread runs on while the folders go, and a
+    # line it writes then ("wrote page.html") must not follow "interrupted"
     try:
         os.write(2, _watch.get("message", b"lens: interrupted\n"))
     except OSError:  # stderr closed too: the status still says it
         pass
-    _remove_all()
     os._exit(EXIT_INTERRUPTED)  # nothing else may run: exit hooks, the engine's threads
 
 

@@ -289,6 +289,30 @@ def test_ctrl_c_removes_a_report_database_the_command_did_not_guard(tmp_path):
     assert not list((tmp_path / "tmp").iterdir())
 
 
+def test_a_line_the_command_writes_while_the_watch_removes_its_folders_comes_before_interrupted(tmp_path):
+    """Regression: Ctrl-C at 90 % of a 1M-span report with ``--html`` ended ``lens report: interrupted``
+    then ``lens report: wrote page.html``: the watch wrote its line, then removed the database while
+    the main thread ran on and finished the page. The line now comes last, right before the exit.
+    Here a thread of the command writes its line while the folder is removed (the removal waits for it)."""
+    proc = _python("import os, signal, threading, tempfile\n"
+                   "from lens_core import _console\n"
+                   "wrote, removing = threading.Event(), threading.Event()\n"
+                   "remove = _console._remove_all\n"
+                   "def slow_remove():\n"
+                   "    removing.set(); wrote.wait(10); remove()\n"
+                   "_console._remove_all = slow_remove\n"
+                   "assert _console.watch_interrupts('lens report')\n"
+                   "_console.remove_on_interrupt(tempfile.mkdtemp(prefix='lens-report-'))\n"
+                   "threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+                   "def work():  # the command's work, still running while the folder goes\n"
+                   "    removing.wait(30); os.write(2, b'lens report: wrote page.html (0.3 MB)\\n'); wrote.set()\n"
+                   "threading.Thread(target=work, daemon=True).start()\n"
+                   "threading.Event().wait(60)\n", tmp_path / "tmp")
+    assert (proc.returncode, proc.stderr.splitlines()) == (
+        130, ["lens report: wrote page.html (0.3 MB)", "lens report: interrupted"]), proc.stderr
+    assert not list((tmp_path / "tmp").iterdir())
+
+
 def test_console_spans_into_a_closed_pipe_are_a_failure_in_either_buffering(lens, inputs, tmp_path):
     """``emit-spans --exporter console``'s spans are its output: when the reader is gone they were
     not delivered, status 1 with the SDK's loss line. Regression: with a block-buffered stdout
