@@ -67,7 +67,7 @@ def test_lens_emit_spans_without_the_sdk_fails_in_one_line(tmp_path):
     spans = tmp_path / "spans.json"
     spans.write_text(json.dumps([{"name": "a", "start": 1.0, "end": 2.0}]))
     proc = run("""
-        from otel_bridge.cli import main
+        from lens_cli.main import main
         sys.exit(main(sys.argv[1:]))
     """, "emit-spans", str(spans), "--exporter", "none")
     assert proc.returncode == 1 and proc.stdout == ""

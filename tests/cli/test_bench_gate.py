@@ -27,7 +27,7 @@ def _json(tmp_path, mins, extra=None, stats=None):
 
 
 def bench_gate(*args):
-    return subprocess.run([sys.executable, "-m", "otel_bridge.cli", "bench-gate", *args],
+    return subprocess.run([sys.executable, "-m", "lens_cli", "bench-gate", *args],
                           capture_output=True, text=True, timeout=120)
 
 

@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from otel_bridge import cli
+from lens_cli import main as cli
 from child_env import without_settings  # noqa: E402
 
 
 def test_resolve_lists_what_a_spec_enables_with_buckets():
     # a fresh process: --import must do the registering (in-process the module may be cached)
-    proc = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "resolve", "per_step,-job",
+    proc = subprocess.run([sys.executable, "-m", "lens_cli", "resolve", "per_step,-job",
                            "--import", "lens_core.catalogs.rl", "--json"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -58,7 +58,7 @@ def test_import_budget_passes_lens_core_with_a_generous_budget():
 
 
 def test_the_console_script_runs_the_report_subcommand(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "lens_cli", "report", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode not in (0, 1)  # no spans at all is its own exit status (lens report's to choose)
 
@@ -68,7 +68,7 @@ def _emit(tmp_path, specs, exporter="file", **env_vars):
     path.write_text(specs if isinstance(specs, str) else json.dumps(specs))
     env = without_settings()
     env.update(LENS_FILE_DIR=str(tmp_path / "out"), LENS_RUN_ID="emit", **env_vars)
-    return subprocess.run([sys.executable, "-m", "otel_bridge.cli", "emit-spans", str(path), "--exporter", exporter],
+    return subprocess.run([sys.executable, "-m", "lens_cli", "emit-spans", str(path), "--exporter", exporter],
                           capture_output=True, text=True, timeout=120, env=env)
 
 
@@ -104,7 +104,7 @@ SPANS = [{"name": "a", "start": 1700000000.0, "end": 1700000001.0},
 
 
 def lens(*args, **kwargs):
-    return subprocess.run([sys.executable, "-m", "otel_bridge.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "lens_cli", *args], capture_output=True, text=True,
                           timeout=120, **kwargs)
 
 

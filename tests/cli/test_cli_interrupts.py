@@ -112,20 +112,20 @@ def _check(outcome, prog, finished=(0,)):
 
 def _before_lens(outcome) -> bool:
     """A signal that came before the watch began (the interpreter's start, site, the console
-    script's imports: the otel_bridge and lens_core packages, otel_bridge.cli's module body):
-    Python's own default. Never from a command's code: a function of otel_bridge.cli, or the
-    report, the CI tools, the demo (none imports before the watch)."""
+    script's imports: the lens_cli and lens_core packages, lens_cli.main's module body):
+    Python's own default. Never from a command's code: a function of lens_cli.main, or the
+    bridge, the report, the CI tools, the demo (none imports before the watch)."""
     status, err = outcome
     if status not in (-signal.SIGINT, 1):
         return False
     frames = re.findall(r'File "([^"]+)", line \d+, in (\S+)', err)
-    return all(not re.search(r"(lens_report|lens_ci|otel_bridge/demo)/", file)
-               and not (file.endswith("otel_bridge/cli.py") and name != "<module>") for file, name in frames)
+    return all(not re.search(r"(lens_report|lens_ci|lens_cli/demo|otel_bridge)/", file)
+               and not (file.endswith("lens_cli/main.py") and name != "<module>") for file, name in frames)
 
 
 _ORDER_PROBE = """
 import signal, sys
-COMMAND_MODULES = ("lens_report", "lens_ci", "otel_bridge.demo", "duckdb", "opentelemetry", "torch")
+COMMAND_MODULES = ("lens_report", "lens_ci", "lens_cli.demo", "otel_bridge", "duckdb", "opentelemetry", "torch")
 seen = {}
 class Probe:
     def find_spec(self, name, path=None, target=None):

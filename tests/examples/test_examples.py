@@ -32,7 +32,7 @@ def _run(args, file_dir, run_id, timeout=180, **env):
 
 
 def _report_exits_0(directory):
-    result = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", str(directory)], cwd=REPO_ROOT,
+    result = subprocess.run([sys.executable, "-m", "lens_cli", "report", str(directory)], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -137,7 +137,7 @@ def test_lens_replay_sends_what_an_ended_process_left_in_the_spool(tmp_path, unu
     with OTLPReceiver() as receiver:
         env = child_environ(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
                             OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
-        command = [sys.executable, "-m", "otel_bridge.cli", "replay", "--spool-dir", str(tmp_path / "spool")]
+        command = [sys.executable, "-m", "lens_cli", "replay", "--spool-dir", str(tmp_path / "spool")]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
         delivered = sum(1 for s in receiver.spans() if s.name == "tight")
         again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)

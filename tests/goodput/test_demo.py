@@ -14,7 +14,7 @@ pytest.importorskip("opentelemetry.sdk")
 # machine (2 min for one case). The README's test command leaves it out; .ci/run runs it.
 pytestmark = pytest.mark.slow
 
-from otel_bridge.demo import run_demo  # noqa: E402
+from lens_cli.demo import run_demo  # noqa: E402
 from lens_report import read_spans, report_files  # noqa: E402
 from child_env import IMPLEMENTATION_SWITCHES, without_settings  # noqa: E402
 
@@ -187,7 +187,7 @@ def test_the_lens_command_runs_the_demo_and_prints_the_report(tmp_path):
     env = without_settings(("LENS_",))
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     proc = subprocess.run(
-        [sys.executable, "-m", "otel_bridge.cli", "demo", "--steps", "2", "--out", str(tmp_path)],
+        [sys.executable, "-m", "lens_cli", "demo", "--steps", "2", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "iteration" in proc.stdout and "goodput" in proc.stdout and "violations: 0" in proc.stdout

@@ -37,7 +37,7 @@ def _launch(directory: Path, offset: float) -> None:
     env = {**os.environ, "LENS_RUN_ID": "fixed", "LENS_EXPORTER": "file", "LENS_FILE_DIR": str(directory / "traces"),
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    done = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "emit-spans", str(spec_file)], env=env,
+    done = subprocess.run([sys.executable, "-m", "lens_cli", "emit-spans", str(spec_file)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 

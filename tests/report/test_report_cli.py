@@ -179,7 +179,7 @@ def test_ctrl_c_stops_the_report_with_one_line_and_status_130_and_leaves_no_data
     With either reader (its statement interrupted)."""
     import tempfile
 
-    from otel_bridge.cli import main as lens_main
+    from lens_cli.main import main as lens_main
     from lens_core.exitcodes import EXIT_INTERRUPTED
     from lens_report import engine
 

@@ -95,13 +95,13 @@ def test_lens_report_clickhouse_prints_the_same_json_as_the_files(tmp_path, otlp
     db = _chdb_database(tmp_path / "db", path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
     for work_tables in ("memory", "disk"):  # the working tables in ClickHouse's memory, or on its disk
-        out = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", "--clickhouse", f"chdb:{db}", "--json",
+        out = subprocess.run([sys.executable, "-m", "lens_cli", "report", "--clickhouse", f"chdb:{db}", "--json",
                               "--work-tables", work_tables], env=env, capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr
         data = json.loads(out.stdout)
         assert data["files"] == ["clickhouse:otel_traces"]
         assert comparable(data) == comparable(_file_report(path).to_json()), work_tables
-    bad = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", "--clickhouse", f"chdb:{db}",
+    bad = subprocess.run([sys.executable, "-m", "lens_cli", "report", "--clickhouse", f"chdb:{db}",
                           "--table", "nope"], env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.strip() == "lens report: no table nope (or it has no columns)"
 
@@ -115,7 +115,7 @@ def test_perfetto_and_the_html_page_from_clickhouse_draw_the_spans_the_files_dra
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
     drawn = {}
     for name, source_args in (("files", [str(path)]), ("clickhouse", ["--clickhouse", f"chdb:{db}"])):
-        out = subprocess.run([sys.executable, "-m", "otel_bridge.cli", "report", *source_args,
+        out = subprocess.run([sys.executable, "-m", "lens_cli", "report", *source_args,
                               "--perfetto", str(tmp_path / f"{name}.json"), "--html", str(tmp_path / f"{name}.html")],
                              env=env, capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr

@@ -47,7 +47,7 @@ def server() -> Iterator[ClickHouseHTTP]:
 
 def _lens(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "otel_bridge.cli", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "lens_cli", *args], env=env, capture_output=True, text=True,
                           timeout=300)
 
 
@@ -206,7 +206,7 @@ def test_ctrl_c_while_the_server_works_is_one_line_and_exit_130(server, otlp, tm
     creates = []
     server.stall_when = lambda sql: sql.startswith("CREATE TEMPORARY TABLE") and len(creates.append(sql) or creates) == 5
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
-    report = subprocess.Popen([sys.executable, "-m", "otel_bridge.cli", "report", "--clickhouse",
+    report = subprocess.Popen([sys.executable, "-m", "lens_cli", "report", "--clickhouse",
                                server.url(USER, PASSWORD), "--json"], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:

@@ -84,7 +84,7 @@ def test_lens_resolve_into_a_closed_pipe_ends_quietly(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first write: every write meets EPIPE
-    proc = subprocess.Popen([sys.executable, "-m", "otel_bridge.cli", "resolve", "per_step", "--json", "--import",
+    proc = subprocess.Popen([sys.executable, "-m", "lens_cli", "resolve", "per_step", "--json", "--import",
                              "lens_core.catalogs.rl"], env=env, cwd=REPO, stdout=write_end,
                             stderr=subprocess.PIPE, text=True)
     os.close(write_end)

@@ -29,10 +29,10 @@ from lens_core import (
 from lens_core import semconv as sc
 from lens_core.catalogs.rl import RLSpanGroup as G
 
-from otel_bridge.demo import _grpo
-from otel_bridge.demo._checkpoint import Checkpointer
-from otel_bridge.demo._collector import TrajectoryCollector
-from otel_bridge.demo._pace import paced
+from lens_cli.demo import _grpo
+from lens_cli.demo._checkpoint import Checkpointer
+from lens_cli.demo._collector import TrajectoryCollector
+from lens_cli.demo._pace import paced
 
 __all__ = ["DemoOptions", "RunStats", "run_training", "startup"]
 

@@ -101,7 +101,7 @@ def run_demo(*, steps: int = 6, async_mode: bool = False, span_groups: str = "pe
     from lens_core.config import LensConfig
 
     from otel_bridge.handle import setup_telemetry
-    from otel_bridge.demo import _loop
+    from lens_cli.demo import _loop
 
     say = (lambda text: print(text, file=stream, flush=True)) if stream is not None else (lambda text: None)
     out_dir = Path(out)

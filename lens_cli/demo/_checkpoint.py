@@ -18,7 +18,7 @@ import torch
 from lens_core import current_trace_carrier, deferred_child_span, managed_span
 from lens_core.catalogs.rl import RLSpanGroup as G
 
-from otel_bridge.demo._pace import paced
+from lens_cli.demo._pace import paced
 
 __all__ = ["Checkpointer"]
 

@@ -19,8 +19,8 @@ from lens_core import efficiency_span, remote_trace_context, umbrella_span
 from lens_core import semconv as sc
 from lens_core.catalogs.rl import RLSpanGroup as G
 
-from otel_bridge.demo import _grpo
-from otel_bridge.demo._pace import paced
+from lens_cli.demo import _grpo
+from lens_cli.demo._pace import paced
 
 __all__ = ["TrajectoryCollector"]
 

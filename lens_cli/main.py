@@ -136,7 +136,7 @@ def _cmd_emit_spans(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from otel_bridge.demo import run_demo_cli
+    from lens_cli.demo import run_demo_cli
 
     return run_demo_cli(args)
 
@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     try:
-        from otel_bridge.demo import add_demo_arguments
+        from lens_cli.demo import add_demo_arguments
     except ImportError:  # the demo module is optional in a trimmed install
         add_demo_arguments = None
     if add_demo_arguments is not None:
@@ -312,7 +312,7 @@ def console_main() -> int:
     Python puts SIGINT back to its default action and a Ctrl-C would kill the process without
     a word; the command's status stands instead. What no code of Lens can cover is the
     interpreter's start before this function runs (site, the console script's imports, the
-    otel_bridge and lens_core packages): a Ctrl-C then ends the process Python's way.
+    lens_cli and lens_core packages): a Ctrl-C then ends the process Python's way.
     """
     arguments = sys.argv[1:]
     watching = watch_interrupts(program_name(arguments))
