@@ -321,8 +321,7 @@ def test_nothing_imports_the_command_and_only_its_main_imports_the_demo():
 
 def room_cycles(rules: dict[str, tuple[set[str], set[str], set[str]]]) -> list[list[str]]:
     """The loops among rooms that ``rules`` (room -> (at import, lazily, third party)) allow."""
-    graph = {room: {other.partition(".")[0]: (0, True) for other in at_import | lazily
-                    if other.partition(".")[0] in rules and other.partition(".")[0] != room}
+    graph = {room: {_room(other): (0, True) for other in at_import | lazily if _room(other) in rules.keys() - {room}}
              for room, (at_import, lazily, _) in rules.items()}
     return find_cycles(graph)
 
