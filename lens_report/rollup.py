@@ -339,16 +339,24 @@ def _jump(db: TraceStore) -> None:
     (``fb``), and whether its parent chain ends in a cycle (``cyclic``), in ``anc`` (a row for every
     span with a parent in the run); and ``parents`` (id, pid): each such span with its parent's id.
 
+    A span's answers are its parent's own flags, else its parent's answers, so only the spans
+    that are parents (the interior of the tree: a tenth of a training trace's spans) look up
+    their chains; every other span then takes its answers from its parent in one join.
+
     Pointer jumping: each round doubles how far up every span has looked, so a chain of
     depth d takes log2(d) rounds of one join each, whatever the number of spans. Spans still
     looking after more rounds than any chain could need are in (or below) a parent cycle.
     """
-    # one join finds every span's parent: ``parents`` keeps it, ``jump`` starts the look from it
-    db.create("jump", """
-        SELECT c.id AS id, p.id AS jump, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb
+    # one join finds every span's parent, and whether that parent is itself the answer (fs, fb)
+    db.create("parents", """
+        SELECT c.id AS id, p.id AS pid, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb
         FROM k c JOIN k p ON p.trace = c.trace AND p.span = c.parent
     """)
-    db.create("parents", "SELECT id, jump AS pid FROM jump")
+    # the parents that have a parent start the look; a parent's parent is a parent, so every
+    # span a look reaches is in this table
+    db.create("jump", """
+        SELECT id, pid AS jump, fs, fb FROM parents WHERE id IN (SELECT pid FROM parents)
+    """)
     # invariant after round r: fs/fb is the nearest such ancestor within distance 2^r, and jump
     # the ancestor at distance 2^r (NULL once the chain has ended: the look is complete)
     total = db.value("SELECT count(*) FROM jump")
@@ -366,10 +374,16 @@ def _jump(db: TraceStore) -> None:
         db.drop("jump")  # one copy at a time: these tables are as long as the run
         db.create("jump", "SELECT * FROM jump2 WHERE jump IS NOT NULL")
         db.drop("jump2")
-    # the answers stay in a narrow table of their own: adding them to k would rewrite it
-    db.create("anc", "SELECT id, fs, fb, false AS cyclic FROM found UNION ALL SELECT id, fs, fb, true FROM jump")
+    db.create("looked", "SELECT id, fs, fb, false AS cyclic FROM found UNION ALL SELECT id, fs, fb, true FROM jump")
     db.drop("found")
     db.drop("jump")
+    # every span: its parent if that is the answer, else its parent's answer (none for a root's child)
+    # the answers stay in a narrow table of their own: adding them to k would rewrite it
+    db.create("anc", """
+        SELECT p.id AS id, coalesce(p.fs, l.fs) AS fs, coalesce(p.fb, l.fb) AS fb, coalesce(l.cyclic, false) AS cyclic
+        FROM parents p LEFT JOIN looked l ON l.id = p.pid
+    """)
+    db.drop("looked")
 
 
 def _steps(db: TraceStore) -> None:
