@@ -191,14 +191,13 @@ def run_floor(sizes: list[tuple[int, int]], workdir: Path, jobs: int, pairs: int
     for ranks, steps in sizes:
         folder = workdir / f"floor-r{ranks}s{steps}"
         spans = trace_synth.write_run(folder, ranks, steps, jobs=jobs)
-        measured = []
-        for _ in range(pairs):
-            measured.append((measure([str(folder)]), floor(folder)))
-        ratios = sorted(report[2] / alone[2] for report, alone in measured)
-        # the pair with the median ratio gives the printed figures (so they agree with the ratio)
-        (wall, rss, cpu), (fwall, frss, fcpu) = next(m for m in measured
-                                                       if m[0][2] / m[1][2] == ratios[len(ratios) // 2])
-        rss = max(report[1] for report, _ in measured)  # peak memory: the highest of every run
+        # (report, DuckDB alone) pairs by their CPU ratio: the median pair gives the printed figures
+        measured = sorted(((measure([str(folder)]), floor(folder)) for _ in range(pairs)),
+                          key=lambda pair: pair[0][2] / pair[1][2])
+        ratios = [report[2] / alone[2] for report, alone in measured]
+        (wall, _, cpu), (fwall, _, fcpu) = measured[len(measured) // 2]
+        # peak memory: the highest of every run
+        rss, frss = (max(pair[side][1] for pair in measured) for side in (0, 1))
         detect = floor_detection(folder)
         _, kept_rss, kept_cpu = floor_fields(folder)
         # the floor's reading alone (its schema inference and start taken out): what the report's

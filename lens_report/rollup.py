@@ -337,7 +337,8 @@ def _classify(db: TraceStore, where: str) -> None:
 def _jump(db: TraceStore) -> None:
     """For every span: its nearest step-candidate ancestor (``fs``) and nearest counted bucketed ancestor
     (``fb``), and whether its parent chain ends in a cycle (``cyclic``), in ``anc`` (a row for every
-    span with a parent in the run); and ``parents`` (id, pid): each such span with its parent's id.
+    span with a parent in the run); and ``parents`` (id, pid, fs, fb): each such span with its
+    parent's id, and that parent's id again where it is itself the answer.
 
     A span's answers are its parent's own flags, else its parent's answers, so only the spans
     that are parents (the interior of the tree: a tenth of a training trace's spans) look up

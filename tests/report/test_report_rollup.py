@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import random
 
 from report_helpers import ENGINES_ENV, report_of
 
@@ -13,6 +15,8 @@ from lens_report import (
     RULE_RANK_OVERFLOW,
     RULE_STEP_OVERFLOW,
     RULE_UNKNOWN_BUCKET,
+    TraceStore,
+    build_report,
 )
 
 S = 1_000_000_000
@@ -215,7 +219,7 @@ def test_a_deep_parent_chain_attributes_the_leaf_to_its_step(tmp_path, otlp):
 
 def _walk_up(k_rows):
     """What ``anc`` must hold, by walking each span's parents one at a time: {id: (fs, fb, cyclic)}."""
-    by_key = {(trace, span): row for row in k_rows for (_, trace, span, _, _, _) in [row]}
+    by_key = {(trace, span): row for row in k_rows for (_, trace, span, *_) in [row]}
     answers = {}
     for span_id, trace, _, parent, _, _ in k_rows:
         if (trace, parent) not in by_key:
@@ -236,10 +240,8 @@ def _walk_up(k_rows):
 
 
 def _random_forest(otlp, seed):
-    """~300 spans in three traces: chains up to 40 deep, leaves and parents of both kinds (step
-    candidates, counted bucketed spans), parents outside the file, self-parents and cycles."""
-    import random
-
+    """300 spans in three traces: chains, leaves and parents of both kinds (step candidates,
+    counted bucketed spans), parents outside the file, self-parents and cycles."""
     rng = random.Random(seed)
     spans, n = [], 0
     for t in range(3):
@@ -268,38 +270,36 @@ def _random_forest(otlp, seed):
     return spans
 
 
+def _anc_and_walk(store):
+    """(``anc`` as {id: (fs, fb, cyclic)}, what a walk up the parents in ``k`` finds) after reporting the loaded ``store``."""
+    build_report(store)
+    k_rows = store.rows("SELECT id, trace, span, parent, cand, counted FROM k ORDER BY id")
+    found = {row[0]: tuple(row[1:]) for row in store.rows("SELECT id, fs, fb, cyclic FROM anc")}
+    return found, _walk_up(k_rows)
+
+
 def test_every_span_gets_the_nearest_ancestors_a_walk_up_its_parents_finds(tmp_path, otlp):
     """The pointer jumping runs on the spans that are parents only; every other span takes its
     parent's answers in one join. Checked against a walk up each span's parents, span by span,
-    on random forests with cycles, self-parents and parents outside the input, in both engines."""
-    from lens_report import TraceStore, build_report
-
-    try:
-        import chdb
-        from lens_report.clickhouse import ChdbSource, ClickHouseStore, load_otlp_files
-    except ImportError:  # the file engine alone (the known-answer runs compare the engines where chdb is)
-        chdb = None
-    if os.environ.get(ENGINES_ENV):  # this process's chdb serves the engines run (one path per process)
-        chdb = None
+    on random forests with cycles, self-parents and parents outside the input, in both engines
+    (ClickHouse where chdb is installed, and not in the engines runs: their chdb holds this process)."""
+    clickhouse = importlib.util.find_spec("chdb") is not None and not os.environ.get(ENGINES_ENV)
     for seed in range(6):
         path = otlp.write(tmp_path / f"forest{seed}.jsonl", otlp.request(_random_forest(otlp, seed)))
         with TraceStore() as store:
             store.load([path])
-            build_report(store)
-            k_rows = store.rows("SELECT id, trace, span, parent, cand, counted FROM k ORDER BY id")
-            found = {row[0]: tuple(row[1:]) for row in store.rows("SELECT id, fs, fb, cyclic FROM anc")}
-        expected = _walk_up(k_rows)
+            found, expected = _anc_and_walk(store)
         assert any(cyclic for _, _, cyclic in expected.values()), "the forest should hold a cycle"
         assert found == expected, f"seed {seed}"
-        if chdb is not None and seed < 2:  # the same SQL in ClickHouse (chdb is slow to start: two forests)
+        if clickhouse and seed < 2:  # the same SQL in ClickHouse (chdb is slow to start: two forests)
+            from lens_report.clickhouse import ChdbSource, ClickHouseStore, load_otlp_files
+
             source = ChdbSource()
             try:
                 load_otlp_files(source, "otel_traces", [path])
                 with ClickHouseStore(source, "otel_traces") as store:
                     store.load_table()
-                    build_report(store)
-                    k_rows = store.rows("SELECT id, trace, span, parent, cand, counted FROM k ORDER BY id")
-                    ch_found = {row[0]: tuple(row[1:]) for row in store.rows("SELECT id, fs, fb, cyclic FROM anc")}
+                    found, expected = _anc_and_walk(store)
             finally:
                 source.close()
-            assert ch_found == _walk_up(k_rows), f"seed {seed}, ClickHouse"
+            assert found == expected, f"seed {seed}, ClickHouse"
