@@ -2,8 +2,9 @@
 """The report's compiled reader of plain OTLP/JSON trace files: one pass over the bytes, no JSON tree.
 
 It reads the fields the store keeps (ids, name, kind, times, status, chosen span and resource
-attributes) and writes them as CSV text for DuckDB's CSV reader; the store's SQL makes the
-columns from that text with the same expressions as its SQL reader (``lens_report.engine``).
+attributes) into columns in memory, which DuckDB scans through the Arrow C stream interface
+(``__arrow_c_stream__``: no pyarrow, no text to parse again); the store's SQL makes its columns
+from them with the same expressions as its SQL reader (``lens_report.engine``).
 It takes only what it is sure to read as that reader does: any line it does not (invalid JSON,
 an id that is not hex, an escaped or non-ASCII text it would keep, a line without spans, a
 number that is not an integer where it keeps text, a key written twice, invalid UTF-8 or a lone
@@ -12,20 +13,50 @@ and the store reads that whole file with the SQL reader instead. Without this mo
 compiler at install) the SQL reader reads every file: the same rows, more CPU.
 """
 
-from libc.stdio cimport FILE, fopen, fclose, fwrite, fflush, fseek, setvbuf, SEEK_SET, _IOFBF
-from posix.unistd cimport ftruncate
-from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcmp, memcpy, strlen
-from libc.stdint cimport uint64_t, int64_t
+from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
+from libc.stdio cimport FILE, fopen, fclose, setvbuf, _IOFBF
+from libc.stdlib cimport malloc, calloc, free
+from libc.string cimport memcmp, memcpy, memset, strlen, strdup
+from libc.stdint cimport uint64_t, int64_t, int32_t
 
 cdef extern from "sys/types.h":
     ctypedef long ssize_t
 
 cdef extern from "stdio.h" nogil:
     ssize_t getline(char **lineptr, size_t *n, FILE *stream)
-    int fileno(FILE *stream)
 
-__all__ = ["CsvSink", "SpanScanner", "MORE", "DONE", "FALLBACK"]
+cdef extern from *:
+    """
+    #include <sys/mman.h>
+    /* A column's buffer: an anonymous mapping on Linux, so a freed one is given back at once
+       (malloc can keep a freed batch resident in a thread's arena while the next fills new pages). */
+    static void *lens_scan_grow(void *buf, size_t cap, size_t new_cap) {
+    #ifdef __linux__
+        void *p = buf == NULL ? mmap(NULL, new_cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                              : mremap(buf, cap, new_cap, MREMAP_MAYMOVE);
+        return p == MAP_FAILED ? NULL : p;
+    #else
+        (void)cap;
+        return realloc(buf, new_cap);
+    #endif
+    }
+    static void lens_scan_free(void *buf, size_t cap) {
+    #ifdef __linux__
+        if (buf != NULL) munmap(buf, cap);
+    #else
+        (void)cap;
+        free(buf);
+    #endif
+    }
+    static inline long long lens_scan_ref_add(long long *p, long long d) { return __atomic_add_fetch(p, d, __ATOMIC_ACQ_REL); }
+    static inline int lens_scan_popcount(unsigned int x) { return __builtin_popcount(x); }
+    """
+    void *buf_grow "lens_scan_grow" (void *buf, size_t cap, size_t new_cap) noexcept nogil
+    void buf_free "lens_scan_free" (void *buf, size_t cap) noexcept nogil
+    long long ref_add "lens_scan_ref_add" (long long *p, long long d) noexcept nogil
+    int popcount "lens_scan_popcount" (unsigned int x) noexcept nogil
+
+__all__ = ["ArrowSink", "ArrowBatch", "SpanScanner", "MORE", "DONE", "FALLBACK", "SPAN_COLUMNS", "RESOURCE_COLUMNS"]
 
 MORE = 0
 """``SpanScanner.read`` stopped at its span limit: call it again for the rest of the file."""
@@ -42,7 +73,6 @@ cdef enum:
 cdef enum:
     MAX_KEYS = 32      # distinct attribute keys asked for (span and resource each)
     MAX_DEPTH = 64     # nesting skipped past before a line is left to the SQL reader
-    FLUSH_AT = 1 << 20
     READ_BUFFER = 1 << 20  # stdio's own is 4 KiB: 400,000 read() calls for a 1.6 GB run
 
 # what a value read is
@@ -69,9 +99,7 @@ cdef struct Out:
     char *buf
     size_t len
     size_t cap
-    size_t flushed     # bytes written to f before buf
-    FILE *f
-    int failed
+    int failed         # an allocation failed
 
 # ---- bytes ----------------------------------------------------------------------------------------
 
@@ -403,7 +431,7 @@ cdef bint out_reserve(Out *o, size_t n) noexcept nogil:
     cap = o.cap * 2 if o.cap else 1 << 16
     while cap < o.len + n:
         cap *= 2
-    grown = <char *>realloc(o.buf, cap)
+    grown = <char *>buf_grow(o.buf, o.cap, cap)
     if grown == NULL:
         o.failed = 1
         return False
@@ -416,61 +444,337 @@ cdef inline void out_bytes(Out *o, const char *b, size_t n) noexcept nogil:
         memcpy(o.buf + o.len, b, n)
         o.len += n
 
-cdef inline void out_char(Out *o, char c) noexcept nogil:
-    if out_reserve(o, 1):
-        o.buf[o.len] = c
-        o.len += 1
+# ---- columns --------------------------------------------------------------------------------------
+# A sink's rows are held as Arrow columns (the Arrow C data interface's layout): a validity bitmap
+# per column, and fixed-width values or int32 offsets into the texts' bytes. They are appended a
+# row at a time, every column in order, then the row is counted. A reader stops at a line's end
+# once the sink holds its ``max_bytes``, so a column's texts stay far below int32's 2 GiB: a line
+# is at most 64 MB (``max_line``).
 
-cdef char PAIRS[200]
-for _byte in range(100):
-    PAIRS[2 * _byte] = 0x30 + _byte // 10
-    PAIRS[2 * _byte + 1] = 0x30 + _byte % 10
+cdef enum ColType:
+    T_I32 = 0
+    T_I64 = 1
+    T_U64 = 2
+    T_TEXT = 3
 
+cdef const char *FORMAT[4]
+FORMAT[:] = [b"i", b"l", b"L", b"u"]  # Arrow's format strings: int32, int64, uint64, utf8 (int32 offsets)
+cdef size_t WIDTH[3]
+WIDTH[:] = [4, 8, 8]
 
-cdef void out_uint(Out *o, uint64_t v) noexcept nogil:
-    """``v`` in decimal (two digits a division)."""
-    cdef char digits[24]
-    cdef int n = 0
-    cdef int pair
-    if v == 0:
-        out_char(o, c'0')
-        return
-    while v >= 100:
-        pair = <int>(v % 100) * 2
-        v //= 100
-        digits[n] = PAIRS[pair + 1]
-        digits[n + 1] = PAIRS[pair]
-        n += 2
-    if v >= 10:
-        digits[n] = PAIRS[v * 2 + 1]
-        digits[n + 1] = PAIRS[v * 2]
-        n += 2
+cdef struct Col:
+    int type
+    Out values         # fixed-width values, or the texts' bytes
+    Out offsets        # T_TEXT: rows + 1 int32 offsets into values
+    Out valid          # a bit a row, 1 when the value is not NULL
+
+cdef struct Table:
+    int ncols
+    long long rows
+    Col *cols
+
+cdef bint table_init(Table *t, int ncols, const int *types) noexcept nogil:
+    """Empty columns of ``types``. False when memory ran out (``t`` is then freed)."""
+    cdef int i
+    cdef int32_t zero = 0
+    cdef Col *c
+    t.ncols = ncols
+    t.rows = 0
+    t.cols = <Col *>calloc(ncols, sizeof(Col))
+    if t.cols == NULL:
+        return False
+    for i in range(ncols):
+        c = &t.cols[i]
+        c.type = types[i]
+        out_reserve(&c.values, 1)  # (no buffer is NULL, even with no rows)
+        out_reserve(&c.valid, 1)
+        if c.type == T_TEXT:
+            out_bytes(&c.offsets, <const char *>&zero, 4)
+    if not table_ok(t):
+        table_free(t)
+        return False
+    return True
+
+cdef void table_free(Table *t) noexcept nogil:
+    cdef int i
+    if t.cols != NULL:
+        for i in range(t.ncols):
+            buf_free(t.cols[i].values.buf, t.cols[i].values.cap)
+            buf_free(t.cols[i].offsets.buf, t.cols[i].offsets.cap)
+            buf_free(t.cols[i].valid.buf, t.cols[i].valid.cap)
+        free(t.cols)
+    t.cols = NULL
+    t.ncols = 0
+    t.rows = 0
+
+cdef bint table_ok(Table *t) noexcept nogil:
+    """Whether every append so far found memory."""
+    cdef int i
+    for i in range(t.ncols):
+        if t.cols[i].values.failed or t.cols[i].offsets.failed or t.cols[i].valid.failed:
+            return False
+    return True
+
+cdef void table_rewind(Table *t, long long rows) noexcept nogil:
+    """Forget the rows from ``rows`` on."""
+    cdef int i
+    cdef Col *c
+    for i in range(t.ncols):
+        c = &t.cols[i]
+        if c.type == T_TEXT:
+            c.offsets.len = <size_t>(rows + 1) * 4
+            c.values.len = <size_t>(<int32_t *>c.offsets.buf)[rows]
+        else:
+            c.values.len = <size_t>rows * WIDTH[c.type]
+        c.valid.len = <size_t>((rows + 7) >> 3)
+    t.rows = rows
+
+cdef size_t table_bytes(Table *t) noexcept nogil:
+    """The bytes its rows take (its buffers' capacity can be larger, but untouched)."""
+    cdef int i
+    cdef size_t n = 0
+    for i in range(t.ncols):
+        n += t.cols[i].values.len + t.cols[i].offsets.len + t.cols[i].valid.len
+    return n
+
+cdef inline void set_valid(Table *t, Col *c, bint ok) noexcept nogil:
+    """The validity bit of the row being appended (its byte zeroed when the row starts one)."""
+    cdef size_t byte = <size_t>(t.rows >> 3)
+    cdef unsigned char bit = <unsigned char>(1 << (t.rows & 7))
+    if c.valid.len <= byte:
+        if not out_reserve(&c.valid, 1):
+            return
+        c.valid.buf[byte] = 0
+        c.valid.len = byte + 1
+    if ok:
+        c.valid.buf[byte] = c.valid.buf[byte] | bit
     else:
-        digits[n] = <char>(c'0' + v)
-        n += 1
-    if out_reserve(o, n):
-        while n:
-            n -= 1
-            o.buf[o.len] = digits[n]
-            o.len += 1
+        c.valid.buf[byte] = c.valid.buf[byte] & ~bit
 
-cdef inline void out_text(Out *o, Slice *s) noexcept nogil:
-    """A kept text as a quoted CSV field (it holds no quote: an escaped text is never kept); nothing for NULL."""
+cdef inline void put_i32(Table *t, int col, int32_t v) noexcept nogil:
+    out_bytes(&t.cols[col].values, <const char *>&v, 4)
+    set_valid(t, &t.cols[col], True)
+
+cdef inline void put_i64(Table *t, int col, int64_t v, bint ok) noexcept nogil:
+    if not ok:
+        v = 0
+    out_bytes(&t.cols[col].values, <const char *>&v, 8)
+    set_valid(t, &t.cols[col], ok)
+
+cdef inline void put_u64(Table *t, int col, uint64_t v, bint ok) noexcept nogil:
+    if not ok:
+        v = 0
+    out_bytes(&t.cols[col].values, <const char *>&v, 8)
+    set_valid(t, &t.cols[col], ok)
+
+cdef inline void put_text(Table *t, int col, const char *p, Py_ssize_t n, bint ok) noexcept nogil:
+    cdef Col *c = &t.cols[col]
+    cdef int32_t end
+    if ok and n:
+        out_bytes(&c.values, p, <size_t>n)
+    end = <int32_t>c.values.len
+    out_bytes(&c.offsets, <const char *>&end, 4)
+    set_valid(t, c, ok)
+
+cdef inline void put_slice(Table *t, int col, Slice *s) noexcept nogil:
+    """A kept text as read (an integer as its digits, a boolean as true/false); NULL when absent or null."""
     if s.kind == K_STRING or s.kind == K_INT:
-        out_char(o, c'"')
-        out_bytes(o, s.p, s.n)
-        out_char(o, c'"')
+        put_text(t, col, s.p, s.n, True)
     elif s.kind == K_TRUE:
-        out_bytes(o, "\"true\"", 6)
+        put_text(t, col, "true", 4, True)
     elif s.kind == K_FALSE:
-        out_bytes(o, "\"false\"", 7)
+        put_text(t, col, "false", 5, True)
+    else:
+        put_text(t, col, NULL, 0, False)
 
-cdef bint out_flush(Out *o) noexcept nogil:
-    if o.len and fwrite(o.buf, 1, o.len, o.f) != o.len:
-        o.failed = 1
-    o.flushed += o.len
-    o.len = 0
-    return not o.failed
+cdef int64_t count_nulls(Col *c, int64_t rows) noexcept nogil:
+    cdef int64_t i, valid = 0
+    cdef const unsigned char *bits = <const unsigned char *>c.valid.buf
+    for i in range(rows >> 3):
+        valid += popcount(bits[i])
+    if rows & 7:
+        valid += popcount(bits[rows >> 3] & ((1 << (rows & 7)) - 1))
+    return rows - valid
+
+# ---- the Arrow C data interface (its ABI, as the Arrow specification defines it) -------------------
+
+cdef struct ArrowSchema:
+    const char *format
+    const char *name
+    const char *metadata
+    int64_t flags
+    int64_t n_children
+    ArrowSchema **children
+    ArrowSchema *dictionary
+    void (*release)(ArrowSchema *) noexcept nogil
+    void *private_data
+
+cdef struct ArrowArray:
+    int64_t length
+    int64_t null_count
+    int64_t offset
+    int64_t n_buffers
+    int64_t n_children
+    const void **buffers
+    ArrowArray **children
+    ArrowArray *dictionary
+    void (*release)(ArrowArray *) noexcept nogil
+    void *private_data
+
+cdef struct ArrowArrayStream:
+    int (*get_schema)(ArrowArrayStream *, ArrowSchema *) noexcept nogil
+    int (*get_next)(ArrowArrayStream *, ArrowArray *) noexcept nogil
+    const char *(*get_last_error)(ArrowArrayStream *) noexcept nogil
+    void (*release)(ArrowArrayStream *) noexcept nogil
+    void *private_data
+
+cdef enum:
+    ARROW_FLAG_NULLABLE = 2
+    E_NOMEM = 12       # errno's ENOMEM, what a stream's callbacks return when memory ran out
+
+cdef struct Shared:
+    # a table handed over by a sink, with its column names; freed when the last holder lets go
+    # (the ArrowBatch, and every stream and array exported from it: DuckDB releases those on its
+    # own threads, hence the atomic count)
+    long long refs
+    Table table
+    char **names
+
+cdef void shared_release(Shared *s) noexcept nogil:
+    cdef int i
+    if ref_add(&s.refs, -1) != 0:
+        return
+    if s.names != NULL:
+        for i in range(s.table.ncols):
+            free(s.names[i])
+        free(s.names)
+    table_free(&s.table)
+    free(s)
+
+cdef struct StreamState:
+    Shared *shared
+    bint done
+
+cdef void schema_release(ArrowSchema *schema) noexcept nogil:
+    cdef int64_t i
+    if schema.children != NULL:
+        for i in range(schema.n_children):
+            if schema.children[i] != NULL:
+                if schema.children[i].release != NULL:
+                    schema.children[i].release(schema.children[i])
+                free(schema.children[i])
+        free(schema.children)
+    free(<void *>schema.name)
+    schema.release = NULL
+
+cdef int stream_get_schema(ArrowArrayStream *stream, ArrowSchema *out) noexcept nogil:
+    """A struct of the table's columns, each nullable."""
+    cdef Shared *s = (<StreamState *>stream.private_data).shared
+    cdef ArrowSchema *child
+    cdef int i
+    memset(out, 0, sizeof(ArrowSchema))
+    out.format = "+s"
+    out.release = schema_release
+    out.children = <ArrowSchema **>calloc(s.table.ncols, sizeof(ArrowSchema *))
+    if out.children == NULL:
+        out.release = NULL
+        return E_NOMEM
+    out.n_children = s.table.ncols
+    for i in range(s.table.ncols):
+        child = <ArrowSchema *>calloc(1, sizeof(ArrowSchema))
+        if child == NULL:
+            schema_release(out)
+            return E_NOMEM
+        out.children[i] = child
+        child.format = FORMAT[s.table.cols[i].type]
+        child.flags = ARROW_FLAG_NULLABLE
+        child.release = schema_release
+        child.name = strdup(s.names[i])
+        if child.name == NULL:
+            schema_release(out)
+            return E_NOMEM
+    return 0
+
+cdef void child_release(ArrowArray *array) noexcept nogil:
+    free(array.buffers)
+    shared_release(<Shared *>array.private_data)
+    array.release = NULL
+
+cdef void struct_release(ArrowArray *array) noexcept nogil:
+    cdef int64_t i
+    if array.children != NULL:
+        for i in range(array.n_children):
+            if array.children[i] != NULL:
+                if array.children[i].release != NULL:  # (NULL: not made, or moved out by the reader)
+                    array.children[i].release(array.children[i])
+                free(array.children[i])
+        free(array.children)
+    free(array.buffers)
+    shared_release(<Shared *>array.private_data)
+    array.release = NULL
+
+cdef int stream_get_next(ArrowArrayStream *stream, ArrowArray *out) noexcept nogil:
+    """The whole table as one struct array the first time; the end of the stream after that."""
+    cdef StreamState *state = <StreamState *>stream.private_data
+    cdef Shared *s = state.shared
+    cdef ArrowArray *child
+    cdef Col *c
+    cdef int i
+    memset(out, 0, sizeof(ArrowArray))  # release NULL: the end
+    if state.done:
+        return 0
+    out.length = s.table.rows
+    out.n_buffers = 1
+    out.buffers = <const void **>calloc(1, sizeof(void *))  # no validity bitmap: every row is there
+    out.children = <ArrowArray **>calloc(s.table.ncols, sizeof(ArrowArray *))
+    ref_add(&s.refs, 1)
+    out.private_data = s
+    out.release = struct_release
+    if out.buffers == NULL or out.children == NULL:
+        struct_release(out)
+        return E_NOMEM
+    out.n_children = s.table.ncols
+    for i in range(s.table.ncols):
+        c = &s.table.cols[i]
+        child = <ArrowArray *>calloc(1, sizeof(ArrowArray))
+        if child == NULL:
+            struct_release(out)
+            return E_NOMEM
+        out.children[i] = child
+        child.n_buffers = 3 if c.type == T_TEXT else 2
+        child.buffers = <const void **>malloc(child.n_buffers * sizeof(void *))
+        if child.buffers == NULL:
+            struct_release(out)
+            return E_NOMEM
+        child.length = s.table.rows
+        child.null_count = count_nulls(c, s.table.rows)
+        child.buffers[0] = c.valid.buf
+        if c.type == T_TEXT:
+            child.buffers[1] = c.offsets.buf
+            child.buffers[2] = c.values.buf
+        else:
+            child.buffers[1] = c.values.buf
+        ref_add(&s.refs, 1)
+        child.private_data = s
+        child.release = child_release
+    state.done = True
+    return 0
+
+cdef const char *stream_last_error(ArrowArrayStream *stream) noexcept nogil:
+    return NULL
+
+cdef void stream_release(ArrowArrayStream *stream) noexcept nogil:
+    shared_release((<StreamState *>stream.private_data).shared)
+    free(stream.private_data)
+    stream.release = NULL
+
+cdef void stream_capsule_free(object capsule) noexcept:
+    cdef ArrowArrayStream *stream = <ArrowArrayStream *>PyCapsule_GetPointer(capsule, b"arrow_array_stream")
+    if stream != NULL:
+        if stream.release != NULL:  # (NULL: the reader moved the stream out)
+            stream.release(stream)
+        free(stream)
+
 
 # ---- the span fields ------------------------------------------------------------------------------
 
@@ -675,13 +979,15 @@ cdef int unix_nanos(Slice *s, int64_t *value) noexcept nogil:
 cdef inline bint kept(Slice *s) noexcept nogil:
     return s.kind != K_OTHER
 
-cdef void write_fields(Out *o, Keys *keys, Attr *found) noexcept nogil:
+cdef void put_fields(Table *t, int first, Keys *keys, Attr *found) noexcept nogil:
+    """The asked-for attribute fields of a span or resource, in columns ``first`` on (NULL for an absent one)."""
     cdef int i, k
     for i in range(keys.fields):
-        out_char(o, c',')
         k = keys.key_of[i]
         if found[k].seen:
-            out_text(o, &found[k].value[keys.field_of[i]])
+            put_slice(t, first + i, &found[k].value[keys.field_of[i]])
+        else:
+            put_text(t, first + i, NULL, 0, False)
 
 cdef bint fields_kept(Keys *keys, Attr *found) noexcept nogil:
     cdef int i, k
@@ -697,102 +1003,193 @@ cdef inline void clear(Keys *keys, Attr *found) noexcept nogil:
         found[i].seen = False
 
 
-cdef class CsvSink:
-    """Two CSV files the scanners write to, spans and resources, for one INSERT at a time.
+cdef class ArrowBatch:
+    """Rows an :class:`ArrowSink` handed over, for DuckDB to scan through the Arrow PyCapsule
+    interface (``__arrow_c_stream__``), as many times as it asks; the buffers are freed when this
+    object and every stream DuckDB took from it are gone."""
 
-    :meth:`flush` before the engine reads them, :meth:`reset` after; :meth:`mark` and
-    :meth:`rewind` take back what a file wrote before it turned out to be the SQL reader's.
+    cdef Shared *shared
+    cdef readonly long long rows
+    """The rows it holds."""
+
+    def __cinit__(self):
+        self.shared = NULL
+        self.rows = 0
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """A PyCapsule holding an ``ArrowArrayStream`` of one struct array: the batch's columns
+        (``requested_schema`` is not honoured: the columns are what they are)."""
+        cdef ArrowArrayStream *stream
+        cdef StreamState *state
+        if self.shared == NULL:
+            raise ValueError("the batch is empty")
+        stream = <ArrowArrayStream *>calloc(1, sizeof(ArrowArrayStream))
+        state = <StreamState *>calloc(1, sizeof(StreamState))
+        if stream == NULL or state == NULL:
+            free(stream)
+            free(state)
+            raise MemoryError()
+        ref_add(&self.shared.refs, 1)
+        state.shared = self.shared
+        stream.private_data = state
+        stream.get_schema = stream_get_schema
+        stream.get_next = stream_get_next
+        stream.get_last_error = stream_last_error
+        stream.release = stream_release
+        return PyCapsule_New(stream, b"arrow_array_stream", stream_capsule_free)
+
+    def __dealloc__(self):
+        if self.shared != NULL:
+            shared_release(self.shared)
+            self.shared = NULL
+
+
+# the columns every span and every resource has, before their attribute fields
+cdef int SPAN_TYPES[12]
+SPAN_TYPES[:] = [T_I32, T_I64, T_I64, T_U64, T_U64, T_U64, T_U64, T_TEXT, T_TEXT, T_I64, T_I64, T_TEXT]
+SPAN_COLUMNS = ("file", "o", "res", "th", "tl", "span_id", "parent_id", "name", "kind_text", "st", "en", "status_text")
+"""The span columns an :class:`ArrowSink` holds before the attribute fields (types in ``SPAN_TYPES``)."""
+cdef int RESOURCE_TYPES[2]
+RESOURCE_TYPES[:] = [T_I32, T_I64]
+RESOURCE_COLUMNS = ("file", "res")
+"""The resource columns an :class:`ArrowSink` holds before the attribute fields."""
+
+
+cdef class ArrowSink:
+    """The spans and resources the scanners read, as columns in memory, for one INSERT at a time.
+
+    ``span_fields`` and ``resource_fields`` name the text columns of the attribute fields the
+    scanners are told to read (in their order), after :data:`SPAN_COLUMNS` and
+    :data:`RESOURCE_COLUMNS`; a scanner stops at the end of the line that takes the sink to
+    ``max_bytes`` (1 MiB to 1 GiB). :meth:`take` hands the rows over as two :class:`ArrowBatch`
+    objects and empties the sink; :meth:`mark` and :meth:`rewind` take back what a file wrote
+    before it turned out to be the SQL reader's.
     """
 
-    cdef Out spans_out
-    cdef Out res_out
+    cdef Table span_table
+    cdef Table res_table
+    cdef list _span_names
+    cdef list _res_names
+    cdef int _types[MAX_KEYS * 3 + 12]
     cdef public long long spans
-    """Spans written since the last :meth:`reset`."""
-    cdef readonly str spans_path
-    cdef readonly str resources_path
+    """Spans written since the sink was last emptied."""
+    cdef readonly size_t max_bytes
+    """The bytes of rows at which a scanner stops (at the end of a line)."""
 
-    def __cinit__(self, spans_path, resources_path):
-        self.spans_out.buf = self.res_out.buf = NULL
-        self.spans_out.len = self.spans_out.cap = self.res_out.len = self.res_out.cap = 0
-        self.spans_out.failed = self.res_out.failed = 0
-        self.spans_out.flushed = self.res_out.flushed = 0
+    def __cinit__(self, span_fields, resource_fields, size_t max_bytes=32 * 1024 * 1024):
+        self.span_table.cols = self.res_table.cols = NULL
         self.spans = 0
-        self.spans_path = str(spans_path)
-        self.resources_path = str(resources_path)
-        self.spans_out.f = fopen(self.spans_path.encode(), "wb")
-        self.res_out.f = fopen(self.resources_path.encode(), "wb")
-        if self.spans_out.f == NULL or self.res_out.f == NULL:
-            self.close()
-            raise OSError(f"cannot write {self.spans_path!r} or {self.resources_path!r}")
+        if not (1 << 20) <= max_bytes <= (1 << 30):
+            raise ValueError(f"max_bytes must be 1 MiB to 1 GiB (texts are indexed by int32), got {max_bytes}")
+        self.max_bytes = max_bytes
+        self._span_names = [name.encode() for name in (*SPAN_COLUMNS, *span_fields)]
+        self._res_names = [name.encode() for name in (*RESOURCE_COLUMNS, *resource_fields)]
+        if max(len(self._span_names) - 12, len(self._res_names) - 2) > MAX_KEYS * 3:
+            raise ValueError(f"at most {MAX_KEYS * 3} fields")
+        if len(set(self._span_names)) < len(self._span_names) or len(set(self._res_names)) < len(self._res_names):
+            raise ValueError("a column name given twice (or one of SPAN_COLUMNS or RESOURCE_COLUMNS)")
+        self._fill()
 
-    def flush(self):
-        """Write what is buffered, so the files hold every row written since :meth:`reset`."""
+    cdef _fill(self):
+        cdef int i
+        for i in range(len(self._span_names)):
+            self._types[i] = SPAN_TYPES[i] if i < 12 else T_TEXT
+        if not table_init(&self.span_table, len(self._span_names), self._types):
+            raise MemoryError()
+        for i in range(len(self._res_names)):
+            self._types[i] = RESOURCE_TYPES[i] if i < 2 else T_TEXT
+        if not table_init(&self.res_table, len(self._res_names), self._types):
+            table_free(&self.span_table)
+            raise MemoryError()
+        self.spans = 0
+
+    @property
+    def span_fields(self):
+        """How many attribute fields a span row holds."""
+        return len(self._span_names) - 12
+
+    @property
+    def resource_fields(self):
+        """How many attribute fields a resource row holds."""
+        return len(self._res_names) - 2
+
+    @property
+    def nbytes(self):
+        """The bytes its rows take now."""
         self._check()
-        out_flush(&self.spans_out)
-        out_flush(&self.res_out)
-        if fflush(self.spans_out.f) != 0 or fflush(self.res_out.f) != 0:
-            self.spans_out.failed = 1
-        self._raise_failed()
+        return table_bytes(&self.span_table) + table_bytes(&self.res_table)
 
     def mark(self):
-        """Where the files end now (for :meth:`rewind`)."""
-        return (self.spans_out.flushed + self.spans_out.len, self.res_out.flushed + self.res_out.len, self.spans)
+        """Where the rows end now (for :meth:`rewind`)."""
+        self._check()
+        return (self.span_table.rows, self.res_table.rows, self.spans)
 
     def rewind(self, mark):
-        """Take back everything written after ``mark`` (from :meth:`mark`, since the last :meth:`reset`)."""
-        cdef size_t spans_at, res_at
-        spans_at, res_at, spans = mark
+        """Take back every row written after ``mark`` (from :meth:`mark`, since the sink was last emptied)."""
+        span_rows, res_rows, spans = mark
         self._check()
-        if spans_at >= self.spans_out.flushed and res_at >= self.res_out.flushed:
-            self.spans_out.len = spans_at - self.spans_out.flushed
-            self.res_out.len = res_at - self.res_out.flushed
-        else:
-            self.flush()
-            self._truncate(&self.spans_out, spans_at)
-            self._truncate(&self.res_out, res_at)
+        if not (0 <= span_rows <= self.span_table.rows and 0 <= res_rows <= self.res_table.rows):
+            raise ValueError(f"mark {mark!r} is not one of this sink's since it was last emptied")
+        table_rewind(&self.span_table, span_rows)
+        table_rewind(&self.res_table, res_rows)
         self.spans = spans
 
-    def reset(self):
-        """Empty both files (after the engine read them)."""
+    def take(self):
+        """(spans, resources): the rows written since the sink was last emptied, as two
+        :class:`ArrowBatch` objects; the sink is empty after."""
         self._check()
-        self.spans_out.len = self.res_out.len = 0
-        self._truncate(&self.spans_out, 0)
-        self._truncate(&self.res_out, 0)
-        self.spans = 0
-
-    cdef _truncate(self, Out *o, size_t size):
-        fflush(o.f)
-        if ftruncate(fileno(o.f), size) != 0 or fseek(o.f, size, SEEK_SET) != 0:
-            o.failed = 1
-        o.flushed = size
         self._raise_failed()
+        spans = self._batch(&self.span_table, self._span_names)
+        resources = self._batch(&self.res_table, self._res_names)
+        self._fill()
+        return spans, resources
+
+    cdef ArrowBatch _batch(self, Table *table, list names):
+        cdef ArrowBatch batch = ArrowBatch()
+        cdef Shared *s = <Shared *>calloc(1, sizeof(Shared))
+        cdef int i
+        if s == NULL:
+            raise MemoryError()
+        s.names = <char **>calloc(len(names), sizeof(char *))
+        if s.names == NULL:
+            free(s)
+            raise MemoryError()
+        s.refs = 1
+        s.table = table[0]  # the batch owns the buffers from here on
+        table.cols = NULL
+        table.ncols = 0
+        table.rows = 0
+        batch.shared = s
+        batch.rows = s.table.rows
+        for i, name in enumerate(names):
+            s.names[i] = strdup(<const char *>name)
+            if s.names[i] == NULL:
+                raise MemoryError()
+        return batch
+
+    def reset(self):
+        """Forget every row written since the sink was last emptied."""
+        self.rewind((0, 0, 0))
 
     cdef _check(self):
-        if self.spans_out.f == NULL:
+        if self.span_table.cols == NULL:
             raise ValueError("the sink is closed")
 
     cdef _raise_failed(self):
-        if self.spans_out.failed or self.res_out.failed:
-            raise OSError(f"cannot write {self.spans_path!r} or {self.resources_path!r} (disk full?)")
+        if not (table_ok(&self.span_table) and table_ok(&self.res_table)):
+            raise MemoryError("the compiled reader's sink ran out of memory")
 
     def close(self):
-        """Close both files (idempotent); they stay on disk."""
-        if self.spans_out.f != NULL:
-            fclose(self.spans_out.f)
-            self.spans_out.f = NULL
-        if self.res_out.f != NULL:
-            fclose(self.res_out.f)
-            self.res_out.f = NULL
-        free(self.spans_out.buf)
-        free(self.res_out.buf)
-        self.spans_out.buf = self.res_out.buf = NULL
+        """Free the buffers (idempotent); the sink cannot be written after."""
+        table_free(&self.span_table)
+        table_free(&self.res_table)
 
     def __dealloc__(self):
         self.close()
 
 
 cdef class SpanScanner:
-    """Reads one plain OTLP/JSON trace file into a :class:`CsvSink`, a part at a time (see :meth:`read`).
+    """Reads one plain OTLP/JSON trace file into an :class:`ArrowSink`, a part at a time (see :meth:`read`).
 
     ``span_fields`` and ``resource_fields``: the (attribute key, field) pairs written after a
     span's own fields and after a resource's file and number, field 0 for ``stringValue``, 1 for
@@ -863,27 +1260,31 @@ cdef class SpanScanner:
         keys.count = len(names)
         self._names.append(names)  # the pointers above point into these
 
-    def read(self, CsvSink sink, long long max_spans):
+    def read(self, ArrowSink sink, long long max_spans):
         """Write the next lines' spans and resources to ``sink``, stopping after the line that takes
-        ``sink.spans`` to ``max_spans`` or more.
+        ``sink.spans`` to ``max_spans`` or more, or the sink to its ``max_bytes``.
 
-        Returns ``MORE``, ``DONE`` or ``FALLBACK`` (then :attr:`reason` says why, and the file
+        Returns ``MORE`` (then empty the sink before the next call), ``DONE`` or ``FALLBACK`` (then :attr:`reason` says why, and the file
         is the SQL reader's: take back what it wrote with the sink's ``rewind``).
         """
         cdef int status
         if self.f == NULL:
             raise ValueError("the scanner is closed")
         sink._check()
+        if sink.span_fields != self.span_keys.fields or sink.resource_fields != self.res_keys.fields:
+            raise ValueError(f"the sink holds {sink.span_fields} span and {sink.resource_fields} resource fields, "
+                             f"the scanner reads {self.span_keys.fields} and {self.res_keys.fields}")
         self.reason = None
         with nogil:
-            status = self._read(&sink.spans_out, &sink.res_out, &sink.spans, max_spans)
+            status = self._read(&sink.span_table, &sink.res_table, &sink.spans, max_spans, sink.max_bytes)
         sink._raise_failed()
         if status == FALLBACK_C:
             why = (<bytes>self._why).decode() if self._why != NULL else "not the OTLP structure"
             self.reason = f"line {self.line_no}: {why}"
         return status
 
-    cdef int _read(self, Out *spans, Out *res, long long *written, long long max_spans) noexcept nogil:
+    cdef int _read(self, Table *spans, Table *res, long long *written, long long max_spans,
+                   size_t max_bytes) noexcept nogil:
         cdef ssize_t n
         cdef Py_ssize_t i
         cdef Parser p
@@ -915,16 +1316,12 @@ cdef class SpanScanner:
                 return FALLBACK_C
             written[0] += self.spans - before
             before = self.spans
-            if spans.len > FLUSH_AT:
-                out_flush(spans)
-            if res.len > FLUSH_AT:
-                out_flush(res)
-            if spans.failed or res.failed:
+            if not (table_ok(spans) and table_ok(res)):
                 return DONE_C  # raised by read()
-            if written[0] >= max_spans:
+            if written[0] >= max_spans or table_bytes(spans) + table_bytes(res) >= max_bytes:
                 return MORE_C
 
-    cdef bint _line(self, Parser *p, Out *spans, Out *res) noexcept nogil:
+    cdef bint _line(self, Parser *p, Table *spans, Table *res) noexcept nogil:
         cdef int state, found
         cdef bint seen = False
         state = open_object(p)
@@ -944,7 +1341,7 @@ cdef class SpanScanner:
             return fail(p, "invalid JSON")
         return True
 
-    cdef bint _resource_spans(self, Parser *p, Out *spans, Out *res) noexcept nogil:
+    cdef bint _resource_spans(self, Parser *p, Table *spans, Table *res) noexcept nogil:
         cdef int more, inner
         cdef Slice key
         cdef bint resource, scopes
@@ -982,11 +1379,10 @@ cdef class SpanScanner:
                 return fail(p, "a line without spans")
             if not fields_kept(&self.res_keys, self.res_found):
                 return fail(p, "a resource attribute the compiled reader does not keep (escaped, non-ASCII or nested)")
-            out_uint(res, <uint64_t>self.file_index)
-            out_char(res, c',')
-            out_uint(res, <uint64_t>self.res_no)
-            write_fields(res, &self.res_keys, self.res_found)
-            out_char(res, c'\n')
+            put_i32(res, 0, <int32_t>self.file_index)
+            put_i64(res, 1, self.res_no, True)
+            put_fields(res, 2, &self.res_keys, self.res_found)
+            res.rows += 1
             more = next_member(p, c']')
         return more == 0
 
@@ -1005,7 +1401,7 @@ cdef class SpanScanner:
             found = wanted_member(p, &state, "attributes", 10, &seen)
         return found == 0
 
-    cdef bint _scope_spans(self, Parser *p, Out *spans) noexcept nogil:
+    cdef bint _scope_spans(self, Parser *p, Table *spans) noexcept nogil:
         cdef int more, state, found, items
         cdef bint seen
         more = open_array(p)
@@ -1035,7 +1431,7 @@ cdef class SpanScanner:
             more = next_member(p, c']')
         return more == 0
 
-    cdef bint _span(self, Parser *p, Out *o) noexcept nogil:
+    cdef bint _span(self, Parser *p, Table *o) noexcept nogil:
         cdef SpanText t
         cdef uint64_t hi = 0, lo = 0, span = 0, parent = 0, unused = 0
         cdef int64_t start = 0, end = 0
@@ -1059,34 +1455,20 @@ cdef class SpanScanner:
             return fail(p, "a time that is not a non-negative int64")
         if not (kept(&t.field[F_NAME]) and kept(&t.field[F_KIND]) and kept(&t.field[F_STATUS])) or not fields_kept(&self.span_keys, self.span_found):
             return fail(p, "a text the compiled reader does not keep (escaped, non-ASCII or nested)")
-        out_uint(o, <uint64_t>self.file_index)
-        out_char(o, c',')
-        out_uint(o, <uint64_t>self.line_no)
-        out_char(o, c',')
-        out_uint(o, <uint64_t>self.res_no)
-        out_char(o, c',')
-        out_uint(o, hi)
-        out_char(o, c',')
-        out_uint(o, lo)
-        out_char(o, c',')
-        out_uint(o, span)
-        out_char(o, c',')
-        if has_parent:
-            out_uint(o, parent)
-        out_char(o, c',')
-        out_text(o, &t.field[F_NAME])
-        out_char(o, c',')
-        out_text(o, &t.field[F_KIND])
-        out_char(o, c',')
-        if has_start:  # its digits as read (validated: an int64; leading zeros read the same)
-            out_bytes(o, t.field[F_START].p, t.field[F_START].n)
-        out_char(o, c',')
-        if has_end:
-            out_bytes(o, t.field[F_END].p, t.field[F_END].n)
-        out_char(o, c',')
-        out_text(o, &t.field[F_STATUS])
-        write_fields(o, &self.span_keys, self.span_found)
-        out_char(o, c'\n')
+        put_i32(o, 0, <int32_t>self.file_index)
+        put_i64(o, 1, self.line_no, True)
+        put_i64(o, 2, self.res_no, True)
+        put_u64(o, 3, hi, True)
+        put_u64(o, 4, lo, True)
+        put_u64(o, 5, span, True)
+        put_u64(o, 6, parent, has_parent)
+        put_slice(o, 7, &t.field[F_NAME])
+        put_slice(o, 8, &t.field[F_KIND])
+        put_i64(o, 9, start, has_start == 1)  # (validated: a non-negative int64)
+        put_i64(o, 10, end, has_end == 1)
+        put_slice(o, 11, &t.field[F_STATUS])
+        put_fields(o, 12, &self.span_keys, self.span_found)
+        o.rows += 1
         self.spans += 1
         return True
 

@@ -374,14 +374,14 @@ WITH lines AS NOT MATERIALIZED (
 """
 
 
-# ---- the compiled reader's statement (lens_report._scan writes CSV; this SQL makes the columns) ----
+# ---- the compiled reader's statement (lens_report._scan hands over Arrow columns; this SQL makes the store's) ----
 
 _FIELD_NUMBERS = {"stringValue": 0, "intValue": 1, "boolValue": 2}
 
 
 class _Fields:
-    """``attr`` for :func:`_span_select` over the compiled reader's CSV: each (key, field) asked
-    for becomes a column ``aN``, and :attr:`pairs` is what the reader is told to write."""
+    """``attr`` for :func:`_span_select` over the compiled reader's columns: each (key, field) asked
+    for becomes a column ``aN``, and :attr:`pairs` is what the reader is told to read."""
 
     def __init__(self) -> None:
         self.pairs: list[tuple[str, int]] = []
@@ -398,32 +398,32 @@ _SCAN_SELECT = _span_select(_SCAN_FIELDS, SpanFields(DUCKDB, kind_text="kind_tex
                             problem="NULL", name="name", start_text="NULL", end_text="NULL",
                             detail_cols="NULL, NULL, NULL")
 SCAN_SPAN_FIELDS = tuple(_SCAN_FIELDS.pairs)
-"""The (span attribute key, field number) pairs the compiled reader writes, in its CSV's order."""
+"""The (span attribute key, field number) pairs the compiled reader reads, in the order of its columns a0, a1, ..."""
 SCAN_RESOURCE_FIELDS = tuple((key, _FIELD_NUMBERS[field]) for _, key, field in _RESOURCE_ATTRS)
 """The (resource attribute key, field number) pairs the compiled reader writes."""
-_SCAN_SPAN_COLUMNS = ("{'file': 'INTEGER', 'o': 'BIGINT', 'res': 'BIGINT', 'th': 'UBIGINT', 'tl': 'UBIGINT', "
-                      "'span_id': 'UBIGINT', 'parent_id': 'UBIGINT', 'name': 'VARCHAR', 'kind_text': 'VARCHAR', "
-                      "'st': 'BIGINT', 'en': 'BIGINT', 'status_text': 'VARCHAR'"
-                      + "".join(f", 'a{i}': 'VARCHAR'" for i in range(len(SCAN_SPAN_FIELDS))) + "}")
-_SCAN_RESOURCE_COLUMNS = ("{'file': 'INTEGER', 'res': 'BIGINT'"
-                          + "".join(f", '{column}': 'VARCHAR'" for column, _, _ in _RESOURCE_ATTRS) + "}")
-# a quoted empty field is the empty string, an unquoted one NULL (the reader quotes every text)
-_CSV_OPTIONS = "header = false, auto_detect = false, delim = ',', quote = '\"', escape = '\"', allow_quoted_nulls = false"
+_SCAN_SPANS_VIEW = "lens_scanned_spans"
+_SCAN_RESOURCES_VIEW = "lens_scanned_resources"
+"""The names the compiled reader's columns are registered under, on the reading statement's cursor."""
 
 
-def _scan_ingest_sql(spans_csv: str, resources_csv: str) -> str:
-    """One INSERT of the spans the compiled reader wrote to ``spans_csv`` and ``resources_csv``."""
+def _scan_ingest_sql() -> str:
+    """One INSERT of the spans the compiled reader handed over (registered as ``_SCAN_SPANS_VIEW``
+    and ``_SCAN_RESOURCES_VIEW``: the columns of ``lens_report._scan.SPAN_COLUMNS`` and
+    ``RESOURCE_COLUMNS``, then ``a0``... and the columns of ``_RESOURCE_ATTRS``)."""
     return f"""
 INSERT INTO spans
 WITH r AS NOT MATERIALIZED (
-    SELECT * FROM read_csv({_sql_text(resources_csv)}, columns = {_SCAN_RESOURCE_COLUMNS}, {_CSV_OPTIONS})
+    SELECT * FROM {_SCAN_RESOURCES_VIEW}
 ), {_resource_sql("r")}, y AS NOT MATERIALIZED (
     SELECT s.* EXCLUDE (th, tl), (s.th::UHUGEINT << 64) | s.tl::UHUGEINT AS trace_id, rsk.* EXCLUDE (file, res)
-    FROM read_csv({_sql_text(spans_csv)}, columns = {_SCAN_SPAN_COLUMNS}, {_CSV_OPTIONS}) s
+    FROM {_SCAN_SPANS_VIEW} s
     JOIN rsk ON rsk.file = s.file AND rsk.res = s.res
 )
 {_SCAN_SELECT}FROM y
 """
+
+
+_SCAN_INGEST_SQL = _scan_ingest_sql()
 
 
 def _remove_database(directory: str) -> None:
@@ -572,8 +572,8 @@ class TraceStore:
         """Read ``files`` with the compiled reader, ``_SCAN_SPANS`` spans or more a statement; a file
         it cannot read as the SQL reader would goes to ``left`` (what it wrote taken back) for that reader."""
         scan = compiled_reader()
-        stem = os.path.join(self._dir, f"scan-{threading.get_ident()}")
-        sink = scan.CsvSink(stem + "-spans.csv", stem + "-resources.csv")
+        sink = scan.ArrowSink([f"a{i}" for i in range(len(SCAN_SPAN_FIELDS))],
+                              [column for column, _, _ in _RESOURCE_ATTRS], _SCAN_HELD)
         try:
             with self._cursor() as cursor:
                 for file in files:
@@ -596,7 +596,7 @@ class TraceStore:
                                 if inserted:
                                     cursor.execute(f"DELETE FROM spans WHERE file = {self._index[file]}")
                                 left.append(file)
-                            elif sink.spans >= _SCAN_SPANS:
+                            elif status == scan.MORE or sink.spans >= _SCAN_SPANS:  # (MORE: the sink is full)
                                 self._insert_scanned(cursor, sink)
                                 mark, inserted = sink.mark(), status == scan.MORE
                     finally:
@@ -605,18 +605,19 @@ class TraceStore:
                     self._insert_scanned(cursor, sink)
         finally:
             sink.close()
-            for path in (sink.spans_path, sink.resources_path):
-                if os.path.exists(path):
-                    os.unlink(path)
 
     def _insert_scanned(self, cursor: Any, sink: Any) -> None:
-        """Insert what the compiled reader wrote to ``sink``, then empty it."""
-        sink.flush()
+        """Insert what the compiled reader read into ``sink``, which is then empty: DuckDB scans
+        its columns where they are (the Arrow C stream interface)."""
+        spans, resources = sink.take()
+        cursor.register(_SCAN_SPANS_VIEW, spans)
+        cursor.register(_SCAN_RESOURCES_VIEW, resources)
         try:
-            cursor.execute(_scan_ingest_sql(sink.spans_path, sink.resources_path))
+            cursor.execute(_SCAN_INGEST_SQL)
         finally:
+            cursor.unregister(_SCAN_SPANS_VIEW)
+            cursor.unregister(_SCAN_RESOURCES_VIEW)
             self._evict_written()
-        sink.reset()
 
     def _readers_for(self, files: list[str]) -> int:
         """How many statements read at once: the plan's, or two when every file is small. DuckDB's
@@ -941,7 +942,10 @@ def span_rows_sql(dialect: Any, where: str, order: str) -> str:
 
 
 _SCAN_SPANS = 200_000
-"""Spans per statement of the compiled reader (~35 MB of CSV text)."""
+"""Spans per statement of the compiled reader, at most (see ``_SCAN_HELD``)."""
+_SCAN_HELD = 32 * 1024 * 1024
+"""The bytes of columns the compiled reader holds for one statement, at most (~150,000 spans of a
+training trace): memory outside the engine's limit, which ``_PROCESS_BYTES`` leaves room for."""
 _SCAN_BYTES = 64 * 1024 * 1024
 """Bytes of files per job of the compiled reader (a job's files are counted done together)."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -228,10 +229,10 @@ def test_a_file_left_after_part_of_it_was_inserted_keeps_no_row_twice(tmp_path, 
 
 
 @pytest.mark.usefixtures("need_compiled")
-def test_a_file_left_after_its_rows_were_written_to_disk_takes_them_back(tmp_path, monkeypatch):
-    """The compiled reader writes its text to disk a megabyte at a time: a file that turns out to
-    be the SQL reader's after that is cut back to where it began, and the file after it in the
-    same statement is read whole."""
+def test_a_file_left_after_its_columns_outgrew_their_first_buffers_takes_its_rows_back(tmp_path, monkeypatch):
+    """The compiled reader's columns grow as it reads (from 64 KiB each): a file that turns out to
+    be the SQL reader's after ten thousand spans is cut back to where it began, texts and all, and
+    the file after it in the same statement is read whole."""
     lines = [_line([_span(10_000 + 50 * i + k, "rl.vllm.generate", i, i + 1) for k in range(50)]) for i in range(200)]
     _write(tmp_path / "a-good.jsonl", *lines[:10])
     _write(tmp_path / "b-bad-at-the-end.jsonl", *lines, _LEFT["non-ascii-name"])
@@ -239,6 +240,136 @@ def test_a_file_left_after_its_rows_were_written_to_disk_takes_them_back(tmp_pat
     (spans, _, _, duplicates), compiled = _both([tmp_path], monkeypatch)
     assert compiled == {"a-good.jsonl", "c-good.jsonl"}
     assert len(spans) + duplicates == 500 + 10_001 + 500
+
+
+@pytest.mark.usefixtures("need_compiled")
+def test_a_full_sink_ends_a_statement_and_a_later_bad_line_takes_those_rows_back(tmp_path, monkeypatch):
+    """The compiled reader holds at most ``_SCAN_HELD`` bytes of columns for one statement (1 MiB
+    here: a few thousand spans): a file larger than that is inserted over several statements, and
+    one whose bad line comes after some of them has those rows deleted and is read by SQL."""
+    monkeypatch.setattr(engine, "_SCAN_HELD", 1 << 20)
+    statements = []
+    insert = engine.TraceStore._insert_scanned
+    monkeypatch.setattr(engine.TraceStore, "_insert_scanned",
+                        lambda self, cursor, sink: statements.append(sink.spans) or insert(self, cursor, sink))
+    lines = [_line([_span(10_000 + 50 * i + k, "rl.vllm.generate", i, i + 1) for k in range(50)]) for i in range(300)]
+    _write(tmp_path / "a-good.jsonl", *lines)
+    _write(tmp_path / "b-bad-at-the-end.jsonl", *lines[:250], _LEFT["non-ascii-name"])
+    _write(tmp_path / "c-good.jsonl", *lines[100:])
+    (spans, _, _, duplicates), compiled = _both([tmp_path], monkeypatch)
+    assert compiled == {"a-good.jsonl", "c-good.jsonl"}
+    assert len(spans) + duplicates == 15_000 + 12_501 + 10_000
+    assert len(statements) >= 4 and max(statements) < engine._SCAN_SPANS  # the bytes ended them, not the spans
+
+
+def _sink_and_scanner(path, file_index=0):
+    scan = engine.compiled_reader()
+    sink = scan.ArrowSink([f"a{i}" for i in range(len(engine.SCAN_SPAN_FIELDS))],
+                          [column for column, _, _ in engine._RESOURCE_ATTRS])
+    return sink, scan.SpanScanner(str(path), file_index, 1 << 24, engine.SCAN_SPAN_FIELDS, engine.SCAN_RESOURCE_FIELDS)
+
+
+@pytest.mark.usefixtures("need_compiled")
+def test_a_batch_is_valid_arrow_and_outlives_its_sink(tmp_path):
+    """The columns a sink hands over are what the Arrow C data interface says (pyarrow, another
+    reader of that interface, validates every buffer), can be scanned again and again, and stay
+    readable after the sink is closed and gone: DuckDB asks for the stream more than once."""
+    pa = pytest.importorskip("pyarrow")
+    duckdb = pytest.importorskip("duckdb")
+    spans = [_span(1, "rl.grpo.step", 0, 9, attributes=[_attr("rl.iteration", intValue=4)]),
+             _span(2, "", 1, 2, 1, attributes=[_attr("rl.bucket", stringValue="productive")]),
+             _span(3, None, 2, 3, 1, kind=None, startTimeUnixNano=None, status={"code": 2})]
+    path = tmp_path / "run.jsonl"
+    _write(path, *[_line(spans)] * 3)
+    sink, scanner = _sink_and_scanner(path, 5)
+    assert scanner.read(sink, 1000) == engine.compiled_reader().DONE
+    scanner.close()
+    batch, resources = sink.take()
+    assert (batch.rows, resources.rows, sink.spans) == (9, 3, 0)
+    sink.close()
+    del sink
+    table = pa.table(batch)
+    table.validate(full=True)
+    assert table.column("name").to_pylist() == ["rl.grpo.step", "", None] * 3
+    assert table.column("st").to_pylist()[:3] == [T0, T0 + S, None]
+    assert table.column("parent_id").to_pylist()[:3] == [None, 1, 1]
+    assert table.column("status_text").to_pylist()[:3] == [None, None, "2"]
+    assert set(table.column("file").to_pylist()) == {5}
+    pa.table(resources).validate(full=True)
+    con = duckdb.connect()
+    con.register("batch", batch)
+    first = con.execute("SELECT * FROM batch ORDER BY o, span_id").fetchall()
+    assert con.execute("SELECT * FROM batch ORDER BY o, span_id").fetchall() == first
+    assert [row[7] for row in first] == ["rl.grpo.step", "", None] * 3
+
+
+@pytest.mark.usefixtures("need_compiled")
+def test_a_rewound_sink_hands_over_only_the_rows_before_its_mark(tmp_path):
+    """``rewind`` takes back rows, texts and NULLs with them, so what a file that fell back had
+    written is gone; what is written after it lands where the taken-back rows were."""
+    pa = pytest.importorskip("pyarrow")
+    keep = _write(tmp_path / "keep.jsonl", _line([_span(1, "kept", attributes=[_attr("thread.name", stringValue="a")])]))
+    drop = _write(tmp_path / "drop.jsonl", *[_line([_span(100 + i, "dropped-" * 50, attributes=[
+        _attr("rl.bucket", stringValue="x" * 300)])]) for i in range(2000)])
+    then = _write(tmp_path / "then.jsonl", _line([_span(2, "after", attributes=[_attr("thread.name", stringValue="b"),
+                                                                               _attr("rl.bucket", stringValue="y")])]))
+    sink, scanner = _sink_and_scanner(tmp_path / keep)
+    scanner.read(sink, 10**6)
+    mark = sink.mark()
+    for name in (drop, then):
+        if name == then:
+            sink.rewind(mark)
+        _, scanner = _sink_and_scanner(tmp_path / name)
+        scanner.read(sink, 10**6)
+    batch, resources = sink.take()
+    table = pa.table(batch)
+    table.validate(full=True)
+    assert table.column("name").to_pylist() == ["kept", "after"]
+    fields = {key: table.column(f"a{i}").to_pylist() for i, (key, field) in enumerate(engine.SCAN_SPAN_FIELDS)
+              if field == 0}
+    assert (fields["thread.name"], fields["rl.bucket"]) == (["a", "b"], [None, "y"])
+    assert pa.table(resources).num_rows == 2
+    with pytest.raises(ValueError, match="not one of this sink's"):
+        sink.rewind(mark)  # (the sink is empty again: that mark is past its end)
+
+
+@pytest.mark.usefixtures("need_compiled")
+def test_a_sink_refuses_what_it_cannot_hold_with_what_is_allowed():
+    scan = engine.compiled_reader()
+    with pytest.raises(ValueError, match="1 MiB to 1 GiB"):
+        scan.ArrowSink(["a0"], [], 1000)
+    with pytest.raises(ValueError, match="given twice"):
+        scan.ArrowSink(["name"], [])
+    sink = scan.ArrowSink(["a0"], ["run"])
+    scanner = scan.SpanScanner(__file__, 0, 1 << 20, engine.SCAN_SPAN_FIELDS, engine.SCAN_RESOURCE_FIELDS)
+    with pytest.raises(ValueError, match="the sink holds 1 span and 1 resource fields"):
+        scanner.read(sink, 10)
+    scanner.close()
+    sink.close()
+    with pytest.raises(ValueError, match="closed"):
+        sink.take()
+
+
+@pytest.mark.usefixtures("need_compiled")
+def test_the_compiled_reader_needs_no_pyarrow(tmp_path):
+    """DuckDB scans the compiled reader's columns through the Arrow PyCapsule interface, which
+    the module implements itself: with pyarrow impossible to import, the files are still read by
+    the compiled reader, every span of them."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from trace_synth import write_run
+
+    spans = write_run(tmp_path / "run", 3, 10)
+    code = f"""
+import sys
+sys.modules["pyarrow"] = None  # import pyarrow now raises ImportError
+from lens_report import TraceStore
+with TraceStore() as store:
+    store.load([{str(tmp_path / "run")!r}])
+    print(len(store.compiled_files), len(store.files), store.span_count() + store.value("SELECT count(*) FROM loss"))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    compiled, files, count = map(int, out.stdout.split())
+    assert compiled == files == 3 and count == spans
 
 
 @pytest.mark.usefixtures("need_compiled")
