@@ -13,7 +13,7 @@ and the store reads that whole file with the SQL reader instead. Without this mo
 compiler at install) the SQL reader reads every file: the same rows, more CPU.
 """
 
-from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
+from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer, PyCapsule_GetName
 from libc.stdio cimport FILE, fopen, fclose, setvbuf, _IOFBF
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memcmp, memcpy, memset, strlen, strdup
@@ -570,6 +570,9 @@ cdef inline void put_u64(Table *t, int col, uint64_t v, bint ok) noexcept nogil:
 cdef inline void put_text(Table *t, int col, const char *p, Py_ssize_t n, bint ok) noexcept nogil:
     cdef Col *c = &t.cols[col]
     cdef int32_t end
+    if c.values.len + <size_t>n > 0x7FFFFFFF:  # past int32 offsets (a sink's max_bytes keeps far below)
+        c.values.failed = 1
+        return
     if ok and n:
         out_bytes(&c.values, p, <size_t>n)
     end = <int32_t>c.values.len
@@ -769,7 +772,8 @@ cdef void stream_release(ArrowArrayStream *stream) noexcept nogil:
     stream.release = NULL
 
 cdef void stream_capsule_free(object capsule) noexcept:
-    cdef ArrowArrayStream *stream = <ArrowArrayStream *>PyCapsule_GetPointer(capsule, b"arrow_array_stream")
+    # (by the name it has now: a reader may rename a capsule it took the stream from)
+    cdef ArrowArrayStream *stream = <ArrowArrayStream *>PyCapsule_GetPointer(capsule, PyCapsule_GetName(capsule))
     if stream != NULL:
         if stream.release != NULL:  # (NULL: the reader moved the stream out)
             stream.release(stream)

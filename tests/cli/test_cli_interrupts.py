@@ -114,9 +114,19 @@ def _before_lens(outcome) -> bool:
     """A signal that came before the watch began (the interpreter's start, site, the console
     script's imports: the lens_cli and lens_core packages, lens_cli.main's module body):
     Python's own default. Never from a command's code: a function of lens_cli.main, or the
-    bridge, the report, the CI tools, the demo (none imports before the watch)."""
+    bridge, the report, the CI tools, the demo (none imports before the watch).
+
+    Regression: a Ctrl-C 0.02 s into ``lens demo`` landed in one of the import system's lock
+    callbacks, which CPython reports as "Exception ignored ... KeyboardInterrupt" and then runs
+    on; the demo finished with status 0, and this check, which knew only status 1 and the
+    signal's, failed CI on Python's own default."""
     status, err = outcome
-    if status not in (-signal.SIGINT, 1):
+    # CPython cannot raise out of the import system's lock callbacks: a signal that lands in one
+    # is printed as ignored and the command runs to its end (status 0), seen at 0.02-0.3 s on a
+    # slow machine; the frames below still say whether the interpreter was in Lens's code
+    ignored = re.fullmatch(r"Exception ignored in: [^\n]*\nTraceback \(most recent call last\):\n"
+                           r"(?:  [^\n]*\n)*KeyboardInterrupt: ?\n", err)
+    if status not in (-signal.SIGINT, 1) and not (status == 0 and ignored):
         return False
     frames = re.findall(r'File "([^"]+)", line \d+, in (\S+)', err)
     return all(not re.search(r"(lens_report|lens_ci|lens_cli/demo|otel_bridge)/", file)
