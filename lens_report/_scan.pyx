@@ -1074,7 +1074,6 @@ cdef class ArrowSink:
     cdef Table res_table
     cdef list _span_names
     cdef list _res_names
-    cdef int _types[MAX_KEYS * 3 + 12]
     cdef public long long spans
     """Spans written since the sink was last emptied."""
     cdef readonly size_t max_bytes
@@ -1096,13 +1095,14 @@ cdef class ArrowSink:
 
     cdef _fill(self):
         cdef int i
+        cdef int types[MAX_KEYS * 3 + 12]
         for i in range(len(self._span_names)):
-            self._types[i] = SPAN_TYPES[i] if i < 12 else T_TEXT
-        if not table_init(&self.span_table, len(self._span_names), self._types):
+            types[i] = SPAN_TYPES[i] if i < 12 else T_TEXT
+        if not table_init(&self.span_table, len(self._span_names), types):
             raise MemoryError()
         for i in range(len(self._res_names)):
-            self._types[i] = RESOURCE_TYPES[i] if i < 2 else T_TEXT
-        if not table_init(&self.res_table, len(self._res_names), self._types):
+            types[i] = RESOURCE_TYPES[i] if i < 2 else T_TEXT
+        if not table_init(&self.res_table, len(self._res_names), types):
             table_free(&self.span_table)
             raise MemoryError()
         self.spans = 0
@@ -1116,12 +1116,6 @@ cdef class ArrowSink:
     def resource_fields(self):
         """How many attribute fields a resource row holds."""
         return len(self._res_names) - 2
-
-    @property
-    def nbytes(self):
-        """The bytes its rows take now."""
-        self._check()
-        return table_bytes(&self.span_table) + table_bytes(&self.res_table)
 
     def mark(self):
         """Where the rows end now (for :meth:`rewind`)."""
@@ -1170,10 +1164,6 @@ cdef class ArrowSink:
             if s.names[i] == NULL:
                 raise MemoryError()
         return batch
-
-    def reset(self):
-        """Forget every row written since the sink was last emptied."""
-        self.rewind((0, 0, 0))
 
     cdef _check(self):
         if self.span_table.cols == NULL:

@@ -390,7 +390,12 @@ class _Fields:
         pair = (key, _FIELD_NUMBERS[field])
         if pair not in self.pairs:
             self.pairs.append(pair)
-        return f"a{self.pairs.index(pair)}"
+        return self.column(self.pairs.index(pair))
+
+    @staticmethod
+    def column(index: int) -> str:
+        """The name of the column of the ``index``-th pair."""
+        return f"a{index}"
 
 
 _SCAN_FIELDS = _Fields()
@@ -400,7 +405,10 @@ _SCAN_SELECT = _span_select(_SCAN_FIELDS, SpanFields(DUCKDB, kind_text="kind_tex
 SCAN_SPAN_FIELDS = tuple(_SCAN_FIELDS.pairs)
 """The (span attribute key, field number) pairs the compiled reader reads, in the order of its columns a0, a1, ..."""
 SCAN_RESOURCE_FIELDS = tuple((key, _FIELD_NUMBERS[field]) for _, key, field in _RESOURCE_ATTRS)
-"""The (resource attribute key, field number) pairs the compiled reader writes."""
+"""The (resource attribute key, field number) pairs the compiled reader reads."""
+SCAN_FIELD_COLUMNS = (tuple(map(_Fields.column, range(len(SCAN_SPAN_FIELDS)))),
+                      tuple(column for column, _, _ in _RESOURCE_ATTRS))
+"""The names of the compiled reader's span and resource field columns (its sink's arguments)."""
 _SCAN_SPANS_VIEW = "lens_scanned_spans"
 _SCAN_RESOURCES_VIEW = "lens_scanned_resources"
 """The names the compiled reader's columns are registered under, on the reading statement's cursor."""
@@ -572,8 +580,7 @@ class TraceStore:
         """Read ``files`` with the compiled reader, ``_SCAN_SPANS`` spans or more a statement; a file
         it cannot read as the SQL reader would goes to ``left`` (what it wrote taken back) for that reader."""
         scan = compiled_reader()
-        sink = scan.ArrowSink([f"a{i}" for i in range(len(SCAN_SPAN_FIELDS))],
-                              [column for column, _, _ in _RESOURCE_ATTRS], _SCAN_HELD)
+        sink = scan.ArrowSink(*SCAN_FIELD_COLUMNS, _SCAN_HELD)
         try:
             with self._cursor() as cursor:
                 for file in files:
@@ -945,7 +952,8 @@ _SCAN_SPANS = 200_000
 """Spans per statement of the compiled reader, at most (see ``_SCAN_HELD``)."""
 _SCAN_HELD = 32 * 1024 * 1024
 """The bytes of columns the compiled reader holds for one statement, at most (~150,000 spans of a
-training trace): memory outside the engine's limit, which ``_PROCESS_BYTES`` leaves room for."""
+training trace). They are outside the engine's limit: at 3M spans the reading peaked at 178-181 MiB
+with them (180-186 with the CSV text this replaced), the rollup after it at 182-184."""
 _SCAN_BYTES = 64 * 1024 * 1024
 """Bytes of files per job of the compiled reader (a job's files are counted done together)."""
 

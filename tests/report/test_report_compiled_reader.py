@@ -264,8 +264,7 @@ def test_a_full_sink_ends_a_statement_and_a_later_bad_line_takes_those_rows_back
 
 def _sink_and_scanner(path, file_index=0):
     scan = engine.compiled_reader()
-    sink = scan.ArrowSink([f"a{i}" for i in range(len(engine.SCAN_SPAN_FIELDS))],
-                          [column for column, _, _ in engine._RESOURCE_ATTRS])
+    sink = scan.ArrowSink(*engine.SCAN_FIELD_COLUMNS)
     return sink, scan.SpanScanner(str(path), file_index, 1 << 24, engine.SCAN_SPAN_FIELDS, engine.SCAN_RESOURCE_FIELDS)
 
 
@@ -335,6 +334,8 @@ def test_a_rewound_sink_hands_over_only_the_rows_before_its_mark(tmp_path):
 
 @pytest.mark.usefixtures("need_compiled")
 def test_a_sink_refuses_what_it_cannot_hold_with_what_is_allowed():
+    """A size past int32 offsets, a column name twice, a scanner reading other fields, a closed
+    sink: each refused with what is allowed, not written past a buffer."""
     scan = engine.compiled_reader()
     with pytest.raises(ValueError, match="1 MiB to 1 GiB"):
         scan.ArrowSink(["a0"], [], 1000)
