@@ -86,8 +86,6 @@ _PIECE_BYTES = 8 * 10**6
 """A trace file holding more than this (decompressed) is read in line-aligned pieces of about this
 size: DuckDB's JSON reader holds memory that grows with the file it reads, not with its lines (one
 165 MB file of 590 lines needed a 400 MB limit and peaked at 381 MiB; in pieces, ~200 MiB)."""
-_JOIN_ROW_BYTES = 40
-"""The rollup memory one span of a run-long join is given (2M spans a part at the default budget)."""
 STEP_ROW_BYTES = 500
 """The rollup memory one step anchor of the ``steps`` join is given (its hash tables hold the anchor's
 name and rank label; 160,000 anchors a part at the default budget). 500,000 anchors (10M spans)
@@ -95,6 +93,8 @@ needed 60-80 MB in one statement, and now and then ran out of the default plan's
 working tables in the engine's pool; within 50 MB they fit in two parts or more, not in one."""
 _DATABASE = "lens_spans"
 _ROW_GROUP_SIZE = 30_720
+_DISABLED_COMPRESSION = "fsst"
+"""The compression methods the store's database does not try (DuckDB's ``disabled_compression_methods``)."""
 _EVICT_TO = "1MB"
 """The engine's limit for the moment after each statement that reads alone: it evicts the pages
 that statement left cached (written to the database file already), and is then set back."""
@@ -492,6 +492,10 @@ class TraceStore:
         """What the report held outside the engine (figures read back) when that statement ran, in bytes."""
         self.con.execute(f"SET temp_directory = {_sql_text(os.path.join(self._dir, 'spill'))}")
         self.con.execute("SET preserve_insertion_order = false")
+        # the database lives for one report, so squeezing its texts is pure cost: FSST's analysis
+        # and compression of the 13 text columns took ~2.5 s of the 3M reading's ~13.5 s of CPU;
+        # dictionary compression, which the repeated names and resource texts need, stays
+        self.con.execute(f"SET disabled_compression_methods = '{_DISABLED_COMPRESSION}'")
         self.con.execute("SET enable_progress_bar = false")
         self.con.execute("CREATE TABLE files (idx INTEGER, path VARCHAR, first BIGINT)")
         self.con.execute(f"CREATE TABLE spans ({_COLUMNS})")
@@ -908,11 +912,9 @@ class TraceStore:
         self._base = self._limit_now = max(self.plan.rollup_bytes // 2, self.plan.rollup_bytes - int(nbytes))
         self.con.execute(f"SET memory_limit = '{self._base}B'")
 
-    def join_parts(self, rows: int, row_bytes: int = _JOIN_ROW_BYTES) -> int:
-        """Into how many parts (by id) a join of two tables of ``rows`` rows each is split so that
-        one part's hash tables fit the rollup's memory, each row taking ``row_bytes``: DuckDB
-        cannot spill all of them (a join of 10M spans held 200 MB, twice the default plan's
-        100 MB; see also :data:`STEP_ROW_BYTES`)."""
+    def join_parts(self, rows: int, row_bytes: int) -> int:
+        """Into how many parts (by id) a join of tables of ``rows`` rows is split so that one part's
+        hash tables fit the rollup's memory, each row taking ``row_bytes`` (see :data:`STEP_ROW_BYTES`)."""
         return max(1, -(-int(rows) // max(1, self.plan.rollup_bytes // int(row_bytes))))
 
     # ---- reading back ----------------------------------------------------------------------

@@ -96,6 +96,8 @@ RULES = tuple(sorted((RULE_BAD_TIMING, RULE_BUCKETED_OVERLAP, RULE_BUCKETED_UMBR
 """Every invariant the report checks."""
 
 _BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
+_BUCKET_NUMBER = "CASE {bucket} " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(BUCKETS)) + " END"
+"""SQL (``.format(bucket=...)``): a bucket's position in :data:`BUCKETS` (NULL for any other text)."""
 
 
 class RunChoiceError(ValueError):
@@ -338,7 +340,9 @@ def _jump(db: TraceStore) -> None:
     """For every span: its nearest step-candidate ancestor (``fs``) and nearest counted bucketed ancestor
     (``fb``), and whether its parent chain ends in a cycle (``cyclic``), in ``anc`` (a row for every
     span with a parent in the run); and ``parents`` (id, pid, fs, fb): each such span with its
-    parent's id, and that parent's id again where it is itself the answer.
+    parent's id, and that parent's id again where it is itself the answer. Both also carry the
+    span's own time and bucket number when it counts in sums (``counted_ns``, ``counted_bucket``:
+    NULL otherwise), so the step sums read ``anc`` alone instead of joining it with ``k``.
 
     A span's answers are its parent's own flags, else its parent's answers, so only the spans
     that are parents (the interior of the tree: a tenth of a training trace's spans) look up
@@ -349,8 +353,10 @@ def _jump(db: TraceStore) -> None:
     looking after more rounds than any chain could need are in (or below) a parent cycle.
     """
     # one join finds every span's parent, and whether that parent is itself the answer (fs, fb)
-    db.create("parents", """
-        SELECT c.id AS id, p.id AS pid, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb
+    db.create("parents", f"""
+        SELECT c.id AS id, p.id AS pid, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb,
+               CASE WHEN c.counted THEN c.end_ns - c.start_ns END AS counted_ns,
+               CASE WHEN c.counted THEN {_BUCKET_NUMBER.format(bucket="c.bucket")} END AS counted_bucket
         FROM k c JOIN k p ON p.trace = c.trace AND p.span = c.parent
     """)
     # the parents that have a parent start the look; a parent's parent is a parent, so every
@@ -381,7 +387,8 @@ def _jump(db: TraceStore) -> None:
     # every span: its parent if that is the answer, else its parent's answer (none for a root's child)
     # the answers stay in a narrow table of their own: adding them to k would rewrite it
     db.create("anc", """
-        SELECT p.id AS id, coalesce(p.fs, l.fs) AS fs, coalesce(p.fb, l.fb) AS fb, coalesce(l.cyclic, false) AS cyclic
+        SELECT p.id AS id, coalesce(p.fs, l.fs) AS fs, coalesce(p.fb, l.fb) AS fb, coalesce(l.cyclic, false) AS cyclic,
+               p.counted_ns AS counted_ns, p.counted_bucket AS counted_bucket
         FROM parents p LEFT JOIN looked l ON l.id = p.pid
     """)
     db.drop("looked")
@@ -409,21 +416,16 @@ def _steps(db: TraceStore) -> None:
         SELECT a.anchor AS anchor, max(m.end_ns) - min(m.start_ns) AS wall_ns
         FROM anchors a JOIN cands m ON m.id = a.cand GROUP BY a.anchor
     """)
-    # every counted span to its step's anchor: a join of two run-long tables, in parts of span ids
-    # when it would not fit the engine's memory (at 10M spans one join held 200 MB, twice the plan)
-    parts = db.join_parts(db.value("SELECT count(*) FROM anc"))
-    sums = ", ".join(f"coalesce(sum(b.end_ns - b.start_ns) FILTER (WHERE b.bucket = '{x}'), 0) AS {x}" for x in BUCKETS)
-    part_sql = [f"""
-        SELECT a.anchor AS anchor, {sums}
-        FROM (SELECT id, bucket, start_ns, end_ns FROM k WHERE counted{_part(parts, i)}) b
-        JOIN (SELECT id, fs FROM anc WHERE fs IS NOT NULL{_part(parts, i)}) p ON p.id = b.id
-        JOIN anchors a ON a.cand = p.fs GROUP BY a.anchor
-    """ for i in range(parts)]
-    _create_in_parts(db, "step_bucket_parts", part_sql)
+    # every counted span to its step's anchor: one pass over anc (which carries each counted span's
+    # time and bucket) and a join with the anchors, a table as long as the steps; this replaced a
+    # join of anc with k, two tables as long as the run, that had to run in parts of span ids
+    sums = ", ".join(f"coalesce(sum(p.counted_ns) FILTER (WHERE p.counted_bucket = {i}), 0) AS {x}"
+                     for i, x in enumerate(BUCKETS))
     db.create("step_buckets", f"""
-        SELECT anchor, {", ".join(f"sum({x}) AS {x}" for x in BUCKETS)} FROM step_bucket_parts GROUP BY anchor
+        SELECT a.anchor AS anchor, {sums}
+        FROM anc p JOIN anchors a ON a.cand = p.fs
+        WHERE p.counted_bucket IS NOT NULL GROUP BY a.anchor
     """)
-    db.drop("step_bucket_parts")
     _step_table(db)
 
 
@@ -453,11 +455,6 @@ def _create_in_parts(db: TraceStore, name: str, part_sql: list[str]) -> None:
     db.create(name, part_sql[0])
     for sql in part_sql[1:]:
         db.execute(f"INSERT INTO {name} {sql}")
-
-
-def _part(parts: int, i: int) -> str:
-    """SQL: `` AND`` the condition that a row's ``id`` is in part ``i`` of ``parts`` ('' for one part)."""
-    return "" if parts == 1 else f" AND id % {int(parts)} = {int(i)}"
 
 
 def _span_ref(db: TraceStore, ids: list[int]) -> dict[int, tuple[str, str, str, str, int, str]]:
@@ -512,8 +509,8 @@ def _violations(db: TraceStore, limit: int) -> tuple[tuple[Violation, ...], Coun
             rows = db.rows(f"WITH {KD} SELECT id, {reason} FROM kd WHERE {condition} "
                            f"ORDER BY file, line, id LIMIT {int(limit)}")
             found += [(rule, span_id, text) for span_id, text in rows]
-    nested = ("SELECT anc.fb AS fb, count(*) AS n_inner, min(anc.id) AS example FROM anc JOIN k ON k.id = anc.id "
-              "WHERE anc.fb IS NOT NULL AND NOT anc.cyclic AND k.counted GROUP BY anc.fb")
+    nested = ("SELECT anc.fb AS fb, count(*) AS n_inner, min(anc.id) AS example FROM anc "
+              "WHERE anc.fb IS NOT NULL AND NOT anc.cyclic AND anc.counted_bucket IS NOT NULL GROUP BY anc.fb")
     counts[RULE_NESTED_BUCKET] = db.value(f"SELECT count(*) FROM ({nested}) nested")
     if counts[RULE_NESTED_BUCKET]:
         rows = db.rows(f"""

@@ -174,36 +174,31 @@ def test_a_rollup_statement_that_runs_out_of_memory_runs_again_with_more(tmp_pat
     assert reports[0] == reports[1]
 
 
-def test_the_step_bucket_join_in_parts_and_rank_steps_in_slices_give_the_same_report(tmp_path, monkeypatch):
-    """Regression: at 10M spans under the default budget the step-bucket join (every counted span
-    to its step's anchor) held 200 MB, twice the rollup's plan, and reading the 500,000 (rank,
-    step) figures in one sorted result added ~60 MB more: peak RSS 370 MB. The join now runs in
-    parts of span ids when it would not fit (:meth:`TraceStore.join_parts`) and the figures are
-    read a slice of steps at a time; with 3 parts and slices of 7 rows the report is the same."""
+def test_the_steps_join_in_parts_and_rank_steps_in_slices_give_the_same_report(tmp_path, monkeypatch):
+    """Regression: at 10M spans under the default budget a join as long as the run held 200 MB,
+    twice the rollup's plan, and reading the 500,000 (rank, step) figures in one sorted result
+    added ~60 MB more: peak RSS 370 MB. A join that would not fit now runs in parts of ids
+    (:meth:`TraceStore.join_parts`: the steps join, since the step sums read ``anc`` alone) and
+    the figures are read a slice of steps at a time; with 3 parts and slices of 7 rows the report
+    is the same."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from trace_synth import write_run
 
     from lens_report import rollup
+    from lens_report.engine import STEP_ROW_BYTES
     from lens_report.rollup import build_report
 
     write_run(tmp_path / "run", 3, 40)
     reports = []
     with TraceStore(threads=2) as store:
         store.load([tmp_path / "run"])
-        assert store.join_parts(store.span_count()) == 1  # 2,400 spans: one part
+        assert store.join_parts(120, STEP_ROW_BYTES) == 1  # 3 ranks x 40 steps: one part
         reports.append(build_report(store).to_json())
-        monkeypatch.setattr(store, "join_parts", lambda rows, row_bytes=0: 3)
+        monkeypatch.setattr(store, "join_parts", lambda rows, row_bytes: 3)
         monkeypatch.setattr(rollup, "_SLICE_ROWS", 7)
         reports.append(build_report(store).to_json())
     assert reports[0]["rank_steps"]["rows"] and len(reports[0]["steps"]) == 40
     assert reports[0] == reports[1]
-
-
-def test_join_parts_grow_with_the_spans_and_shrink_with_the_budget():
-    """How many parts a run-long join is split into: one per 2M spans at the default budget."""
-    with TraceStore(threads=2) as small, TraceStore(memory_limit="1GB", threads=2) as large:
-        assert [small.join_parts(n) for n in (0, 1, 2_000_000, 3_000_000, 10_000_000)] == [1, 1, 1, 2, 5]
-        assert large.join_parts(9_000_000) == 1 and large.join_parts(10_000_000) == 2
 
 
 def test_figures_the_report_holds_in_python_come_off_the_engines_limit(tmp_path):
