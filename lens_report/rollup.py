@@ -353,11 +353,15 @@ def _jump(db: TraceStore) -> None:
     looking after more rounds than any chain could need are in (or below) a parent cycle.
     """
     # one join finds every span's parent, and whether that parent is itself the answer (fs, fb)
+    # (the child's time and bucket number are made before the join: its side stays as narrow as
+    # the parent's, which a join that does not fit the rollup's memory partitions and spills)
     db.create("parents", f"""
         SELECT c.id AS id, p.id AS pid, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb,
-               CASE WHEN c.counted THEN c.end_ns - c.start_ns END AS counted_ns,
-               CASE WHEN c.counted THEN {_BUCKET_NUMBER.format(bucket="c.bucket")} END AS counted_bucket
-        FROM k c JOIN k p ON p.trace = c.trace AND p.span = c.parent
+               c.counted_ns AS counted_ns, c.counted_bucket AS counted_bucket
+        FROM (SELECT id, trace, parent, CASE WHEN counted THEN end_ns - start_ns END AS counted_ns,
+                     CASE WHEN counted THEN {_BUCKET_NUMBER.format(bucket="bucket")} END AS counted_bucket
+              FROM k WHERE parent IS NOT NULL) c
+        JOIN k p ON p.trace = c.trace AND p.span = c.parent
     """)
     # the parents that have a parent start the look; a parent's parent is a parent, so every
     # span a look reaches is in this table

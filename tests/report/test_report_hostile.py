@@ -424,6 +424,27 @@ def test_the_steps_join_runs_in_parts_of_anchors_within_the_rollups_memory(monke
     assert parted[0][-4:] == (0, 0, 0, 0) and parted[1][-4:] == (6000, 2000, 27, 0)  # anchors 0 (no bucket) and 20
 
 
+@pytest.mark.slow
+def test_the_parents_join_fits_the_rollups_memory_with_the_step_sums_carried(tmp_path):
+    """Regression: once the parents join carried each child's time and bucket (so the step sums
+    read ``anc`` alone), its child side held the bucket text and both times through the join:
+    a 1M-span report's parents join ran out of the rollup's 80 MB, ran again with 160 MB and
+    peaked at 243 MiB, with a note. The child's side is now made narrow before the join. 300,000
+    spans under a 140 MB budget (a 33.6 MB rollup) ran out the same way; they now fit."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from trace_synth import write_run
+
+    from lens_report.rollup import build_report
+
+    assert write_run(tmp_path / "run", 30, 500) == 300_030
+    with TraceStore(memory_limit="140MB", threads=2) as store:
+        store.load([tmp_path / "run"])
+        report = build_report(store)
+        assert not store.read_limit_raised
+        assert not store.rollup_limit_raised, f"a rollup statement needed {store.rollup_limit} bytes"
+    assert len(report.to_json()["steps"]) == 500
+
+
 def test_the_steps_join_parts_grow_with_the_anchors():
     """One part up to 160,000 step anchors at the default budget (a 3.2M-span run), four at 500,000."""
     from lens_report.engine import STEP_ROW_BYTES
