@@ -11,7 +11,7 @@ from typing import Any
 
 from .classify import K_COLUMNS, KD, load_catalog
 from .rules import VOCABULARY_RULES, vocabulary_violations
-from .engine import STEP_ROW_BYTES, TraceStore
+from .engine import PARENT_ROW_BYTES, STEP_ROW_BYTES, TraceStore
 from .model import (
     BUCKETS,
     AttemptInfo,
@@ -354,15 +354,23 @@ def _jump(db: TraceStore) -> None:
     """
     # one join finds every span's parent, and whether that parent is itself the answer (fs, fb)
     # (the child's time and bucket number are made before the join: its side stays as narrow as
-    # the parent's, which a join that does not fit the rollup's memory partitions and spills)
-    db.create("parents", f"""
+    # the parent's); in parts of span ids when it would not fit the rollup's memory (a child and
+    # its parent meet in the same part: the child's parent id is the parent's span id)
+    parts = db.join_parts(db.value("SELECT count(*) FROM k"), PARENT_ROW_BYTES)
+
+    def part(key: str, i: int) -> str:
+        return "" if parts == 1 else f" AND {db.dialect.in_part(key, parts, i)}"
+
+    part_sql = [f"""
         SELECT c.id AS id, p.id AS pid, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb,
                c.counted_ns AS counted_ns, c.counted_bucket AS counted_bucket
         FROM (SELECT id, trace, parent, CASE WHEN counted THEN end_ns - start_ns END AS counted_ns,
                      CASE WHEN counted THEN {_BUCKET_NUMBER.format(bucket="bucket")} END AS counted_bucket
-              FROM k WHERE parent IS NOT NULL) c
-        JOIN k p ON p.trace = c.trace AND p.span = c.parent
-    """)
+              FROM k WHERE parent IS NOT NULL{part("parent", i)}) c
+        JOIN (SELECT id, trace, span, cand, counted FROM k WHERE true{part("span", i)}) p
+            ON p.trace = c.trace AND p.span = c.parent
+    """ for i in range(parts)]
+    _create_in_parts(db, "parents", part_sql)
     # the parents that have a parent start the look; a parent's parent is a parent, so every
     # span a look reaches is in this table
     db.create("jump", """
