@@ -178,9 +178,9 @@ def test_the_steps_join_in_parts_and_rank_steps_in_slices_give_the_same_report(t
     """Regression: at 10M spans under the default budget a join as long as the run held 200 MB,
     twice the rollup's plan, and reading the 500,000 (rank, step) figures in one sorted result
     added ~60 MB more: peak RSS 370 MB. A join that would not fit now runs in parts of ids
-    (:meth:`TraceStore.join_parts`: the steps join, since the step sums read ``anc`` alone) and
-    the figures are read a slice of steps at a time; with 3 parts and slices of 7 rows the report
-    is the same."""
+    (:meth:`TraceStore.join_parts`: the parent join, by span id, and the steps join, by anchor;
+    the step sums read ``anc`` alone) and the figures are read a slice of steps at a time; with
+    3 parts and slices of 7 rows the report is the same."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from trace_synth import write_run
 
