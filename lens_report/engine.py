@@ -97,8 +97,6 @@ needed 60-80 MB in one statement, and now and then ran out of the default plan's
 working tables in the engine's pool; within 50 MB they fit in two parts or more, not in one."""
 _DATABASE = "lens_spans"
 _ROW_GROUP_SIZE = 30_720
-_DISABLED_COMPRESSION = "fsst"
-"""The compression methods the store's database does not try (DuckDB's ``disabled_compression_methods``)."""
 _EVICT_TO = "1MB"
 """The engine's limit for the moment after each statement that reads alone: it evicts the pages
 that statement left cached (written to the database file already), and is then set back."""
@@ -499,7 +497,7 @@ class TraceStore:
         # the database lives for one report, so squeezing its texts is pure cost: FSST's analysis
         # and compression of the 13 text columns took ~2.5 s of the 3M reading's ~13.5 s of CPU;
         # dictionary compression, which the repeated names and resource texts need, stays
-        self.con.execute(f"SET disabled_compression_methods = '{_DISABLED_COMPRESSION}'")
+        self.con.execute("SET disabled_compression_methods = 'fsst'")
         self.con.execute("SET enable_progress_bar = false")
         self.con.execute("CREATE TABLE files (idx INTEGER, path VARCHAR, first BIGINT)")
         self.con.execute(f"CREATE TABLE spans ({_COLUMNS})")
@@ -918,7 +916,8 @@ class TraceStore:
 
     def join_parts(self, rows: int, row_bytes: int) -> int:
         """Into how many parts (by id) a join of tables of ``rows`` rows is split so that one part's
-        hash tables fit the rollup's memory, each row taking ``row_bytes`` (see :data:`STEP_ROW_BYTES`)."""
+        hash tables fit the rollup's memory, each row taking ``row_bytes`` (:data:`PARENT_ROW_BYTES`,
+        :data:`STEP_ROW_BYTES`)."""
         return max(1, -(-int(rows) // max(1, self.plan.rollup_bytes // int(row_bytes))))
 
     # ---- reading back ----------------------------------------------------------------------

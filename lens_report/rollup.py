@@ -357,18 +357,13 @@ def _jump(db: TraceStore) -> None:
     # the parent's); in parts of span ids when it would not fit the rollup's memory (a child and
     # its parent meet in the same part: the child's parent id is the parent's span id)
     parts = db.join_parts(db.value("SELECT count(*) FROM k"), PARENT_ROW_BYTES)
-
-    def part(key: str, i: int) -> str:
-        return "" if parts == 1 else f" AND {db.dialect.in_part(key, parts, i)}"
-
     part_sql = [f"""
         SELECT c.id AS id, p.id AS pid, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb,
                c.counted_ns AS counted_ns, c.counted_bucket AS counted_bucket
         FROM (SELECT id, trace, parent, CASE WHEN counted THEN end_ns - start_ns END AS counted_ns,
                      CASE WHEN counted THEN {_BUCKET_NUMBER.format(bucket="bucket")} END AS counted_bucket
-              FROM k WHERE parent IS NOT NULL{part("parent", i)}) c
-        JOIN (SELECT id, trace, span, cand, counted FROM k WHERE true{part("span", i)}) p
-            ON p.trace = c.trace AND p.span = c.parent
+              FROM {_part_of(db, "k", "parent", parts, i)} WHERE parent IS NOT NULL) c
+        JOIN {_part_of(db, "k", "span", parts, i)} p ON p.trace = c.trace AND p.span = c.parent
     """ for i in range(parts)]
     _create_in_parts(db, "parents", part_sql)
     # the parents that have a parent start the look; a parent's parent is a parent, so every
@@ -447,19 +442,21 @@ def _step_table(db: TraceStore) -> None:
     anchors, 10M spans, needed 60-80 MB in one statement and now and then ran out of the default
     plan's 100 MB; see :data:`~lens_report.engine.STEP_ROW_BYTES`)."""
     parts = db.join_parts(db.value("SELECT count(*) FROM step_walls"), STEP_ROW_BYTES)
-
-    def part(table: str, key: str, i: int) -> str:  # every input is cut, so every hash table shrinks
-        return table if parts == 1 else f"(SELECT * FROM {table} WHERE {db.dialect.in_part(key, parts, i)})"
-
     part_sql = [f"""
         SELECT s.id AS anchor, s.rank AS rank, s.rank_label AS rank_label, s.iteration AS iteration, s.trace AS trace,
                s.span AS span, s.name AS name, w.wall_ns AS wall_ns,
                CASE WHEN s.named_step THEN 'pattern' ELSE 'iteration' END AS method, s.start_ns AS start_ns,
                {", ".join(f"coalesce(b.{x}, 0) AS {x}" for x in BUCKETS)}
-        FROM {part("step_walls", "anchor", i)} w JOIN {part("cands", "id", i)} s ON s.id = w.anchor
-        LEFT JOIN {part("step_buckets", "anchor", i)} b ON b.anchor = w.anchor
-    """ for i in range(parts)]
+        FROM {_part_of(db, "step_walls", "anchor", parts, i)} w
+        JOIN {_part_of(db, "cands", "id", parts, i)} s ON s.id = w.anchor
+        LEFT JOIN {_part_of(db, "step_buckets", "anchor", parts, i)} b ON b.anchor = w.anchor
+    """ for i in range(parts)]  # every input is cut, so every hash table shrinks
     _create_in_parts(db, "steps", part_sql)
+
+
+def _part_of(db: TraceStore, table: str, key: str, parts: int, i: int) -> str:
+    """SQL: the rows of ``table`` whose ``key`` falls in part ``i`` of ``parts`` (the table itself for one part)."""
+    return table if parts == 1 else f"(SELECT * FROM {table} WHERE {db.dialect.in_part(key, parts, i)})"
 
 
 def _create_in_parts(db: TraceStore, name: str, part_sql: list[str]) -> None:
