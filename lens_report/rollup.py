@@ -352,25 +352,36 @@ def _jump(db: TraceStore) -> None:
     depth d takes log2(d) rounds of one join each, whatever the number of spans. Spans still
     looking after more rounds than any chain could need are in (or below) a parent cycle.
     """
+    # the spans that are some span's parent (the interior) first: the parent join then holds
+    # them alone in memory and streams every child past them (joined with every span, both
+    # sides of a 3M-span join spilled to disk); the interior's keys are made distinct first,
+    # so that step's hash table holds the interior too, not a row per child
+    db.create("parent_keys", "SELECT DISTINCT trace, parent AS span FROM k WHERE parent IS NOT NULL")
+    db.create("interior", """
+        SELECT k.trace AS trace, k.span AS span, k.id AS id, k.cand AS cand, k.counted AS counted
+        FROM k JOIN parent_keys q ON q.trace = k.trace AND q.span = k.span
+    """)
+    db.drop("parent_keys")
     # one join finds every span's parent, and whether that parent is itself the answer (fs, fb)
-    # (the child's time and bucket number are made before the join: its side stays as narrow as
-    # the parent's); in parts of span ids when it would not fit the rollup's memory (a child and
-    # its parent meet in the same part: the child's parent id is the parent's span id)
-    parts = db.join_parts(db.value("SELECT count(*) FROM k"), PARENT_ROW_BYTES)
+    # (the child's time and bucket number are made before the join: its side stays narrow); in
+    # parts of parent ids when the interior would not fit the rollup's memory (a child and its
+    # parent meet in the same part: the child's parent id is the parent's span id)
+    parts = db.join_parts(db.value("SELECT count(*) FROM interior"), PARENT_ROW_BYTES)
     part_sql = [f"""
         SELECT c.id AS id, p.id AS pid, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb,
                c.counted_ns AS counted_ns, c.counted_bucket AS counted_bucket
         FROM (SELECT id, trace, parent, CASE WHEN counted THEN end_ns - start_ns END AS counted_ns,
                      CASE WHEN counted THEN {_BUCKET_NUMBER.format(bucket="bucket")} END AS counted_bucket
               FROM {_part_of(db, "k", "parent", parts, i)} WHERE parent IS NOT NULL) c
-        JOIN {_part_of(db, "k", "span", parts, i)} p ON p.trace = c.trace AND p.span = c.parent
+        JOIN {_part_of(db, "interior", "span", parts, i)} p ON p.trace = c.trace AND p.span = c.parent
     """ for i in range(parts)]
     _create_in_parts(db, "parents", part_sql)
     # the parents that have a parent start the look; a parent's parent is a parent, so every
     # span a look reaches is in this table
     db.create("jump", """
-        SELECT id, pid AS jump, fs, fb FROM parents WHERE id IN (SELECT pid FROM parents)
+        SELECT id, pid AS jump, fs, fb FROM parents WHERE id IN (SELECT id FROM interior)
     """)
+    db.drop("interior")
     # invariant after round r: fs/fb is the nearest such ancestor within distance 2^r, and jump
     # the ancestor at distance 2^r (NULL once the chain has ended: the look is complete)
     total = db.value("SELECT count(*) FROM jump")
