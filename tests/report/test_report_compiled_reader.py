@@ -214,6 +214,26 @@ def test_a_file_the_compiled_reader_cannot_read_as_sql_does_is_read_by_sql(tmp_p
 
 
 @pytest.mark.usefixtures("need_compiled")
+def test_a_string_is_read_to_its_first_special_byte_wherever_that_falls(tmp_path, monkeypatch):
+    """The reader scans a string's plain bytes 16 at a time: a quote escape, another escape, a
+    non-ASCII letter or a raw control character at any offset of a long name (inside a block, at its
+    first or last byte, in the bytes after the last whole block) is found, and its file is left to
+    the SQL reader; a plain name of any length is read by the compiled reader, to its last byte."""
+    plain = []
+    for length in range(0, 41):
+        name = "".join(chr(ord("a") + i % 26) for i in range(length))
+        plain.append(_write(tmp_path / f"plain-{length:02}.jsonl", _line([_span(1 + length, name)])))
+    for offset in range(0, 40):
+        for k, (tag, special) in enumerate((("quote", '\\"'), ("escape", "\\n"), ("utf8", "é"), ("control", "\t"))):
+            name = "x" * offset + "@" + "y" * (40 - offset)
+            text = json.dumps(_line([_span(100 + 50 * k + offset, "NAME")]), ensure_ascii=False)
+            _write(tmp_path / f"{tag}-{offset:02}.jsonl", text.replace("NAME", name.replace("@", special)))
+    (spans, _, problems, _), compiled = _both([tmp_path], monkeypatch)
+    assert compiled == set(plain)
+    assert len(spans) == 41 + 3 * 40 and len(problems) == 40  # a raw tab in a string: invalid JSON
+
+
+@pytest.mark.usefixtures("need_compiled")
 def test_a_file_left_after_part_of_it_was_inserted_keeps_no_row_twice(tmp_path, monkeypatch):
     """A file whose bad line comes after statements already inserted its first spans (the compiled
     reader inserts every few spans here): those rows are removed and the SQL reader reads the
