@@ -87,9 +87,10 @@ _PIECE_BYTES = 8 * 10**6
 size: DuckDB's JSON reader holds memory that grows with the file it reads, not with its lines (one
 165 MB file of 590 lines needed a 400 MB limit and peaked at 381 MiB; in pieces, ~200 MiB)."""
 PARENT_ROW_BYTES = 26
-"""The rollup memory one span of the parent join is given (3M spans a part at the default budget).
-With each child's time and bucket carried through it, the join of 10M spans in one statement ran
-out of the default plan's 80 MB; 1M, 2M and 3M spans in one fit."""
+"""The rollup memory one span of the parent join's interior (the spans that are parents, which
+its hash table holds) is given: 3M a part at the default budget. Set when the join held every
+span: with each child's time and bucket carried through it, 10M spans in one statement ran out of
+the default plan's 80 MB; 1M, 2M and 3M in one fit. A trace's interior is ~a tenth of its spans."""
 STEP_ROW_BYTES = 500
 """The rollup memory one step anchor of the ``steps`` join is given (its hash tables hold the anchor's
 name and rank label; 160,000 anchors a part at the default budget). 500,000 anchors (10M spans)
