@@ -90,7 +90,8 @@ PARENT_ROW_BYTES = 26
 """The rollup memory one span of the parent join's interior (the spans that are parents, which
 its hash table holds) is given: 3M a part at the default budget. Set when the join held every
 span: with each child's time and bucket carried through it, 10M spans in one statement ran out of
-the default plan's 80 MB; 1M, 2M and 3M in one fit. A trace's interior is ~a tenth of its spans."""
+the default plan's 80 MB; 1M, 2M and 3M in one fit. The synthetic training trace's interior is a
+tenth of its spans; a chain's is all of them."""
 STEP_ROW_BYTES = 500
 """The rollup memory one step anchor of the ``steps`` join is given (its hash tables hold the anchor's
 name and rank label; 160,000 anchors a part at the default budget). 500,000 anchors (10M spans)
