@@ -13,7 +13,7 @@ from lens_core import semconv
 
 from ._units import memory_bytes
 from .dialect import CLICKHOUSE, DUCKDB, LOSS_COUNTERS, ResourceFields, SpanFields, sql_text
-from .engine import TraceStore, find_trace_files
+from .engine import SPAN_COLUMNS, TraceStore, find_trace_files
 from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem
 
 __all__ = [
@@ -632,6 +632,8 @@ class ClickHouseStore(TraceStore):
         self.problems: list[Problem] = []
         self.duplicate_count = 0
         self.columns_used: tuple[str, ...] = ()
+        self.stored_columns = SPAN_COLUMNS
+        """The columns of the ``spans`` table: every one (see :func:`~lens_report.engine.stored_columns`)."""
         self._tables: dict[str, None] = {}
         for setting in _SETTINGS:
             source.command(f"SET {setting}")

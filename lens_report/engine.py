@@ -244,6 +244,18 @@ _COLUMNS = """
     process VARCHAR, rank_label VARCHAR, lens_process BOOLEAN,
     loss BIGINT[], attrs VARCHAR, events VARCHAR, links VARCHAR
 """
+_COLUMN_TYPES = dict(part.split(None, 1) for part in " ".join(_COLUMNS.split()).split(", "))
+
+_DETAIL_COLUMNS = ("attrs", "events", "links")
+
+
+def stored_columns(detail: bool) -> tuple[str, ...]:
+    """The columns of the file store's ``spans`` table: :data:`SPAN_COLUMNS`, but the attributes,
+    events and links only with ``detail``. Without it every row would leave them NULL, and a column
+    costs DuckDB's insert its validity, statistics and compression all the same (~40 ms of CPU per
+    column per 1M rows; see the README's reading figures)."""
+    return tuple(c for c in _COLUMN_TYPES if detail or c not in _DETAIL_COLUMNS)
+
 
 def _unnest_or_null(items: str) -> str:
     """SQL: ``unnest`` of the list ``items``, one NULL row when it is empty or NULL (so the line can be reported).
@@ -280,40 +292,41 @@ def _resource_sql(source: str) -> str:
 
 
 def _span_select(attr: Callable[[str, str], str], span: SpanFields, *, problem: str, name: str,
-                 start_text: str, end_text: str, detail_cols: str) -> str:
-    """SQL: the SELECT both readers insert ``spans`` with, one definition of every column.
+                 start_text: str, end_text: str, detail_cols: tuple[str, str, str],
+                 columns: tuple[str, ...] | None = None) -> str:
+    """SQL: the SELECT both readers insert rows with, one definition of every column.
 
     It reads from a relation with ``file``, ``o``, ``trace_id``, ``span_id``, ``parent_id``,
     ``st``, ``en`` and the resource columns of :func:`_resource_sql`; ``attr(key, field)`` is the
     SQL of one field of a span attribute's value (NULL when absent), ``name`` the span's name
-    text, ``start_text``/``end_text`` what is kept of a time that is not an int64.
+    text, ``start_text``/``end_text`` what is kept of a time that is not an int64, ``detail_cols``
+    the attributes, events and links. ``columns``: the columns it selects, in their order (every
+    column of :data:`SPAN_COLUMNS` by default).
     """
     # the counters, then 1 when the record is the one written at shutdown
     final = f"coalesce(TRY_CAST({attr(semconv.LENS_TELEMETRY_FINAL, 'boolValue')} AS BOOLEAN), false)::BIGINT"
     loss = "[" + ", ".join([*(f"TRY_CAST({attr(key, 'intValue')} AS BIGINT)" for key in _LOSS_COUNTERS), final]) + "]"
     iteration = attr(ITERATION_ATTR, "intValue")
-    return f"""SELECT
-    file, o,
-    {problem},
-    trace_id, span_id, nullif(parent_id, 0), coalesce({name}, ''),
-    {span.kind()},
-    nullif(st, 0), nullif(en, 0),
-    {start_text}, {end_text},
-    {span.error()},
-    {attr(BUCKET_ATTR, "stringValue")},
-    {span.iteration(iteration)},
-    {attr(semconv.LENS_GROUP, "stringValue")},
-    TRY_CAST({attr(semconv.LENS_UMBRELLA, "boolValue")} AS BOOLEAN),
-    {attr(semconv.RL_EFFICIENCY_CATEGORY, "stringValue")},
-    coalesce({attr(semconv.THREAD_ID, "intValue")}, {attr(semconv.THREAD_ID, "stringValue")}),
-    {attr(semconv.THREAD_NAME, "stringValue")},
-    coalesce(TRY_CAST({attr(semconv.LENS_SPAN_TRUNCATED, "boolValue")} AS BOOLEAN), false),
-    run_id, instance, rank,
-    {_RESOURCE.pid()},
-    host, service, process, rank_label, {_RESOURCE.lens_process()},
-    CASE WHEN {name} = {_sql_text(semconv.LENS_LOSS_SPAN_NAME)} THEN {loss} END,
-    {detail_cols}
-"""
+    sql = {
+        "file": "file", "line": "o", "problem": problem,
+        "trace": "trace_id", "span": "span_id", "parent": "nullif(parent_id, 0)", "name": f"coalesce({name}, '')",
+        "kind": span.kind(), "start_ns": "nullif(st, 0)", "end_ns": "nullif(en, 0)",
+        "start_text": start_text, "end_text": end_text, "error": span.error(),
+        "bucket": attr(BUCKET_ATTR, "stringValue"), "iteration": span.iteration(iteration),
+        "grp": attr(semconv.LENS_GROUP, "stringValue"),
+        "umbrella": f"TRY_CAST({attr(semconv.LENS_UMBRELLA, 'boolValue')} AS BOOLEAN)",
+        "category": attr(semconv.RL_EFFICIENCY_CATEGORY, "stringValue"),
+        "thread": f"coalesce({attr(semconv.THREAD_ID, 'intValue')}, {attr(semconv.THREAD_ID, 'stringValue')})",
+        "thread_name": attr(semconv.THREAD_NAME, "stringValue"),
+        "truncated": f"coalesce(TRY_CAST({attr(semconv.LENS_SPAN_TRUNCATED, 'boolValue')} AS BOOLEAN), false)",
+        "run": "run_id", "instance": "instance", "rank": "rank", "process_pid": _RESOURCE.pid(),
+        "host": "host", "service": "service", "process": "process", "rank_label": "rank_label",
+        "lens_process": _RESOURCE.lens_process(),
+        "loss": f"CASE WHEN {name} = {_sql_text(semconv.LENS_LOSS_SPAN_NAME)} THEN {loss} END",
+        "attrs": detail_cols[0], "events": detail_cols[1], "links": detail_cols[2],
+    }
+    assert tuple(sql) == tuple(_COLUMN_TYPES), "one expression per column of the store, in its order"
+    return "SELECT\n    " + ",\n    ".join(f"{sql[c]} AS {c}" for c in (columns or tuple(_COLUMN_TYPES))) + "\n"
 
 
 def _ingest_sql(files_sql: str, detail: bool, as_index: int | None, max_line: int = _MAX_LINE_BYTES,
@@ -329,8 +342,8 @@ def _ingest_sql(files_sql: str, detail: bool, as_index: int | None, max_line: in
     """
     file_sql = (f"{int(as_index)}" if as_index is not None
                 else "(SELECT f.idx FROM files f WHERE f.path = lines.filename)")
-    detail_cols = ("to_json(t.attributes)::VARCHAR, t.events::VARCHAR, t.links::VARCHAR" if detail
-                   else "NULL, NULL, NULL")
+    detail_cols = (("to_json(t.attributes)::VARCHAR", "t.events::VARCHAR", "t.links::VARCHAR") if detail
+                   else ("NULL", "NULL", "NULL"))
     resource = ", ".join(f"{_rattr(key, field)} AS {column}" for column, key, field in _RESOURCE_ATTRS)
     problem = f"""CASE
         WHEN t IS NULL THEN '{_NO_SPANS}'
@@ -348,7 +361,8 @@ def _ingest_sql(files_sql: str, detail: bool, as_index: int | None, max_line: in
     END"""
     select = _span_select(_attr, _SPAN, problem=problem, name="t.name",
                           start_text="CASE WHEN st IS NULL THEN t.startTimeUnixNano END",
-                          end_text="CASE WHEN en IS NULL THEN t.endTimeUnixNano END", detail_cols=detail_cols)
+                          end_text="CASE WHEN en IS NULL THEN t.endTimeUnixNano END", detail_cols=detail_cols,
+                          columns=stored_columns(detail))
     return f"""
 INSERT INTO spans
 WITH lines AS NOT MATERIALIZED (
@@ -405,7 +419,7 @@ class _Fields:
 _SCAN_FIELDS = _Fields()
 _SCAN_SELECT = _span_select(_SCAN_FIELDS, SpanFields(DUCKDB, kind_text="kind_text", status_text="status_text"),
                             problem="NULL", name="name", start_text="NULL", end_text="NULL",
-                            detail_cols="NULL, NULL, NULL")
+                            detail_cols=("NULL", "NULL", "NULL"), columns=stored_columns(False))
 SCAN_SPAN_FIELDS = tuple(_SCAN_FIELDS.pairs)
 """The (span attribute key, field number) pairs the compiled reader reads, in the order of its columns a0, a1, ..."""
 SCAN_RESOURCE_FIELDS = tuple((key, _FIELD_NUMBERS[field]) for _, key, field in _RESOURCE_ATTRS)
@@ -502,7 +516,9 @@ class TraceStore:
         self.con.execute("SET disabled_compression_methods = 'fsst'")
         self.con.execute("SET enable_progress_bar = false")
         self.con.execute("CREATE TABLE files (idx INTEGER, path VARCHAR, first BIGINT)")
-        self.con.execute(f"CREATE TABLE spans ({_COLUMNS})")
+        self.stored_columns = stored_columns(detail)
+        """The columns of the ``spans`` table (see :func:`stored_columns`)."""
+        self.con.execute(f"CREATE TABLE spans ({', '.join(f'{c} {_COLUMN_TYPES[c]}' for c in self.stored_columns)})")
 
     def __enter__(self) -> TraceStore:
         return self
@@ -936,19 +952,20 @@ class TraceStore:
         """
         from .model import span_from_row
 
-        for columns, rows in self.stream(span_rows_sql(self.dialect, where, order)):
+        for columns, rows in self.stream(span_rows_sql(self.dialect, where, order, self.stored_columns)):
             for row in rows:
                 yield span_from_row(dict(zip(columns, row)))
 
 
-SPAN_COLUMNS = tuple(part.split()[0] for part in " ".join(_COLUMNS.split()).split(", "))
+SPAN_COLUMNS = tuple(_COLUMN_TYPES)
 """The columns of the store's ``spans`` table (both engines), in order."""
 
 
-def span_rows_sql(dialect: Any, where: str, order: str) -> str:
-    """SQL: the rows :func:`~lens_report.model.span_from_row` takes, of the spans that satisfy ``where``."""
+def span_rows_sql(dialect: Any, where: str, order: str, columns: tuple[str, ...] = SPAN_COLUMNS) -> str:
+    """SQL: the rows :func:`~lens_report.model.span_from_row` takes, of the spans that satisfy
+    ``where``; ``columns``: those the store's ``spans`` table has (every one by default)."""
     d = dialect
-    kept = ", ".join(f"s.{c}" for c in SPAN_COLUMNS if c not in ("trace", "span", "parent", "line"))
+    kept = ", ".join(f"s.{c}" for c in columns if c not in ("trace", "span", "parent", "line"))
     return (f"SELECT {kept}, {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, "
             f"CASE WHEN s.parent IS NOT NULL THEN {d.hex_id('s.parent', 16)} END AS parent, "
             f"s.line - f.first + 1 AS line, f.path AS path "

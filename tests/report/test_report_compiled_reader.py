@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from lens_report import TraceStore, engine
-from lens_report.engine import SPAN_COLUMNS
 from report_helpers import Otlp, report_of
 
 
@@ -36,7 +35,7 @@ def _store_rows(paths, monkeypatch, sql):
         monkeypatch.delenv("LENS_PURE_PYTHON", raising=False)
     with TraceStore() as store:
         store.load(paths)
-        columns = ", ".join("s.line - f.first + 1" if c == "line" else f"s.{c}" for c in SPAN_COLUMNS)
+        columns = ", ".join("s.line - f.first + 1" if c == "line" else f"s.{c}" for c in store.stored_columns)
         join = "s JOIN files f ON f.idx = s.file"
         spans = store.rows(f"SELECT {columns} FROM spans {join} ORDER BY s.file, s.line, s.span, s.name")
         loss = store.rows(f"SELECT {columns} FROM loss {join} ORDER BY s.file, s.line, s.span")
