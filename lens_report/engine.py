@@ -86,12 +86,13 @@ _PIECE_BYTES = 8 * 10**6
 """A trace file holding more than this (decompressed) is read in line-aligned pieces of about this
 size: DuckDB's JSON reader holds memory that grows with the file it reads, not with its lines (one
 165 MB file of 590 lines needed a 400 MB limit and peaked at 381 MiB; in pieces, ~200 MiB)."""
-PARENT_ROW_BYTES = 26
+PARENT_ROW_BYTES = 100
 """The rollup memory one span of the parent join's interior (the spans that are parents, which
-its hash table holds) is given: 3M a part at the default budget. Set when the join held every
-span: with each child's time and bucket carried through it, 10M spans in one statement ran out of
-the default plan's 80 MB; 1M, 2M and 3M in one fit. The synthetic training trace's interior is a
-tenth of its spans; a chain's is all of them."""
+its hash table holds) is given: 800,000 a part at the default budget. The synthetic training
+trace's interior is a tenth of its spans; a chain's is all of them. At 26 bytes (3M a part,
+sized when the join held every span, which is narrower than an interior row), a 10M-span run's
+1M-span interior joined in one part and now and then ran out of the default plan's 80 MB: one
+report in three ran it again with 152 MB and peaked at 280-297 MiB, with a note."""
 STEP_ROW_BYTES = 500
 """The rollup memory one step anchor of the ``steps`` join is given (its hash tables hold the anchor's
 name and rank label; 160,000 anchors a part at the default budget). 500,000 anchors (10M spans)

@@ -454,6 +454,19 @@ def test_the_steps_join_parts_grow_with_the_anchors():
         assert large.join_parts(500_000, STEP_ROW_BYTES) == 1
 
 
+def test_the_parent_join_parts_count_an_interior_row_at_its_hash_table_size():
+    """Regression: the parent join's parts counted 26 bytes an interior span (3M a part at the
+    default budget), sized when the join held every span, whose rows are narrower. A 10M-span
+    training run's interior of 1M spans then joined in one part and now and then ran out of the
+    rollup's 80 MB: one report in three ran it again with 152 MB, peaked at 280-297 MiB and said
+    so in a note. One part now holds up to 800,000 interior spans at the default budget."""
+    from lens_report.engine import PARENT_ROW_BYTES
+
+    with TraceStore(threads=2) as store:
+        assert [store.join_parts(n, PARENT_ROW_BYTES) for n in (0, 300_000, 800_000, 1_000_000, 3_000_000)] == \
+            [1, 1, 1, 2, 4]
+
+
 def test_a_statement_past_the_limit_lowered_for_held_figures_is_said_even_within_the_plan():
     """Regression: once the report holds the (rank, step) figures in Python, the rollup's engine
     runs within the plan less what they take (:meth:`TraceStore.hold_outside`). A statement that
