@@ -41,6 +41,7 @@ __all__ = [
     "read_spans",
     "require_duckdb",
     "span_rows_sql",
+    "stored_columns",
 ]
 
 ENGINE_HINT = "pip install 'lens-telemetry[report]'"
@@ -959,7 +960,8 @@ class TraceStore:
 
 
 SPAN_COLUMNS = tuple(_COLUMN_TYPES)
-"""The columns of the store's ``spans`` table (both engines), in order."""
+"""Every column a ``spans`` table can have (both engines), in order; a store's own are its
+``stored_columns`` (a file store without detail has no ``attrs``, ``events`` or ``links``)."""
 
 
 def span_rows_sql(dialect: Any, where: str, order: str, columns: tuple[str, ...] = SPAN_COLUMNS) -> str:
