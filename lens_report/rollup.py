@@ -263,7 +263,7 @@ def _build(store: TraceStore, run_id: str, cond: str, pattern: re.Pattern[str], 
     ranks, run_totals = _ranks(db, rank_labels, rank_steps)
     summary = db.rows("""
         SELECT count(*), count(DISTINCT trace), count(*) FILTER (WHERE error),
-               count(*) FILTER (WHERE parent IS NOT NULL) - (SELECT count(*) FROM parents)
+               count(*) FILTER (WHERE parent IS NOT NULL) - (SELECT count(*) FROM anc)
         FROM k
     """)[0]
     return Report(
@@ -337,51 +337,49 @@ def _classify(db: TraceStore, where: str) -> None:
 
 
 def _jump(db: TraceStore) -> None:
-    """For every span: its nearest step-candidate ancestor (``fs``) and nearest counted bucketed ancestor
-    (``fb``), and whether its parent chain ends in a cycle (``cyclic``), in ``anc`` (a row for every
-    span with a parent in the run); and ``parents`` (id, pid, fs, fb): each such span with its
-    parent's id, and that parent's id again where it is itself the answer. Both also carry the
+    """``anc``: a row for every span with a parent in the run, with that parent's id (``pid``),
+    the span's nearest step-candidate ancestor (``fs``) and nearest counted bucketed ancestor
+    (``fb``), and whether its parent chain ends in a cycle (``cyclic``). It also carries the
     span's own time and bucket number when it counts in sums (``counted_ns``, ``counted_bucket``:
     NULL otherwise), so the step sums read ``anc`` alone instead of joining it with ``k``.
 
     A span's answers are its parent's own flags, else its parent's answers, so only the spans
     that are parents (the interior of the tree: a tenth of a training trace's spans) look up
-    their chains; every other span then takes its answers from its parent in one join.
+    their chains, among themselves; every span then takes its answers from its parent in one
+    join, which makes ``anc`` (before, that join made a table of every span's parent links,
+    and a second join of it with the interior's answers made ``anc``: two run-long tables
+    written and read back where one is enough).
 
     Pointer jumping: each round doubles how far up every span has looked, so a chain of
     depth d takes log2(d) rounds of one join each, whatever the number of spans. Spans still
     looking after more rounds than any chain could need are in (or below) a parent cycle.
     """
-    # the spans that are some span's parent (the interior) first: the parent join then holds
-    # them alone in memory and streams every child past them (joined with every span, both
-    # sides of a 3M-span join spilled to disk); the interior's keys are made distinct first,
-    # so that step's hash table holds the interior too, not a row per child
+    # the spans that are some span's parent (the interior) first: the joins below hold them
+    # alone in memory and stream every child past them (joined with every span, both sides of
+    # a 3M-span join spilled to disk); the interior's keys are made distinct first, so that
+    # step's hash table holds the interior too, not a row per child
     db.create("parent_keys", "SELECT DISTINCT trace, parent AS span FROM k WHERE parent IS NOT NULL")
     db.create("interior", """
-        SELECT k.trace AS trace, k.span AS span, k.id AS id, k.cand AS cand, k.counted AS counted
+        SELECT k.trace AS trace, k.span AS span, k.parent AS parent, k.id AS id, k.cand AS cand, k.counted AS counted
         FROM k JOIN parent_keys q ON q.trace = k.trace AND q.span = k.span
     """)
     db.drop("parent_keys")
-    # one join finds every span's parent, and whether that parent is itself the answer (fs, fb)
-    # (the child's time and bucket number are made before the join: its side stays narrow); in
-    # parts of parent ids when the interior would not fit the rollup's memory (a child and its
+    # in parts of parent ids when the interior would not fit the rollup's memory (a child and its
     # parent meet in the same part: the child's parent id is the parent's span id)
     parts = db.join_parts(db.value("SELECT count(*) FROM interior"), PARENT_ROW_BYTES)
-    part_sql = [f"""
-        SELECT c.id AS id, p.id AS pid, CASE WHEN p.cand THEN p.id END AS fs, CASE WHEN p.counted THEN p.id END AS fb,
-               c.counted_ns AS counted_ns, c.counted_bucket AS counted_bucket
-        FROM (SELECT id, trace, parent, CASE WHEN counted THEN end_ns - start_ns END AS counted_ns,
-                     CASE WHEN counted THEN {_BUCKET_NUMBER.format(bucket="bucket")} END AS counted_bucket
-              FROM {_part_of(db, "k", "parent", parts, i)} WHERE parent IS NOT NULL) c
-        JOIN {_part_of(db, "interior", "span", parts, i)} p ON p.trace = c.trace AND p.span = c.parent
-    """ for i in range(parts)]
-    _create_in_parts(db, "parents", part_sql)
-    # the parents that have a parent start the look; a parent's parent is a parent, so every
-    # span a look reaches is in this table
-    db.create("jump", """
-        SELECT id, pid AS jump, fs, fb FROM parents WHERE id IN (SELECT id FROM interior)
-    """)
-    db.drop("interior")
+
+    def parent_join(children: str, parents: str, select: str, i: int) -> str:
+        """Part ``i`` of ``children`` (rows with ``trace`` and ``parent``) joined with their parents
+        in ``parents`` (an interior table), as ``c`` and ``p``."""
+        return f"""
+            SELECT {select} FROM {_part_of(db, children, "parent", parts, i)} c
+            JOIN {_part_of(db, parents, "span", parts, i)} p ON p.trace = c.trace AND p.span = c.parent"""
+
+    # the look starts at each interior span's parent (a parent's parent is a parent, so every
+    # span a look reaches is in the interior), and that parent's id where it is the answer
+    _create_in_parts(db, "jump", [parent_join(
+        "interior", "interior", "c.id AS id, p.id AS jump, CASE WHEN p.cand THEN p.id END AS fs, "
+        "CASE WHEN p.counted THEN p.id END AS fb", i) for i in range(parts)])
     # invariant after round r: fs/fb is the nearest such ancestor within distance 2^r, and jump
     # the ancestor at distance 2^r (NULL once the chain has ended: the look is complete)
     total = db.value("SELECT count(*) FROM jump")
@@ -396,20 +394,30 @@ def _jump(db: TraceStore) -> None:
             FROM jump a LEFT JOIN jump t ON t.id = a.jump LEFT JOIN found f ON f.id = a.jump
         """)
         db.execute("INSERT INTO found SELECT id, fs, fb FROM jump2 WHERE jump IS NULL")
-        db.drop("jump")  # one copy at a time: these tables are as long as the run
+        db.drop("jump")  # one copy at a time: these tables are as long as the interior
         db.create("jump", "SELECT * FROM jump2 WHERE jump IS NOT NULL")
         db.drop("jump2")
     db.create("looked", "SELECT id, fs, fb, false AS cyclic FROM found UNION ALL SELECT id, fs, fb, true FROM jump")
     db.drop("found")
     db.drop("jump")
-    # every span: its parent if that is the answer, else its parent's answer (none for a root's child)
-    # the answers stay in a narrow table of their own: adding them to k would rewrite it
-    db.create("anc", """
-        SELECT p.id AS id, coalesce(p.fs, l.fs) AS fs, coalesce(p.fb, l.fb) AS fb, coalesce(l.cyclic, false) AS cyclic,
-               p.counted_ns AS counted_ns, p.counted_bucket AS counted_bucket
-        FROM parents p LEFT JOIN looked l ON l.id = p.pid
+    # each interior span with its own answers beside its flags, so the one join below gives every
+    # span its parent's: the parent if that is the answer, else the parent's answer
+    db.create("interior_looked", """
+        SELECT i.trace AS trace, i.span AS span, i.id AS id, CASE WHEN i.cand THEN i.id ELSE l.fs END AS fs,
+               CASE WHEN i.counted THEN i.id ELSE l.fb END AS fb, coalesce(l.cyclic, false) AS cyclic
+        FROM interior i LEFT JOIN looked l ON l.id = i.id
     """)
     db.drop("looked")
+    db.drop("interior")
+    # every span with a parent: its answers from that parent (none for a root's child); the
+    # child's time and bucket number are made before the join, so its side stays narrow
+    counted = ("(SELECT id, trace, parent, CASE WHEN counted THEN end_ns - start_ns END AS counted_ns, "
+               f"CASE WHEN counted THEN {_BUCKET_NUMBER.format(bucket='bucket')} END AS counted_bucket "
+               "FROM k WHERE parent IS NOT NULL)")
+    _create_in_parts(db, "anc", [parent_join(
+        counted, "interior_looked", "c.id AS id, p.id AS pid, p.fs AS fs, p.fb AS fb, p.cyclic AS cyclic, "
+        "c.counted_ns AS counted_ns, c.counted_bucket AS counted_bucket", i) for i in range(parts)])
+    db.drop("interior_looked")
 
 
 def _steps(db: TraceStore) -> None:
@@ -581,7 +589,7 @@ def _violations(db: TraceStore, limit: int) -> tuple[tuple[Violation, ...], Coun
 def _cycles(db: TraceStore) -> list[tuple[int, str]]:
     """(id, reason) for every span on a parent cycle. Only spans whose look never reached a
     root (few, in malformed input) are walked, in Python, each once."""
-    parent = dict(db.rows("SELECT p.id, p.pid FROM parents p JOIN anc ON anc.id = p.id WHERE anc.cyclic"))
+    parent = dict(db.rows("SELECT id, pid FROM anc WHERE cyclic"))
     on_cycle: list[tuple[int, str]] = []
     state: dict[int, int] = {}  # 1: on the current path, 2: done
     for start in parent:
@@ -856,7 +864,7 @@ def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] 
                coalesce(s.thread_name, s.thread, '') AS thread_short,
                {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, s.kind AS kind, c.error AS error
         FROM chosen c JOIN spans s ON s.rowid = c.id
-        LEFT JOIN (SELECT id, pid FROM parents WHERE id IN (SELECT id FROM chosen)) p ON p.id = c.id
+        LEFT JOIN (SELECT id, pid FROM anc WHERE id IN (SELECT id FROM chosen)) p ON p.id = c.id
         ORDER BY c.start_ns, c.id
     """):
         spans += [dict(zip(columns, row)) for row in rows]

@@ -1,7 +1,7 @@
 """The report's by-name rules over the catalog: efficiency buckets, validation, umbrella stamps, uncatalogued buckets.
 
 Each rule is one query over the classified spans (``k``, with the stamped group, category and
-catalog membership each rule tests; ``kd``, ``parents`` and the catalog tables
+catalog membership each rule tests; ``kd``, ``anc`` (each span's parent id) and the catalog tables
 ``lens_report.classify`` loads) that yields ``(span row id, reason)``; the rollup counts
 and lists them beside its own invariants. A span a rule flags is still counted in the sums: these
 rules say what the emitter got wrong, the structural ones (``bucketed-umbrella``, ...) what a sum
@@ -73,10 +73,10 @@ def _queries(d: Dialect) -> dict[str, str]:
         RULE_VALIDATION_PRODUCTIVE: f"""
             WITH RECURSIVE {KD}, evals AS (SELECT id, name FROM kd WHERE grp = 'evaluate'),
             up(id, pid, depth) AS (
-                SELECT k.id, p.pid, 1 FROM k JOIN parents p ON p.id = k.id
+                SELECT k.id, p.pid, 1 FROM k JOIN anc p ON p.id = k.id
                 WHERE k.bucketed AND k.bucket = 'productive' AND EXISTS (SELECT 1 FROM evals)
                 UNION ALL
-                SELECT up.id, p.pid, up.depth + 1 FROM up JOIN parents p ON p.id = up.pid
+                SELECT up.id, p.pid, up.depth + 1 FROM up JOIN anc p ON p.id = up.pid
                 WHERE up.depth < {_MAX_DEPTH} AND up.pid NOT IN (SELECT id FROM evals)
             )
             SELECT up.id, 'productive under evaluate span ''' || min(e.name) || ''''
