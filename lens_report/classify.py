@@ -17,9 +17,10 @@ CATALOG_COLUMNS = "name VARCHAR, grp VARCHAR, umbrella BOOLEAN, category VARCHAR
 
 
 K_COLUMNS = ("id", "trace", "span", "parent", "bucket", "iteration", "start_ns", "end_ns", "error", "rank",
-              "rank_label", "file", "line", "ok", "bucketed", "umbrella", "never_reason", "timer_only", "named_step",
-              "in_named_trace", "counted", "cand")
-"""The columns of the rollup's classified spans (``k``), besides ``cand_name`` (a step candidate's name)."""
+              "rank_label", "file", "line", "ok", "bucketed", "umbrella", "never_reason", "timer_only", "counted",
+              "cand")
+"""The columns of the rollup's classified spans (``k``) that ``kd`` carries (``k`` also keeps what the
+by-name rules test: the stamped group, the category and whether the catalog knows the name)."""
 KD = """kd AS (
     SELECT """ + ", ".join(f"k.{c} AS {c}" for c in K_COLUMNS) + """, s.name AS name, s.process AS process, s.start_text AS start_text, s.end_text AS end_text,
            coalesce(s.grp, c.grp) AS grp, coalesce(s.category, c.category) AS category

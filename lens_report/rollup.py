@@ -255,7 +255,7 @@ def _build(store: TraceStore, run_id: str, cond: str, pattern: re.Pattern[str], 
     db.insert("step_names", [[n] for n in step_names])
     _classify(db, where)
     _jump(db)
-    _steps(db)
+    _steps(db, where)
     _rank_totals(db, where)
     violations, counts = _violations(db, max_violations)
     rank_labels, rank_steps = _rank_steps(db)
@@ -288,6 +288,21 @@ def _build(store: TraceStore, run_id: str, cond: str, pattern: re.Pattern[str], 
     )
 
 
+def _named_step(s: str) -> str:
+    """SQL: whether the span ``s`` (an alias of ``spans``) is a step span: its name matches the step
+    pattern (``step_names``), and it carries ``rl.iteration`` and no bucket (NULL when its name is NULL)."""
+    return f"({s}.name IN (SELECT name FROM step_names) AND {s}.iteration IS NOT NULL AND {s}.bucket IS NULL)"
+
+
+def _candidate(s: str) -> str:
+    """SQL: whether the span ``s`` (an alias of ``spans``) is a step candidate: well timed, and a step
+    span in a trace that has one (``named_traces``), else an unbucketed span with ``rl.iteration``
+    (the fallback, grouped by iteration). One definition for ``k`` and for ``cands``."""
+    return (f"coalesce({s}.start_ns IS NOT NULL AND {s}.end_ns >= {s}.start_ns AND "
+            f"CASE WHEN {s}.trace IN (SELECT trace FROM named_traces) THEN {_named_step(s)} "
+            f"ELSE {s}.iteration IS NOT NULL AND {s}.bucket IS NULL END, false)")
+
+
 def _classify(db: TraceStore, where: str) -> None:
     """``k``: one row per span of the run with what the checks need: its umbrella status, rules,
     whether it counts in sums and whether it is a step candidate. Only what the heavy queries
@@ -297,20 +312,17 @@ def _classify(db: TraceStore, where: str) -> None:
     # with rl.iteration are the step candidates (the fallback, grouped by iteration)
     db.create("named_traces", f"""
         SELECT DISTINCT trace FROM spans s {where + " AND" if where else "WHERE"}
-            s.name IN (SELECT name FROM step_names) AND s.iteration IS NOT NULL AND s.bucket IS NULL
-            AND s.start_ns IS NOT NULL AND s.end_ns >= s.start_ns
+            {_named_step("s")} AND s.start_ns IS NOT NULL AND s.end_ns >= s.start_ns
     """)
     # a span that must not carry a bucket does not count in any sum (it is flagged instead)
     # what the by-name rules test (the stamped group, the category, whether the catalog knows the
-    # name) and a step candidate's name are kept here, so no heavy query joins ``spans`` again (a
-    # join of every span by rowid held ~80 MB past the engine's memory limit per 1M spans)
+    # name) is kept here, so no heavy query joins ``spans`` again (a join of every span by rowid
+    # held ~80 MB past the engine's memory limit per 1M spans); the candidates' own columns are
+    # read from ``spans`` when ``cands`` is made (see _steps)
     db.create("k", f"""
-        SELECT {", ".join(K_COLUMNS)}, stamped_grp, category, catalogued,
-               CASE WHEN cand THEN span_name END AS cand_name FROM (
+        SELECT {", ".join(K_COLUMNS)}, stamped_grp, category, catalogued FROM (
         SELECT *, coalesce(ok AND bucketed AND bucket IN {_BUCKET_LIST} AND NOT coalesce(umbrella, false)
-                           AND never_reason IS NULL AND NOT timer_only, false) AS counted,
-               coalesce(ok AND CASE WHEN in_named_trace THEN named_step
-                                    ELSE iteration IS NOT NULL AND NOT bucketed END, false) AS cand
+                           AND never_reason IS NULL AND NOT timer_only, false) AS counted
         FROM (
         SELECT s.rowid AS id, s.trace AS trace, s.span AS span, s.parent AS parent, s.bucket AS bucket,
                s.iteration AS iteration, s.start_ns AS start_ns, s.end_ns AS end_ns, s.error AS error,
@@ -325,10 +337,7 @@ def _classify(db: TraceStore, where: str) -> None:
                    WHEN 'unbucketed' THEN 'its category (' || coalesce(s.category, c.category)
                                           || ') overlaps other bucketed work' END) AS never_reason,
                coalesce(r.rule = 'timer-only', false) AS timer_only,
-               coalesce(s.name IN (SELECT name FROM step_names) AND s.iteration IS NOT NULL AND s.bucket IS NULL,
-                        false) AS named_step,
-               s.trace IN (SELECT trace FROM named_traces) AS in_named_trace, s.name AS span_name,
-               s.grp AS stamped_grp, coalesce(s.category, c.category) AS category, c.name IS NOT NULL AS catalogued
+               {_candidate("s")} AS cand, s.grp AS stamped_grp, coalesce(s.category, c.category) AS category, c.name IS NOT NULL AS catalogued
         FROM spans s
         LEFT JOIN catalog c ON c.name = s.name
         LEFT JOIN category_rules r ON r.category = coalesce(s.category, c.category)
@@ -420,17 +429,23 @@ def _jump(db: TraceStore) -> None:
     db.drop("interior_looked")
 
 
-def _steps(db: TraceStore) -> None:
+def _steps(db: TraceStore, where: str) -> None:
     """``steps``: one row per step anchor (a step span, or the first span of an iteration group)
     with its rank, iteration, wall time and the buckets of the bucketed spans below it."""
     # fallback groups: candidates of a trace without step spans, not below a bucketed span
     # (a deferred checkpoint finalize may outlive its step; its time is its ancestor's)
-    # the candidates once, so the step queries below scan them and not every span
-    db.create("cands", """
-        SELECT k.id AS id, k.trace AS trace, k.iteration AS iteration, k.start_ns AS start_ns, k.end_ns AS end_ns,
-               k.named_step AS named_step, anc.fb AS fb, k.rank AS rank, k.rank_label AS rank_label, k.cand_name AS name,
-               k.span AS span
-        FROM k LEFT JOIN anc ON anc.id = k.id WHERE k.cand
+    # the candidates once, so the step queries below scan them and not every span; read from
+    # ``spans`` (compressed, in the database file) rather than from ``k``: the ten columns of a
+    # spilled 3M-span ``k`` read back took ~0.65 s of CPU, ``spans`` ~0.4 s
+    db.create("cands", f"""
+        SELECT c.id AS id, c.trace AS trace, c.iteration AS iteration, c.start_ns AS start_ns, c.end_ns AS end_ns,
+               c.named_step AS named_step, anc.fb AS fb, c.rank AS rank, c.rank_label AS rank_label, c.name AS name,
+               c.span AS span
+        FROM (SELECT s.rowid AS id, s.trace AS trace, s.iteration AS iteration, s.start_ns AS start_ns,
+                     s.end_ns AS end_ns, coalesce({_named_step("s")}, false) AS named_step, s.rank AS rank,
+                     s.rank_label AS rank_label, s.name AS name, s.span AS span
+              FROM spans s {where + " AND" if where else "WHERE"} {_candidate("s")}) c
+        LEFT JOIN anc ON anc.id = c.id
     """)
     db.create("anchors", """
         SELECT id AS cand, id AS anchor FROM cands WHERE named_step
