@@ -457,17 +457,27 @@ def _steps(db: TraceStore, where: str) -> None:
         SELECT a.anchor AS anchor, max(m.end_ns) - min(m.start_ns) AS wall_ns
         FROM anchors a JOIN cands m ON m.id = a.cand GROUP BY a.anchor
     """)
+    _step_buckets(db)
+    _step_table(db)
+
+
+def _step_buckets(db: TraceStore) -> None:
+    """``step_buckets``: each step anchor with the bucket sums of the counted spans below it (from
+    ``anc``, ``anchors`` and ``step_walls``)."""
     # every counted span to its step's anchor: one pass over anc (which carries each counted span's
     # time and bucket) and a join with the anchors, a table as long as the steps; this replaced a
     # join of anc with k, two tables as long as the run, that had to run in parts of span ids
     sums = ", ".join(f"coalesce(sum(p.counted_ns) FILTER (WHERE p.counted_bucket = {i}), 0) AS {x}"
                      for i, x in enumerate(BUCKETS))
-    db.create("step_buckets", f"""
+    # in parts of anchor ids when the anchors would not fit the rollup's memory, as the steps join
+    # below: its hash table and the sums grouped by anchor (500,000 at 10M spans) in one statement
+    # ran out of the default plan's 80 MB in two 10M reports of five (each part reads all of anc)
+    parts = db.join_parts(db.value("SELECT count(*) FROM step_walls"), STEP_ROW_BYTES)
+    _create_in_parts(db, "step_buckets", [f"""
         SELECT a.anchor AS anchor, {sums}
-        FROM anc p JOIN anchors a ON a.cand = p.fs
+        FROM anc p JOIN {_part_of(db, "anchors", "anchor", parts, i)} a ON a.cand = p.fs
         WHERE p.counted_bucket IS NOT NULL GROUP BY a.anchor
-    """)
-    _step_table(db)
+    """ for i in range(parts)])
 
 
 def _step_table(db: TraceStore) -> None:

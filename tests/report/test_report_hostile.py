@@ -445,6 +445,44 @@ def test_the_parents_join_fits_the_rollups_memory_with_the_step_sums_carried(tmp
     assert len(report.to_json()["steps"]) == 500
 
 
+def _bucket_join_inputs(store, anchors, children):
+    """The tables the step bucket sums read, as a 10M-span run leaves them: ``anchors`` step anchors
+    (each its own candidate), ``children`` counted spans below each in ``anc``."""
+    store.execute(f"CREATE TEMP TABLE anchors AS SELECT i * 20 AS cand, i * 20 AS anchor FROM range({int(anchors)}) t(i)")
+    store.execute("CREATE TEMP TABLE step_walls AS SELECT anchor, 4000000000 AS wall_ns FROM anchors")
+    store.execute(f"""CREATE TEMP TABLE anc AS SELECT i AS id, i // {int(children)} * 20 AS fs, NULL::BIGINT AS fb,
+        false AS cyclic, 100 + i % 7 AS counted_ns, (i % 4)::INTEGER AS counted_bucket
+        FROM range({int(anchors * children)}) t(i)""")
+
+
+@pytest.mark.slow
+def test_the_step_bucket_sums_run_in_parts_of_anchors_within_the_rollups_memory(monkeypatch):
+    """Regression: the statement that sums each step's counted spans (``anc`` joined with the
+    anchors and grouped by anchor: 500,000 groups at 10M spans) ran in one statement, and in two
+    10M reports of five ran out of the default plan's 80 MB, ran again with 152 MB and peaked at
+    281 MiB with a note. It now runs in parts of anchor ids, as the steps join does. Here the
+    rollup gets 50 MB: in one statement the sums need more (the control), in parts they do not,
+    and the sums are the same."""
+    from lens_report import rollup
+    from lens_report.engine import STEP_ROW_BYTES
+
+    with TraceStore(memory_limit="181MB", threads=2) as store:
+        assert store.plan.rollup_bytes == 50_000_000
+        store.con.execute(f"SET memory_limit = '{store.plan.rollup_bytes}B'")
+        store.con.execute("SET threads = 2")
+        _bucket_join_inputs(store, 500_000, 4)
+        assert store.join_parts(500_000, STEP_ROW_BYTES) == 5
+        rollup._step_buckets(store)
+        assert not store.rollup_limit_raised
+        parted = store.rows("SELECT * FROM step_buckets ORDER BY anchor")
+        monkeypatch.setattr(store, "join_parts", lambda rows, row_bytes=0: 1)
+        rollup._step_buckets(store)
+        assert store.rollup_limit_raised  # one statement ran out of 50 MB and ran again with more
+        assert store.rows("SELECT * FROM step_buckets ORDER BY anchor") == parted
+    assert len(parted) == 500_000
+    assert parted[0][1:] == (100, 101, 102, 103) and parted[1][1:] == (104, 105, 106, 100)
+
+
 def test_the_steps_join_parts_grow_with_the_anchors():
     """One part up to 160,000 step anchors at the default budget (a 3.2M-span run), four at 500,000."""
     from lens_report.engine import STEP_ROW_BYTES
