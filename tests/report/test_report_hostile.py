@@ -396,6 +396,20 @@ def _step_join_inputs(store, anchors):
         2000 AS overhead, 3 * (id % 11) AS idle, 0 AS wasted FROM cands WHERE id % 3 <> 0""")
 
 
+def _in_parts_and_in_one(store, monkeypatch, build, table):
+    """Run ``build`` (a rollup step that makes ``table``) in its parts, within the store's rollup
+    limit, then in one statement (the control: it runs out and runs again with more); the rows of
+    ``table``, by anchor, which both runs must give."""
+    build(store)
+    assert not store.rollup_limit_raised
+    parted = store.rows(f"SELECT * FROM {table} ORDER BY anchor")
+    monkeypatch.setattr(store, "join_parts", lambda rows, row_bytes=0: 1)
+    build(store)
+    assert store.rollup_limit_raised  # one statement ran out of the limit and ran again with more
+    assert store.rows(f"SELECT * FROM {table} ORDER BY anchor") == parted
+    return parted
+
+
 @pytest.mark.slow
 def test_the_steps_join_runs_in_parts_of_anchors_within_the_rollups_memory(monkeypatch):
     """Regression: the statement that builds ``steps`` (each step anchor joined with its wall time
@@ -413,13 +427,7 @@ def test_the_steps_join_runs_in_parts_of_anchors_within_the_rollups_memory(monke
         store.con.execute("SET threads = 2")
         _step_join_inputs(store, 500_000)
         assert store.join_parts(500_000, STEP_ROW_BYTES) == 5
-        rollup._step_table(store)
-        assert not store.rollup_limit_raised
-        parted = store.rows("SELECT * FROM steps ORDER BY anchor")
-        monkeypatch.setattr(store, "join_parts", lambda rows, row_bytes=0: 1)
-        rollup._step_table(store)
-        assert store.rollup_limit_raised  # one statement ran out of 50 MB and ran again with more
-        assert store.rows("SELECT * FROM steps ORDER BY anchor") == parted
+        parted = _in_parts_and_in_one(store, monkeypatch, rollup._step_table, "steps")
     assert len(parted) == 500_000
     assert parted[0][-4:] == (0, 0, 0, 0) and parted[1][-4:] == (6000, 2000, 27, 0)  # anchors 0 (no bucket) and 20
 
@@ -472,13 +480,7 @@ def test_the_step_bucket_sums_run_in_parts_of_anchors_within_the_rollups_memory(
         store.con.execute("SET threads = 2")
         _bucket_join_inputs(store, 500_000, 4)
         assert store.join_parts(500_000, STEP_ROW_BYTES) == 5
-        rollup._step_buckets(store)
-        assert not store.rollup_limit_raised
-        parted = store.rows("SELECT * FROM step_buckets ORDER BY anchor")
-        monkeypatch.setattr(store, "join_parts", lambda rows, row_bytes=0: 1)
-        rollup._step_buckets(store)
-        assert store.rollup_limit_raised  # one statement ran out of 50 MB and ran again with more
-        assert store.rows("SELECT * FROM step_buckets ORDER BY anchor") == parted
+        parted = _in_parts_and_in_one(store, monkeypatch, rollup._step_buckets, "step_buckets")
     assert len(parted) == 500_000
     assert parted[0][1:] == (100, 101, 102, 103) and parted[1][1:] == (104, 105, 106, 100)
 
