@@ -288,6 +288,12 @@ def _build(store: TraceStore, run_id: str, cond: str, pattern: re.Pattern[str], 
     )
 
 
+def _well_timed(s: str) -> str:
+    """SQL: whether the span ``s`` (an alias of ``spans``) has both times, the end not before the start
+    (NULL when a time is missing: wrap it in ``coalesce(..., false)`` where a NULL would not read false)."""
+    return f"({s}.start_ns IS NOT NULL AND {s}.end_ns >= {s}.start_ns)"
+
+
 def _named_step(s: str) -> str:
     """SQL: whether the span ``s`` (an alias of ``spans``) is a step span: its name matches the step
     pattern (``step_names``), and it carries ``rl.iteration`` and no bucket (NULL when its name is NULL)."""
@@ -298,7 +304,7 @@ def _candidate(s: str) -> str:
     """SQL: whether the span ``s`` (an alias of ``spans``) is a step candidate: well timed, and a step
     span in a trace that has one (``named_traces``), else an unbucketed span with ``rl.iteration``
     (the fallback, grouped by iteration). One definition for ``k`` and for ``cands``."""
-    return (f"coalesce({s}.start_ns IS NOT NULL AND {s}.end_ns >= {s}.start_ns AND "
+    return (f"coalesce({_well_timed(s)} AND "
             f"CASE WHEN {s}.trace IN (SELECT trace FROM named_traces) THEN {_named_step(s)} "
             f"ELSE {s}.iteration IS NOT NULL AND {s}.bucket IS NULL END, false)")
 
@@ -312,7 +318,7 @@ def _classify(db: TraceStore, where: str) -> None:
     # with rl.iteration are the step candidates (the fallback, grouped by iteration)
     db.create("named_traces", f"""
         SELECT DISTINCT trace FROM spans s {where + " AND" if where else "WHERE"}
-            {_named_step("s")} AND s.start_ns IS NOT NULL AND s.end_ns >= s.start_ns
+            {_named_step("s")} AND {_well_timed("s")}
     """)
     # a span that must not carry a bucket does not count in any sum (it is flagged instead)
     # what the by-name rules test (the stamped group, the category, whether the catalog knows the
@@ -327,7 +333,7 @@ def _classify(db: TraceStore, where: str) -> None:
         SELECT s.rowid AS id, s.trace AS trace, s.span AS span, s.parent AS parent, s.bucket AS bucket,
                s.iteration AS iteration, s.start_ns AS start_ns, s.end_ns AS end_ns, s.error AS error,
                s.rank AS rank, s.rank_label AS rank_label, s.file AS file, s.line AS line,
-               coalesce(s.start_ns IS NOT NULL AND s.end_ns IS NOT NULL AND s.end_ns >= s.start_ns, false) AS ok,
+               coalesce({_well_timed("s")}, false) AS ok,
                s.bucket IS NOT NULL AS bucketed,
                -- lens stamps lens.umbrella on umbrellas only: with lens.group, absence means a leaf
                CASE WHEN s.grp IS NOT NULL THEN coalesce(s.umbrella, false)
@@ -461,6 +467,12 @@ def _steps(db: TraceStore, where: str) -> None:
     _step_table(db)
 
 
+def _step_parts(db: TraceStore) -> int:
+    """Into how many parts of anchor ids the joins of step anchors run (see
+    :data:`~lens_report.engine.STEP_ROW_BYTES`): the step sums and the steps join hold as many."""
+    return db.join_parts(db.value("SELECT count(*) FROM step_walls"), STEP_ROW_BYTES)
+
+
 def _step_buckets(db: TraceStore) -> None:
     """``step_buckets``: each step anchor with the bucket sums of the counted spans below it (from
     ``anc``, ``anchors`` and ``step_walls``)."""
@@ -472,7 +484,7 @@ def _step_buckets(db: TraceStore) -> None:
     # in parts of anchor ids when the anchors would not fit the rollup's memory, as the steps join
     # below: its hash table and the sums grouped by anchor (500,000 at 10M spans) in one statement
     # ran out of the default plan's 80 MB in two 10M reports of five (each part reads all of anc)
-    parts = db.join_parts(db.value("SELECT count(*) FROM step_walls"), STEP_ROW_BYTES)
+    parts = _step_parts(db)
     _create_in_parts(db, "step_buckets", [f"""
         SELECT a.anchor AS anchor, {sums}
         FROM anc p JOIN {_part_of(db, "anchors", "anchor", parts, i)} a ON a.cand = p.fs
@@ -485,7 +497,7 @@ def _step_table(db: TraceStore) -> None:
     and bucket sums, in parts of anchor ids when they would not fit the rollup's memory (500,000
     anchors, 10M spans, needed 60-80 MB in one statement and now and then ran out of the default
     plan's 100 MB; see :data:`~lens_report.engine.STEP_ROW_BYTES`)."""
-    parts = db.join_parts(db.value("SELECT count(*) FROM step_walls"), STEP_ROW_BYTES)
+    parts = _step_parts(db)
     part_sql = [f"""
         SELECT s.id AS anchor, s.rank AS rank, s.rank_label AS rank_label, s.iteration AS iteration, s.trace AS trace,
                s.span AS span, s.name AS name, w.wall_ns AS wall_ns,
