@@ -259,6 +259,22 @@ def stored_columns(detail: bool) -> tuple[str, ...]:
     return tuple(c for c in _COLUMN_TYPES if detail or c not in _DETAIL_COLUMNS)
 
 
+RESOURCE_COLUMNS = ("run", "instance", "rank", "process_pid", "host", "service", "process", "rank_label",
+                    "lens_process")
+"""The columns of ``spans`` that are its resource's (its process's): the file store keeps them once
+per resource, in the table ``resources``, and each row of ``span_rows`` names its resource
+(``res``); the view ``spans`` joins the two. Nine columns written with every span cost the 3M
+reading ~1.4 s of its ~6.5 s of CPU (DuckDB's insert pays validity, statistics and compression
+per column and row); the view's join with a table of a few hundred rows costs the rollup nothing
+measurable."""
+
+
+def row_columns(detail: bool) -> tuple[str, ...]:
+    """The columns of the file store's ``span_rows`` table: :func:`stored_columns` but those of
+    :data:`RESOURCE_COLUMNS`, then ``res`` (the row's resource in ``resources``)."""
+    return (*(c for c in stored_columns(detail) if c not in RESOURCE_COLUMNS), "res")
+
+
 def _unnest_or_null(items: str) -> str:
     """SQL: ``unnest`` of the list ``items``, one NULL row when it is empty or NULL (so the line can be reported).
 
@@ -366,7 +382,7 @@ def _ingest_sql(files_sql: str, detail: bool, as_index: int | None, max_line: in
                           end_text="CASE WHEN en IS NULL THEN t.endTimeUnixNano END", detail_cols=detail_cols,
                           columns=stored_columns(detail))
     return f"""
-INSERT INTO spans
+INSERT INTO sql_spans
 WITH lines AS NOT MATERIALIZED (
     SELECT filename, ordinality + {int(line_offset)} AS o, json_transform(json, '{_line_type(detail)}') AS j
     FROM read_ndjson_objects({files_sql}, ignore_errors=true, filename=true,
@@ -421,7 +437,7 @@ class _Fields:
 _SCAN_FIELDS = _Fields()
 _SCAN_SELECT = _span_select(_SCAN_FIELDS, SpanFields(DUCKDB, kind_text="kind_text", status_text="status_text"),
                             problem="NULL", name="name", start_text="NULL", end_text="NULL",
-                            detail_cols=("NULL", "NULL", "NULL"), columns=stored_columns(False))
+                            detail_cols=("NULL", "NULL", "NULL"), columns=row_columns(False)[:-1])
 SCAN_SPAN_FIELDS = tuple(_SCAN_FIELDS.pairs)
 """The (span attribute key, field number) pairs the compiled reader reads, in the order of its columns a0, a1, ..."""
 SCAN_RESOURCE_FIELDS = tuple((key, _FIELD_NUMBERS[field]) for _, key, field in _RESOURCE_ATTRS)
@@ -434,23 +450,49 @@ _SCAN_RESOURCES_VIEW = "lens_scanned_resources"
 """The names the compiled reader's columns are registered under, on the reading statement's cursor."""
 
 
-def _scan_ingest_sql() -> str:
-    """One INSERT of the spans the compiled reader handed over (registered as ``_SCAN_SPANS_VIEW``
-    and ``_SCAN_RESOURCES_VIEW``: the columns of ``lens_report._scan.SPAN_COLUMNS`` and
-    ``RESOURCE_COLUMNS``, then ``a0``... and the columns of ``_RESOURCE_ATTRS``)."""
-    return f"""
-INSERT INTO spans
+def _scan_ingest_sql() -> tuple[str, str, str]:
+    """The three statements that store what the compiled reader handed over (registered as
+    ``_SCAN_SPANS_VIEW`` and ``_SCAN_RESOURCES_VIEW``: the columns of ``lens_report._scan.SPAN_COLUMNS``
+    and ``RESOURCE_COLUMNS``, then ``a0``... and the columns of ``_RESOURCE_ATTRS``): the batch's
+    resources with their id, in the cursor's temporary table ``_BATCH_RESOURCES``; each distinct
+    one into ``resources``; the spans into ``span_rows``.
+
+    A resource is one line's (the scanner numbers them per file, ``res``); the lines of one
+    process repeat it, so the batch's resources with the same columns share one id, the first
+    of their ``(file, res)`` numbers (``file * 2**32 + res``: unique in the store, so two
+    batches, or two readers, never give two resources one id)."""
+    columns = ", ".join(RESOURCE_COLUMNS)
+    batch = f"""
+CREATE OR REPLACE TEMP TABLE {_BATCH_RESOURCES} AS
 WITH r AS NOT MATERIALIZED (
     SELECT * FROM {_SCAN_RESOURCES_VIEW}
-), {_resource_sql("r")}, y AS NOT MATERIALIZED (
-    SELECT s.* EXCLUDE (th, tl), (s.th::UHUGEINT << 64) | s.tl::UHUGEINT AS trace_id, rsk.* EXCLUDE (file, res)
-    FROM {_SCAN_SPANS_VIEW} s
-    JOIN rsk ON rsk.file = s.file AND rsk.res = s.res
+), {_resource_sql("r")}, c AS (
+    SELECT file, res, {_SCAN_RESOURCE_SELECT}FROM rsk
 )
-{_SCAN_SELECT}FROM y
+SELECT file, res, min((file::BIGINT << 32) | res) OVER (PARTITION BY {columns}) AS id, {columns} FROM c
 """
+    resources = f"INSERT INTO resources SELECT DISTINCT id, {columns} FROM {_BATCH_RESOURCES}"
+    spans = f"""
+INSERT INTO span_rows
+WITH y AS NOT MATERIALIZED (
+    -- a scalar subquery, not a join: DuckDB knows no row count for the Arrow stream, and a join
+    -- built its hash table of every span (all columns) to probe it with the batch's few resources
+    -- (the insert took 4.1 s of CPU at 3M spans, not 2.3 s)
+    SELECT s.* EXCLUDE (th, tl), (s.th::UHUGEINT << 64) | s.tl::UHUGEINT AS trace_id,
+           (SELECT b.id FROM {_BATCH_RESOURCES} b WHERE b.file = s.file AND b.res = s.res) AS resource_id
+    FROM {_SCAN_SPANS_VIEW} s
+)
+{_SCAN_SELECT[:-1]},
+    resource_id AS res
+FROM y
+"""
+    return batch, resources, spans
 
 
+_BATCH_RESOURCES = "lens_batch_resources"
+_SCAN_RESOURCE_SELECT = _span_select(_SCAN_FIELDS, SpanFields(DUCKDB, kind_text="kind_text", status_text="status_text"),
+                                     problem="NULL", name="name", start_text="NULL", end_text="NULL",
+                                     detail_cols=("NULL", "NULL", "NULL"), columns=RESOURCE_COLUMNS)[len("SELECT"):]
 _SCAN_INGEST_SQL = _scan_ingest_sql()
 
 
@@ -522,7 +564,17 @@ class TraceStore:
         self.con.execute("CREATE TABLE files (idx INTEGER, path VARCHAR, first BIGINT)")
         self.stored_columns = stored_columns(detail)
         """The columns of the ``spans`` table (see :func:`stored_columns`)."""
-        self.con.execute(f"CREATE TABLE spans ({', '.join(f'{c} {_COLUMN_TYPES[c]}' for c in self.stored_columns)})")
+        # the spans: a row each in span_rows, their resources once each in resources, and the view
+        # spans that joins them (see RESOURCE_COLUMNS); the SQL reader writes whole rows to
+        # sql_spans, which reading's end splits into the two (see _split_sql_rows)
+        def typed(columns: Iterable[str]) -> str:
+            return ", ".join(f"{c} {_COLUMN_TYPES.get(c, 'BIGINT')}" for c in columns)  # (res: BIGINT)
+        self.con.execute(f"CREATE TABLE sql_spans ({typed(self.stored_columns)})")
+        self.con.execute(f"CREATE TABLE resources ({typed(('res', *RESOURCE_COLUMNS))})")
+        self.con.execute(f"CREATE TABLE span_rows ({typed(row_columns(detail))})")
+        view = ", ".join(f"{'r' if c in RESOURCE_COLUMNS else 's'}.{c} AS {c}" for c in self.stored_columns)
+        self.con.execute(f"CREATE VIEW spans AS SELECT s.rowid AS rowid, {view} "
+                         "FROM span_rows s LEFT JOIN resources r ON r.res = s.res")  # (never a span lost)
 
     def __enter__(self) -> TraceStore:
         return self
@@ -629,7 +681,7 @@ class TraceStore:
                                 # not read as the SQL reader would (or no span: that reader reports it)
                                 sink.rewind(mark)
                                 if inserted:
-                                    cursor.execute(f"DELETE FROM spans WHERE file = {self._index[file]}")
+                                    cursor.execute(f"DELETE FROM span_rows WHERE file = {self._index[file]}")
                                 left.append(file)
                             elif status == scan.MORE or sink.spans >= _SCAN_SPANS:  # (MORE: the sink is full)
                                 self._insert_scanned(cursor, sink)
@@ -648,10 +700,12 @@ class TraceStore:
         cursor.register(_SCAN_SPANS_VIEW, spans)
         cursor.register(_SCAN_RESOURCES_VIEW, resources)
         try:
-            cursor.execute(_SCAN_INGEST_SQL)
+            for sql in _SCAN_INGEST_SQL:
+                cursor.execute(sql)
         finally:
             cursor.unregister(_SCAN_SPANS_VIEW)
             cursor.unregister(_SCAN_RESOURCES_VIEW)
+            cursor.execute(f"DROP TABLE IF EXISTS {_BATCH_RESOURCES}")  # (its blocks: held until dropped)
             self._evict_written()
 
     def _readers_for(self, files: list[str]) -> int:
@@ -848,13 +902,14 @@ class TraceStore:
         """Number lines per file, turn bad rows into problems, drop duplicates, link parents and
         set the loss records apart. A span's ``rowid`` is its id from here on."""
         # its statements run as the rollup's do (see _run)
+        self._split_sql_rows()
         # a statement's ordinality counts the lines of all its files: the first line of each
         # file (every line leaves a row) makes it a line number
         self._run("UPDATE files SET first = m.first FROM "
-                    "(SELECT file, min(line) AS first FROM spans GROUP BY file) m WHERE m.file = files.idx")
+                    "(SELECT file, min(line) AS first FROM span_rows GROUP BY file) m WHERE m.file = files.idx")
         no_spans: dict[int, list[int]] = {}
         self._span_problems: list[Problem] = []
-        bad = self._run("SELECT s.file, s.line - f.first + 1 AS line, s.problem FROM spans s JOIN files f "
+        bad = self._run("SELECT s.file, s.line - f.first + 1 AS line, s.problem FROM span_rows s JOIN files f "
                           "ON f.idx = s.file WHERE s.problem IS NOT NULL ORDER BY s.file, line, s.problem").fetchall()
         for file, line, problem in bad:
             if problem == _NO_SPANS:
@@ -868,22 +923,39 @@ class TraceStore:
         # in file and line order: what reading found (missing paths first), then every bad line
         self.problems = sorted(self.problems + found + self._span_problems, key=lambda p: (rank.get(p.file, -1), p.line))
         if bad:  # (a DELETE scans every row even when it removes none)
-            self._run("DELETE FROM spans WHERE problem IS NOT NULL")
+            self._run("DELETE FROM span_rows WHERE problem IS NOT NULL")
         # span ids alone first: distinct on one 64-bit key costs ~60 % of distinct on (trace, span),
         # and a span written twice repeats its span id, so no repeated id means no duplicate
         self.duplicate_count = 0
-        if self._run("SELECT count(*) - count(DISTINCT span) FROM spans").fetchall()[0][0]:
+        if self._run("SELECT count(*) - count(DISTINCT span) FROM span_rows").fetchall()[0][0]:
             self.duplicate_count = self._run(
-                "SELECT count(*) - count(DISTINCT (trace, span)) FROM spans").fetchall()[0][0]
+                "SELECT count(*) - count(DISTINCT (trace, span)) FROM span_rows").fetchall()[0][0]
         if self.duplicate_count:  # the same span written twice (e.g. exported again): keep the first
             self._run("""
-                DELETE FROM spans WHERE rowid IN (
-                    SELECT rowid FROM spans
+                DELETE FROM span_rows WHERE rowid IN (
+                    SELECT rowid FROM span_rows
                     QUALIFY row_number() OVER (PARTITION BY trace, span ORDER BY file, line) > 1)
             """)
         loss = _sql_text(semconv.LENS_LOSS_SPAN_NAME)
         self._run(f"CREATE TABLE loss AS SELECT * FROM spans WHERE name = {loss}")
-        self._run(f"DELETE FROM spans WHERE name = {loss}")
+        self._run(f"DELETE FROM span_rows WHERE name = {loss}")
+
+    def _split_sql_rows(self) -> None:
+        """Move what the SQL reader wrote (whole rows, in ``sql_spans``) into ``resources`` and
+        ``span_rows``: each distinct resource once, with a negative id (the compiled reader's are
+        not), and each row naming it, in the order it was read."""
+        if not self._run("SELECT count(*) FROM sql_spans").fetchall()[0][0]:
+            return
+        columns = ", ".join(RESOURCE_COLUMNS)
+        self._run(f"CREATE TEMP TABLE sql_resources AS SELECT -row_number() OVER () AS res, {columns} "
+                  f"FROM (SELECT DISTINCT {columns} FROM sql_spans)")
+        self._run(f"INSERT INTO resources SELECT * FROM sql_resources")
+        same = " AND ".join(f"r.{c} IS NOT DISTINCT FROM w.{c}" for c in RESOURCE_COLUMNS)
+        rows = ", ".join(f"w.{c}" for c in row_columns(self.detail)[:-1])
+        self._run(f"INSERT INTO span_rows SELECT {rows}, r.res FROM sql_spans w JOIN sql_resources r ON {same} "
+                  "ORDER BY w.rowid")
+        self._run("DROP TABLE sql_resources")
+        self._run("DELETE FROM sql_spans")
 
     # ---- the SQL the rollup runs (the same calls on ClickHouseStore) --------------------------
 

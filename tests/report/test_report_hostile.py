@@ -386,13 +386,13 @@ def test_pieces_cut_at_line_ends_and_count_the_lines_duckdb_numbers(tmp_path):
 
 def _step_join_inputs(store, anchors):
     """The three tables the ``steps`` join reads, as a 10M-span run (1,000 ranks x 500 steps) leaves them."""
-    store.execute(f"""CREATE TABLE cands AS SELECT i * 20 AS id, (i // 500 * 7919)::UHUGEINT AS trace,
+    store.execute(f"""CREATE TEMP TABLE cands AS SELECT i * 20 AS id, (i // 500 * 7919)::UHUGEINT AS trace,
         i % 500 AS iteration, 1760000000000000000 + i * 4000000000 AS start_ns,
         1760000000000000000 + i * 4000000000 + 2533333333 AS end_ns, true AS named_step, NULL::BIGINT AS fb,
         i // 500 AS rank, 'rank ' || (i // 500) AS rank_label, 'rl.grpo.step' AS name, (i * 31 + 7)::UBIGINT AS span
         FROM range({int(anchors)}) t(i)""")
-    store.execute("CREATE TABLE step_walls AS SELECT id AS anchor, end_ns - start_ns AS wall_ns FROM cands")
-    store.execute("""CREATE TABLE step_buckets AS SELECT id AS anchor, 1000 * (id % 7) AS productive,
+    store.execute("CREATE TEMP TABLE step_walls AS SELECT id AS anchor, end_ns - start_ns AS wall_ns FROM cands")
+    store.execute("""CREATE TEMP TABLE step_buckets AS SELECT id AS anchor, 1000 * (id % 7) AS productive,
         2000 AS overhead, 3 * (id % 11) AS idle, 0 AS wasted FROM cands WHERE id % 3 <> 0""")
 
 
@@ -456,9 +456,9 @@ def test_the_parents_join_fits_the_rollups_memory_with_the_step_sums_carried(tmp
 def _bucket_join_inputs(store, anchors, children):
     """The tables the step bucket sums read, as a 10M-span run leaves them: ``anchors`` step anchors
     (each its own candidate), ``children`` counted spans below each in ``anc``."""
-    store.execute(f"CREATE TABLE anchors AS SELECT i * 20 AS cand, i * 20 AS anchor FROM range({int(anchors)}) t(i)")
-    store.execute("CREATE TABLE step_walls AS SELECT anchor, 4000000000 AS wall_ns FROM anchors")
-    store.execute(f"""CREATE TABLE anc AS SELECT i AS id, i // {int(children)} * 20 AS fs, NULL::BIGINT AS fb,
+    store.execute(f"CREATE TEMP TABLE anchors AS SELECT i * 20 AS cand, i * 20 AS anchor FROM range({int(anchors)}) t(i)")
+    store.execute("CREATE TEMP TABLE step_walls AS SELECT anchor, 4000000000 AS wall_ns FROM anchors")
+    store.execute(f"""CREATE TEMP TABLE anc AS SELECT i AS id, i // {int(children)} * 20 AS fs, NULL::BIGINT AS fb,
         false AS cyclic, 100 + i % 7 AS counted_ns, (i % 4)::INTEGER AS counted_bucket
         FROM range({int(anchors * children)}) t(i)""")
 
