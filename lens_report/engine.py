@@ -995,6 +995,11 @@ class TraceStore:
         ~10 s of a 10M report's ~48 s)."""
         self._run(f"CREATE OR REPLACE TABLE {name} AS {select}")
 
+    def define(self, name: str, select: str) -> None:
+        """(Re)define ``name`` as a query run where it is read (a view): for a relation as long as
+        the run that costs less to compute again than to store (see ``rollup._classify``)."""
+        self._run(f"CREATE OR REPLACE VIEW {name} AS {select}")
+
     def create_columns(self, name: str, columns: str) -> None:
         """(Re)create the empty working table ``name`` with ``columns`` (``a VARCHAR, b BIGINT``; see
         :meth:`~lens_report.dialect.Dialect.column_type`), in the database file as :meth:`create`'s."""

@@ -311,9 +311,13 @@ def _candidate(s: str) -> str:
 
 def _classify(db: TraceStore, where: str) -> None:
     """``k``: one row per span of the run with what the checks need: its umbrella status, rules,
-    whether it counts in sums and whether it is a step candidate. Only what the heavy queries
-    use is copied (narrow rows: less to spill); names and texts are read from ``spans`` through
-    ``kd`` (:data:`~lens_report.classify.KD`) for the few rows a report lists."""
+    whether it counts in sums and whether it is a step candidate. Names and texts are read from
+    ``spans`` through ``kd`` (:data:`~lens_report.classify.KD`) for the few rows a report lists.
+
+    ``k`` is defined (:meth:`~lens_report.engine.TraceStore.define`), not stored: in the file
+    store a view, computed from ``spans`` and the small tables where a query reads it. Computing
+    all of its columns for 3M spans took ~0.3 s of CPU and writing them to a table ~1.6 s, and
+    the half-dozen queries that read it read only the columns they use."""
     # traces that have a named step span: their steps are those spans; elsewhere unbucketed spans
     # with rl.iteration are the step candidates (the fallback, grouped by iteration)
     db.create("named_traces", f"""
@@ -325,7 +329,7 @@ def _classify(db: TraceStore, where: str) -> None:
     # name) is kept here, so no heavy query joins ``spans`` again (a join of every span by rowid
     # held ~80 MB past the engine's memory limit per 1M spans); the candidates' own columns are
     # read from ``spans`` when ``cands`` is made (see _steps)
-    db.create("k", f"""
+    db.define("k", f"""
         SELECT {", ".join(K_COLUMNS)}, stamped_grp, category, catalogued FROM (
         SELECT *, coalesce(ok AND bucketed AND bucket IN {_BUCKET_LIST} AND NOT coalesce(umbrella, false)
                            AND never_reason IS NULL AND NOT timer_only, false) AS counted
@@ -374,14 +378,17 @@ def _jump(db: TraceStore) -> None:
     # a 3M-span join spilled to disk); the interior's keys are made distinct first, so that
     # step's hash table holds the interior too, not a row per child
     db.create("parent_keys", "SELECT DISTINCT trace, parent AS span FROM k WHERE parent IS NOT NULL")
-    db.create("interior", """
-        SELECT k.trace AS trace, k.span AS span, k.parent AS parent, k.id AS id, k.cand AS cand, k.counted AS counted
-        FROM k JOIN parent_keys q ON q.trace = k.trace AND q.span = k.span
-    """)
-    db.drop("parent_keys")
     # in parts of parent ids when the interior would not fit the rollup's memory (a child and its
-    # parent meet in the same part: the child's parent id is the parent's span id)
-    parts = db.join_parts(db.value("SELECT count(*) FROM interior"), PARENT_ROW_BYTES)
+    # parent meet in the same part: the child's parent id is the parent's span id); the interior
+    # itself too: ``k`` is computed where it is read, and its joins' tables beside the keys' ran
+    # out of 80 MB in one 10M report of three (1M keys)
+    parts = db.join_parts(db.value("SELECT count(*) FROM parent_keys"), PARENT_ROW_BYTES)
+    _create_in_parts(db, "interior", [f"""
+        SELECT k.trace AS trace, k.span AS span, k.parent AS parent, k.id AS id, k.cand AS cand, k.counted AS counted
+        FROM {_part_of(db, "k", "span", parts, i)} k JOIN {_part_of(db, "parent_keys", "span", parts, i)} q
+            ON q.trace = k.trace AND q.span = k.span
+    """ for i in range(parts)])
+    db.drop("parent_keys")
 
     def parent_join(children: str, parents: str, select: str, i: int) -> str:
         """Part ``i`` of ``children`` (rows with ``trace`` and ``parent``) joined with their parents
