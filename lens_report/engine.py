@@ -705,7 +705,10 @@ class TraceStore:
         finally:
             cursor.unregister(_SCAN_SPANS_VIEW)
             cursor.unregister(_SCAN_RESOURCES_VIEW)
-            cursor.execute(f"DROP TABLE IF EXISTS {_BATCH_RESOURCES}")  # (its blocks: held until dropped)
+            try:  # (its blocks are held until it is dropped)
+                cursor.execute(f"DROP TABLE IF EXISTS {_BATCH_RESOURCES}")
+            except require_duckdb().Error:  # the cursor was interrupted: reading stops here anyway
+                pass
             self._evict_written()
 
     def _readers_for(self, files: list[str]) -> int:
@@ -949,7 +952,7 @@ class TraceStore:
         columns = ", ".join(RESOURCE_COLUMNS)
         self._run(f"CREATE TEMP TABLE sql_resources AS SELECT -row_number() OVER () AS res, {columns} "
                   f"FROM (SELECT DISTINCT {columns} FROM sql_spans)")
-        self._run(f"INSERT INTO resources SELECT * FROM sql_resources")
+        self._run("INSERT INTO resources SELECT * FROM sql_resources")
         same = " AND ".join(f"r.{c} IS NOT DISTINCT FROM w.{c}" for c in RESOURCE_COLUMNS)
         rows = ", ".join(f"w.{c}" for c in row_columns(self.detail)[:-1])
         self._run(f"INSERT INTO span_rows SELECT {rows}, r.res FROM sql_spans w JOIN sql_resources r ON {same} "
@@ -990,7 +993,7 @@ class TraceStore:
         Working tables live in the database file, as ``spans`` does, not in DuckDB's temporary
         storage: a large one is written compressed as it is made, and a block the engine evicts
         to stay within its limit is dropped, not written out and read back. Temporary tables are
-        kept uncompressed, so a run-long one (``k``, ``anc``: 3M rows) spilled: ~1.5 GB written to
+        kept uncompressed, so a run-long one (``anc``, and ``k`` when it was a table: 3M rows) spilled: ~1.5 GB written to
         and read from the spill directory at 3M spans, ~1 s of the rollup's ~5 s of CPU (and
         ~10 s of a 10M report's ~48 s)."""
         self._run(f"CREATE OR REPLACE TABLE {name} AS {select}")
