@@ -99,6 +99,11 @@ STEP_ROW_BYTES = 500
 name and rank label; 160,000 anchors a part at the default budget). 500,000 anchors (10M spans)
 needed 60-80 MB in one statement, and now and then ran out of the default plan's then 100 MB beside the
 working tables in the engine's pool; within 50 MB they fit in two parts or more, not in one."""
+_THREAD_BYTES = 24 * 10**6
+"""What a statement holds per thread of the engine beside its data (its operators' buffers and
+partitions), for the statements that run within a limit lowered by ``hold_outside``: the page's
+waterfall details of 10M spans (20,000 rows joined with the spans, their resources and ``anc``)
+ran out of 40 MB on two threads and ran within it on one; 48 MB was enough for two."""
 _DATABASE = "lens_spans"
 _ROW_GROUP_SIZE = 30_720
 _EVICT_TO = "1MB"
@@ -1019,9 +1024,11 @@ class TraceStore:
     def hold_outside(self, nbytes: int) -> None:
         """The report now holds ``nbytes`` in Python (figures it read back): the rollup's engine
         gives that up from its limit, never below half the plan's, so the process stays within
-        its budget (1,000 ranks x 500 steps of figures are ~36 MB)."""
+        its budget (1,000 ranks x 500 steps of figures are ~36 MB). Within a lowered limit the
+        engine runs on fewer threads (see :data:`_THREAD_BYTES`)."""
         self._base = self._limit_now = max(self.plan.rollup_bytes // 2, self.plan.rollup_bytes - int(nbytes))
         self.con.execute(f"SET memory_limit = '{self._base}B'")
+        self.con.execute(f"SET threads = {max(1, min(self._threads, self._base // _THREAD_BYTES))}")
 
     def join_parts(self, rows: int, row_bytes: int) -> int:
         """Into how many parts (by id) a join of tables of ``rows`` rows is split so that one part's

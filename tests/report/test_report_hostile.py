@@ -551,3 +551,25 @@ def test_the_waterfall_reads_the_chosen_spans_without_joining_every_span_again(t
     assert len(chosen.spans) == len(expected) > 20  # the step's spans on four ranks
     assert [(s["id"], s["start_ns"], s["end_ns"], s["bucket"], s["iteration"], s["rank_label"], s["error"])
             for s in chosen.spans] == expected
+
+
+def test_a_limit_lowered_for_the_pages_figures_runs_the_engine_on_fewer_threads():
+    """Regression: with the working tables in the database file and the spans a view of rows and
+    resources, a 10M-span report with ``--html`` ran the page's waterfall details (20,000 rows
+    joined with the spans, their resources and ``anc``) within the 40 MB the page's figures left
+    the engine: on two threads it ran out, ran again with 80 MB, peaked at 240 MiB and printed a
+    note. On one thread it fits (48 MB was enough for two). The engine's threads now follow a
+    lowered limit, and come back with a full one."""
+    from lens_report.engine import _THREAD_BYTES
+
+    def threads(store):
+        return store.value("SELECT current_setting('threads')")
+
+    with TraceStore(threads=2) as store:
+        assert store.plan.rollup_bytes == 80_000_000 and _THREAD_BYTES == 24_000_000
+        store.hold_outside(40_000_000)  # 1,000 ranks x 500 steps of figures and the page's
+        assert (store._base, threads(store)) == (40_000_000, 1)
+        store.hold_outside(30_000_000)
+        assert (store._base, threads(store)) == (50_000_000, 2)
+        store.hold_outside(0)
+        assert (store._base, threads(store)) == (80_000_000, 2)
