@@ -27,6 +27,7 @@ __all__ = [
     "ENGINE_HINT",
     "EXPORTER_MAX_LINE",
     "MissingEngine",
+    "RESOURCE_COLUMNS",
     "ReadResult",
     "SPAN_COLUMNS",
     "STEP_ROW_BYTES",
@@ -40,6 +41,7 @@ __all__ = [
     "MemoryPlan",
     "read_spans",
     "require_duckdb",
+    "row_columns",
     "span_rows_sql",
     "stored_columns",
 ]
