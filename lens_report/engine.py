@@ -254,6 +254,7 @@ _COLUMNS = """
     loss BIGINT[], attrs VARCHAR, events VARCHAR, links VARCHAR
 """
 _COLUMN_TYPES = dict(part.split(None, 1) for part in " ".join(_COLUMNS.split()).split(", "))
+_STORE_TYPES = {**_COLUMN_TYPES, "res": "BIGINT"}  # and the resource id of span_rows and resources
 
 _DETAIL_COLUMNS = ("attrs", "events", "links")
 
@@ -272,8 +273,8 @@ RESOURCE_COLUMNS = ("run", "instance", "rank", "process_pid", "host", "service",
 per resource, in the table ``resources``, and each row of ``span_rows`` names its resource
 (``res``); the view ``spans`` joins the two. Nine columns written with every span cost the 3M
 reading ~1.4 s of its ~6.5 s of CPU (DuckDB's insert pays validity, statistics and compression
-per column and row); the view's join with a table of a few hundred rows costs the rollup nothing
-measurable."""
+per column and row); the view's join with a table of a row per process and reading batch (1,000
+at 10M spans) costs the rollup nothing measurable."""
 
 
 def row_columns(detail: bool) -> tuple[str, ...]:
@@ -319,7 +320,8 @@ def _resource_sql(source: str) -> str:
 def _span_select(attr: Callable[[str, str], str], span: SpanFields, *, problem: str, name: str,
                  start_text: str, end_text: str, detail_cols: tuple[str, str, str],
                  columns: tuple[str, ...] | None = None) -> str:
-    """SQL: the SELECT both readers insert rows with, one definition of every column.
+    """SQL: the select list both readers insert rows with (``expr AS column, ...``), one definition
+    of every column.
 
     It reads from a relation with ``file``, ``o``, ``trace_id``, ``span_id``, ``parent_id``,
     ``st``, ``en`` and the resource columns of :func:`_resource_sql`; ``attr(key, field)`` is the
@@ -351,7 +353,7 @@ def _span_select(attr: Callable[[str, str], str], span: SpanFields, *, problem: 
         "attrs": detail_cols[0], "events": detail_cols[1], "links": detail_cols[2],
     }
     assert tuple(sql) == tuple(_COLUMN_TYPES), "one expression per column of the store, in its order"
-    return "SELECT\n    " + ",\n    ".join(f"{sql[c]} AS {c}" for c in (columns or tuple(_COLUMN_TYPES))) + "\n"
+    return ",\n    ".join(f"{sql[c]} AS {c}" for c in (columns or tuple(_COLUMN_TYPES)))
 
 
 def _ingest_sql(files_sql: str, detail: bool, as_index: int | None, max_line: int = _MAX_LINE_BYTES,
@@ -413,7 +415,8 @@ WITH lines AS NOT MATERIALIZED (
            {_time("t.startTimeUnixNano")} AS st, {_time("t.endTimeUnixNano")} AS en
     FROM x
 )
-{select}FROM y
+SELECT {select}
+FROM y
 """
 
 
@@ -442,9 +445,16 @@ class _Fields:
 
 
 _SCAN_FIELDS = _Fields()
-_SCAN_SELECT = _span_select(_SCAN_FIELDS, SpanFields(DUCKDB, kind_text="kind_text", status_text="status_text"),
-                            problem="NULL", name="name", start_text="NULL", end_text="NULL",
-                            detail_cols=("NULL", "NULL", "NULL"), columns=row_columns(False)[:-1])
+
+
+def _scan_select(columns: tuple[str, ...]) -> str:
+    """SQL: the select list of ``columns`` (see :func:`_span_select`) over the compiled reader's columns."""
+    return _span_select(_SCAN_FIELDS, SpanFields(DUCKDB, kind_text="kind_text", status_text="status_text"),
+                        problem="NULL", name="name", start_text="NULL", end_text="NULL",
+                        detail_cols=("NULL", "NULL", "NULL"), columns=columns)
+
+
+_SCAN_SELECT = _scan_select(row_columns(False)[:-1])
 SCAN_SPAN_FIELDS = tuple(_SCAN_FIELDS.pairs)
 """The (span attribute key, field number) pairs the compiled reader reads, in the order of its columns a0, a1, ..."""
 SCAN_RESOURCE_FIELDS = tuple((key, _FIELD_NUMBERS[field]) for _, key, field in _RESOURCE_ATTRS)
@@ -460,7 +470,7 @@ _SCAN_RESOURCES_VIEW = "lens_scanned_resources"
 def _scan_ingest_sql() -> tuple[str, str, str]:
     """The three statements that store what the compiled reader handed over (registered as
     ``_SCAN_SPANS_VIEW`` and ``_SCAN_RESOURCES_VIEW``: the columns of ``lens_report._scan.SPAN_COLUMNS``
-    and ``RESOURCE_COLUMNS``, then ``a0``... and the columns of ``_RESOURCE_ATTRS``): the batch's
+    and ``lens_report._scan.RESOURCE_COLUMNS``, then ``a0``... and the columns of ``_RESOURCE_ATTRS``): the batch's
     resources with their id, in the cursor's temporary table ``_BATCH_RESOURCES``; each distinct
     one into ``resources``; the spans into ``span_rows``.
 
@@ -474,7 +484,8 @@ CREATE OR REPLACE TEMP TABLE {_BATCH_RESOURCES} AS
 WITH r AS NOT MATERIALIZED (
     SELECT * FROM {_SCAN_RESOURCES_VIEW}
 ), {_resource_sql("r")}, c AS (
-    SELECT file, res, {_SCAN_RESOURCE_SELECT}FROM rsk
+    SELECT file, res, {_scan_select(RESOURCE_COLUMNS)}
+    FROM rsk
 )
 SELECT file, res, min((file::BIGINT << 32) | res) OVER (PARTITION BY {columns}) AS id, {columns} FROM c
 """
@@ -489,7 +500,7 @@ WITH y AS NOT MATERIALIZED (
            (SELECT b.id FROM {_BATCH_RESOURCES} b WHERE b.file = s.file AND b.res = s.res) AS resource_id
     FROM {_SCAN_SPANS_VIEW} s
 )
-{_SCAN_SELECT[:-1]},
+SELECT {_SCAN_SELECT},
     resource_id AS res
 FROM y
 """
@@ -497,9 +508,6 @@ FROM y
 
 
 _BATCH_RESOURCES = "lens_batch_resources"
-_SCAN_RESOURCE_SELECT = _span_select(_SCAN_FIELDS, SpanFields(DUCKDB, kind_text="kind_text", status_text="status_text"),
-                                     problem="NULL", name="name", start_text="NULL", end_text="NULL",
-                                     detail_cols=("NULL", "NULL", "NULL"), columns=RESOURCE_COLUMNS)[len("SELECT"):]
 _SCAN_INGEST_SQL = _scan_ingest_sql()
 
 
@@ -575,7 +583,7 @@ class TraceStore:
         # spans that joins them (see RESOURCE_COLUMNS); the SQL reader writes whole rows to
         # sql_spans, which reading's end splits into the two (see _split_sql_rows)
         def typed(columns: Iterable[str]) -> str:
-            return ", ".join(f"{c} {_COLUMN_TYPES.get(c, 'BIGINT')}" for c in columns)  # (res: BIGINT)
+            return ", ".join(f"{c} {_STORE_TYPES[c]}" for c in columns)
         self.con.execute(f"CREATE TABLE sql_spans ({typed(self.stored_columns)})")
         self.con.execute(f"CREATE TABLE resources ({typed(('res', *RESOURCE_COLUMNS))})")
         self.con.execute(f"CREATE TABLE span_rows ({typed(row_columns(detail))})")
