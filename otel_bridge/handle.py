@@ -53,11 +53,10 @@ _global_providers_set = False
 
 
 def _after_fork_in_child() -> None:
-    # A parent thread may have held these locks at fork time; the child starts afresh.
+    # A parent thread may have held this lock at fork time; the child starts afresh (each
+    # exporting handle resets its own lock and shutdown state: TelemetryHandle._after_fork).
     global _setup_lock
     _setup_lock = threading.RLock()
-    if _active is not None:
-        _active._lock = threading.RLock()
 
 
 on_fork("otel_bridge.handle", after_in_child=_after_fork_in_child)
@@ -129,6 +128,18 @@ class TelemetryHandle:
         self._tracer = None
         self.goodput = None  # the LiveGoodput of an exporting rank with traces and metrics
         self._previous_handlers = {}
+        if providers is not None:  # only an exporting handle has a shutdown that takes time
+            on_fork("otel_bridge.handle", after_in_child=TelemetryHandle._after_fork, owner=self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a fresh lock, and a shutdown the parent had under way is not
+        the child's (its closing thread stayed in the parent): the child's own shutdown()
+        starts afresh, within its own deadline, and closes the child's pipeline."""
+        self._lock = threading.RLock()
+        if self._deadline is not None and self._result is None:
+            self._deadline = self._timeout_ms = self._shutdown_thread = None
+            self._claims = {}
+            self._close_started = False
 
     @property
     def is_exporting(self) -> bool:
@@ -233,7 +244,7 @@ class TelemetryHandle:
                     self._result = True
                 self._deadline = time.monotonic() + self._timeout_ms / 1000
         if not first:
-            if self._shutdown_thread == threading.get_ident() and not self._close_started:
+            if self.is_exporting and self._shutdown_thread == threading.get_ident() and not self._close_started:
                 # A signal handler interrupted this thread's own shutdown() before it started
                 # the closing thread: that call resumes only after this one returns, so
                 # waiting for it would wait out the whole deadline. Start it from here.
