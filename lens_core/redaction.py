@@ -44,16 +44,21 @@ _allow: frozenset = frozenset()
 # Compiled on first use (importing re and compiling cost more than the import budget allows).
 _split_words = None
 _substitutions = None
+_pairs = None
+_flag_items = None
 
 
 def _compile() -> None:
-    global _split_words, _substitutions
+    global _split_words, _substitutions, _pairs, _flag_items
     import re
 
     # Words: a run of capitals not followed by a lower-case letter (HTTP in HTTPCookie, API
     # in APIKey), or an optional capital and lower-case letters (Key, api), or digits.
     _split_words = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+").findall
     _substitutions = tuple((re.compile(pattern).sub, replacement) for pattern, replacement in _SHAPES)
+    _pairs = tuple((re.compile(partner).search, in_original, re.compile(pattern).sub, replacement)
+                   for partner, in_original, pattern, replacement in _PAIRS)
+    _flag_items = tuple(re.compile(pattern).fullmatch for pattern in (_SECRET_FLAG, _USER_FLAG))
 
 
 def key_words(key: str) -> list:
@@ -117,6 +122,7 @@ def redact_allow() -> frozenset:
 
 # ---- credential shapes in text -----------------------------------------------------------------
 
+_MYSQL = (r"m(?<![A-Za-z0-9_]m)(?:ysql(?:dump|admin|import|check|show|pump)?|ariadb(?:-dump)?)(?:\.exe)?")
 _KV_WORDS = "|".join(  # spelled out per first letter: a literal first lets the engine skip
     f"{first}(?i:{rest})" for word in (
         "password", "passwd", "pwd", "passphrase", "secret", "token", "cookie", "credentials?", "auth",
@@ -150,6 +156,10 @@ _SHAPES = (
     (r"-----BEGIN[A-Z ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)", REDACTED),
     # user:password@ in a URL (a user name has no ":", so one split point: linear time)
     (r"(?P<keep>://)[^\s/?#@:]*:[^\s/?#]*(?=@)", _keep("keep")),
+    # an Authorization header's credential after its scheme: Basic (even user:password
+    # written raw, or short), Token, ApiKey, Key, JWT, Negotiate, NTLM (Bearer below)
+    (r"(?P<keep>[aA](?i:uthorization)[\"']?\s*[=:]\s*[\"']?(?i:basic|token|api-?key|key|jwt|negotiate|ntlm)[ \t]+)"
+     r"(?![\s\"'])[^\s\"',;]+", _keep("keep")),
     # an Authorization value: Bearer <token>; Basic <base64 of user:password>
     (r"(?P<keep>[bB](?i:earer)\s+)[A-Za-z0-9._~+/-]{8,}=*", _keep("keep")),
     (r"(?P<keep>[bB](?i:asic)\s+)(?P<token>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])", _basic),
@@ -177,9 +187,55 @@ _SHAPES = (
      lambda m: (m.group("keep") or m.group("keep2")) + REDACTED),
     # a MySQL / MariaDB client's password glued to -p (-pS3cret; "-p" alone prompts, -P is the
     # port): at most twelve words after the command, so the scan stays linear
-    (r"(?P<keep>m(?<![A-Za-z0-9_]m)(?:ysql(?:dump|admin|import|check|show|pump)?|ariadb(?:-dump)?)(?:\.exe)?"
-     r"(?:[ \t]+[^\s]+){0,12}?[ \t]+-p[\"']?)(?![\s\"'])[^\s\"']+", _keep("keep")),
+    (rf"(?P<keep>{_MYSQL}(?:[ \t]+[^\s]+){{0,12}}?[ \t]+-p[\"']?)(?![\s\"'])[^\s\"']+", _keep("keep")),
 )
+
+# ---- credentials travel in pairs -----------------------------------------------------------------
+# Where one half of a credential was recognised (and redacted) above, the other half in the
+# same value goes too: the user name beside a password, a client's id beside its secret, an
+# access key id beside its secret key, an Azure account or policy name beside its key, and
+# the secret key written after an AWS access key id. Only a text that had something
+# redacted is looked at again, so clean text pays nothing for this.
+_R = r"\[REDACTED\]"
+_SEP = r"[\"']?\s*[=:]\s*[\"']?"  # name=value, name: value, "name": "value"
+_VALUE = r"(?![\s\"'])[^\s\"'&;,]+"
+
+
+def _named(names: str) -> str:
+    """A pattern for ``name=value`` (or ``--name value``) whose name ends in one of ``names``."""
+    return (rf"(?P<keep>(?i:{names}){_SEP}|-(?<![A-Za-z0-9-]-)-?(?:[A-Za-z0-9]+[_.-]){{0,3}}(?i:{names})\s+)"
+            rf"{_VALUE}")
+
+
+# (the partner half that shows, redacted, in the text; True: look for it in the original
+# text instead; the other half's pattern; its replacement)
+_PAIRS = (
+    (rf"(?i:pass(?:word|wd|phrase)|pwd)(?:{_SEP}|\s+){_R}|\s-p[\"']?{_R}", False,
+     rf"{_named('user(?:[_.-]?name)?|login')}|(?P<url>://)[^\s/?#@:\[]+(?=@)"
+     rf"|(?P<mysql>{_MYSQL}(?:[ \t]+[^\s]+){{0,12}}?[ \t]+-u[ \t]*)(?![\s\"'-])[^\s\"']+",
+     lambda m: (m.group("keep") or m.group("url") or m.group("mysql")) + REDACTED),
+    (rf"(?i:secret|private[_.-]?key(?:[_.-]?id)?){_SEP}{_R}", False,
+     _named(r"client[_.-]?(?:id|email)"), _keep("keep")),
+    (rf"(?i:secret[_.-]?(?:access[_.-]?)?key){_SEP}{_R}", False, _named(r"access[_.-]?key[_.-]?id"), _keep("keep")),
+    (rf"(?i:account[_.-]?key|shared[_.-]?access[_.-]?key){_SEP}{_R}", False,
+     _named(r"account[_.-]?name|shared[_.-]?access[_.-]?key[_.-]?name"), _keep("keep")),
+    # an AWS secret access key: 40 base64 characters (a 40-digit hex hash is kept)
+    (r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Z0-9])", True,
+     r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+     lambda m: m.group() if all(c in "0123456789abcdefABCDEF" for c in m.group()) else REDACTED),
+)
+# A sequence (argv) holding a flag item and its value item: ["--password", "hunter2"]
+_SECRET_FLAG = rf"--?(?:[A-Za-z0-9]+[_.-]){{0,3}}(?:{_KV_WORDS})"
+_USER_FLAG = r"--?(?:[A-Za-z0-9]+[_.-]){0,3}(?i:user(?:[_.-]?name)?|login)"
+
+
+def _pair_halves(original: str, redacted: str, target: str) -> str:
+    """``target`` with the other half of each pair whose recognised half shows in
+    ``redacted`` (or in ``original``) redacted too."""
+    for partner, in_original, substitute, replacement in _pairs:
+        if partner(original if in_original else redacted):
+            target = substitute(replacement, target)
+    return target
 
 
 def _may_hold_credential(value: str) -> bool:
@@ -208,8 +264,13 @@ def redact_text(value: str) -> str:
     provider tokens marked by their prefix (``sk-``, ``sk_live_``, ``hf_``, ``ghp_``,
     ``github_pat_``, ``glpat-``, ``xoxb-``, ``AKIA``, ``AIza``, ``npm_``, ``pypi-``); an Azure
     SAS ``sig=`` query parameter; the token path of a Slack or Discord webhook URL; and a
-    MySQL/MariaDB client's ``-p<password>``. Text shorter than 8 characters is never changed; a clean text is
-    remembered, so a repeated one costs a set lookup."""
+    MySQL/MariaDB client's ``-p<password>``; an ``Authorization:`` header's credential after
+    its scheme. Credentials travel in pairs: once one half was recognised, the other half in
+    the same text goes too (the user name beside a password, ``client_id`` / ``client_email``
+    beside a secret or private key, an access key id beside its secret key, an Azure
+    account or policy name beside its key, a 40-character secret after an AWS key id). Text
+    shorter than 8 characters is never changed; a clean text is remembered, so a repeated
+    one costs a set lookup."""
     if len(value) < _SHAPE_MIN or value in _clean_texts:
         return value
     out = value
@@ -218,6 +279,8 @@ def redact_text(value: str) -> str:
             _compile()
         for substitute, replacement in _substitutions:
             out = substitute(replacement, out)
+        if out != value:
+            out = _pair_halves(value, out, out)
         if out == value:  # a match kept as it was ("Basic training") still built a copy
             out = value
     if out is value and len(value) <= _CLEAN_TEXT_MAX:
@@ -232,7 +295,8 @@ def redact_value(key: str, value, redact_keys=None):
     a sequence holding text) replaced whole by REDACTED when the key is secret
     (is_secret_key, or with ``redact_keys`` given: a word of the key, or the whole key, is
     in that set instead); otherwise text with credential shapes redacted (redact_text),
-    item by item in a sequence."""
+    item by item in a sequence, where pairs also cross items (``["--password", "x"]``, a
+    ``--user`` or ``PGUSER=`` item beside a redacted password)."""
     if not isinstance(value, (str, list, tuple)):
         return value
     if redact_keys is None or redact_keys is DEFAULT_REDACT_KEYS:
@@ -246,9 +310,34 @@ def redact_value(key: str, value, redact_keys=None):
     if secret:
         return REDACTED
     items = [redact_text(item) if isinstance(item, str) else item for item in value]
+    _pair_items(value, items)
     if all(new is old for new, old in zip(items, value)):
         return value
     return type(value)(items)
+
+
+def _pair_items(value, items) -> None:
+    """Pairs across the items of a sequence (an argv): the item after a credential flag
+    (``--password``, ``--api-key``) is redacted, and, once anything was, the other half of a
+    pair in any item (``--user``'s value, ``PGUSER=bob`` beside ``PGPASSWORD=...``)."""
+    if _flag_items is None:
+        _compile()
+    secret_flag, user_flag = _flag_items
+    texts = [i for i, item in enumerate(value) if isinstance(item, str)]
+    for i, j in zip(texts, texts[1:]):
+        if j == i + 1 and secret_flag(value[i]) and not value[j].startswith("-"):
+            items[j] = REDACTED
+    if all(items[i] is value[i] for i in texts):
+        return
+    original = "\n".join(value[i] for i in texts)
+    redacted = "\n".join(items[i] for i in texts)
+    for i in texts:
+        items[i] = _pair_halves(original, redacted, items[i])
+    redacted = "\n".join(items[i] for i in texts)
+    if _pairs[0][0](redacted):  # a password was redacted: the user name after --user goes too
+        for i, j in zip(texts, texts[1:]):
+            if j == i + 1 and user_flag(value[i]) and not value[j].startswith("-"):
+                items[j] = REDACTED
 
 
 def redact_attributes(attrs):

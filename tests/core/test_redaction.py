@@ -152,7 +152,7 @@ def test_clean_text_is_returned_as_the_same_object():
 @pytest.mark.parametrize("text, expected", [
     ("Basic dXNlcjpodW50ZXIy", f"Basic {REDACTED}"),
     ("bearer abcdefgh12345678", f"bearer {REDACTED}"),
-    ('{"password": "hunter2", "user": "bob"}', f'{{"password": "{REDACTED}", "user": "bob"}}'),
+    ('{"password": "hunter2", "user": "bob"}', f'{{"password": "{REDACTED}", "user": "{REDACTED}"}}'),
     ("PASSWORD=hunter2 next", f"PASSWORD={REDACTED} next"),
     ("secret_key: abc=def", f"secret_key: {REDACTED}"),
     ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\ntail", f"{REDACTED}\ntail"),
@@ -184,6 +184,74 @@ def test_the_twenty_credential_shapes_are_redacted_in_free_text(name, text, expe
     assert redact_text(text) == expected
 
 
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize("text, expected", [
+    # a user name beside a password: the query string, JSON, env lines, flags, a URL, mysql
+    ("https://db.example/q?user=bob&password=hunter2", f"https://db.example/q?user={REDACTED}&password={REDACTED}"),
+    ("https://alice@db.example/x?password=hunter2", f"https://{REDACTED}@db.example/x?password={REDACTED}"),
+    ("PGUSER=bob PGPASSWORD=hunter2", f"PGUSER={REDACTED} PGPASSWORD={REDACTED}"),
+    ("username: bob\npassword: hunter2", f"username: {REDACTED}\npassword: {REDACTED}"),
+    ("login=bob passwd=hunter2", f"login={REDACTED} passwd={REDACTED}"),
+    ("--user bob --password hunter2", f"--user {REDACTED} --password {REDACTED}"),
+    ("mysql -h db.internal -utrainer -pS3cr3t runs", f"mysql -h db.internal -u{REDACTED} -p{REDACTED} runs"),
+    # a client's id (and a service account's email) beside its secret or private key
+    ("client_id=abc123def456&client_secret=s3cr3tvalue99", f"client_id={REDACTED}&client_secret={REDACTED}"),
+    ('{"private_key_id": "0f1e2d3c", "client_email": "a@p.iam.gserviceaccount.com", "client_id": "1234"}',
+     f'{{"private_key_id": "{REDACTED}", "client_email": "{REDACTED}", "client_id": "{REDACTED}"}}'),
+    # an access key id beside its secret, written any way
+    (f"aws_access_key_id=AKIAIOSFODNN7EXAMPLE&aws_secret_access_key={AWS_SECRET}",
+     f"aws_access_key_id={REDACTED}&aws_secret_access_key={REDACTED}"),
+    (f"access_key_id=LTAI5tXyz0123456789 secret_access_key={AWS_SECRET}",
+     f"access_key_id={REDACTED} secret_access_key={REDACTED}"),
+    (f"AWS Access Key ID: AKIAIOSFODNN7EXAMPLE, AWS Secret Access Key: {AWS_SECRET}",
+     f"AWS Access Key ID: {REDACTED}, AWS Secret Access Key: {REDACTED}"),
+    (f"Access key ID,Secret access key\nAKIAIOSFODNN7EXAMPLE,{AWS_SECRET}",
+     f"Access key ID,Secret access key\n{REDACTED},{REDACTED}"),
+    # an Authorization header: its credential whatever the scheme's encoding
+    ("Authorization: Basic alice:hunter2", f"Authorization: Basic {REDACTED}"),
+    ('"Authorization": "Basic YTpi"', f'"Authorization": "Basic {REDACTED}"'),
+    ("Authorization: Token abc123def456", f"Authorization: Token {REDACTED}"),
+    # Azure Service Bus: the policy name beside its key
+    ("Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=abcdefghijklmnop=",
+     f"Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName={REDACTED};SharedAccessKey={REDACTED}"),
+], ids=repr)
+def test_the_other_half_of_a_recognised_credential_goes_too(text, expected):
+    """Regression (issue 40): where one half of a credential pair was recognised, the other
+    half in the same value survived: the user beside a password ({"password": ..., "user":
+    "bob"}, mysql -u trainer -p..., ?user=bob&password=...), AccountName beside AccountKey,
+    client_id beside client_secret, a secret access key after an AWS key id, and the raw
+    user:password of "Authorization: Basic"."""
+    assert redact_text(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "user=bob page=2", "the user bob logged in", "Authorization failed: retry", "authorization: pending review",
+    "user=bob&access_token=0123456789abcdef&page=2",  # a bearer token is a whole credential: no pair
+    "AKIAIOSFODNN7EXAMPLE commit 4bf92f3577b34da6a3ce929d0e0e4736a1b2c3d4",  # a hex hash is no AWS secret
+    "client_id=abc123 region=us-east-1", "AccountName=lensruns;EndpointSuffix=core.windows.net",
+], ids=repr)
+def test_a_half_whose_partner_is_absent_or_no_secret_is_kept(text):
+    """Only a recognised partner makes a user name or an id a secret: alone they stay."""
+    kept = text.replace("0123456789abcdef", REDACTED).replace("AKIAIOSFODNN7EXAMPLE", REDACTED)
+    assert redact_text(text) == kept
+
+
+def test_pairs_across_the_items_of_an_argv_are_redacted():
+    """Regression (issue 40): a sequence redacted item by item kept the value of
+    ["--password", "hunter2"] (the flag and its value are separate items) and the user
+    beside a redacted password."""
+    argv = ["train.py", "--user", "bob", "--password", "hunter2", "--lr", "3"]
+    assert redact_value("argv", argv) == ["train.py", "--user", REDACTED, "--password", REDACTED, "--lr", "3"]
+    env = ("PGUSER=bob", "PGPASSWORD=hunter2", "HOME=/root")
+    assert redact_value("env", env) == (f"PGUSER={REDACTED}", f"PGPASSWORD={REDACTED}", "HOME=/root")
+    assert redact_value("argv", ["--api-key", "abc", "--max-tokens", "5"]) == ["--api-key", REDACTED, "--max-tokens", "5"]
+    clean = ["--user", "bob", "--lr", "3", 7, True]
+    assert redact_value("argv", clean) is clean
+    assert redact_value("flags", [1, 2.5, False]) == [1, 2.5, False]
+
+
 @pytest.mark.parametrize("text", LOOK_ALIKE_TEXTS, ids=repr)
 def test_hashes_uuids_paths_and_model_names_are_kept(text):
     assert redact_text(text) is text
@@ -200,8 +268,9 @@ def test_a_sequence_keeps_its_clean_items_and_is_returned_unchanged_when_clean()
     ("eyJ", ""), ("b:", "://a:"), ("bearer ", ""), ("password", ""), ("-a", ""), ("sk-", ""), ("hf_", ""),
     ("AKIA", ""), ("Basic QUJD", ""), ("x", "-----BEGIN RSA PRIVATE KEY-----"),
     ("mysql a ", ""), ("mysql -pa ", ""), ("&sig=", ""), ("hooks.slack.com/services/", "://"), ("github_pat_", ""),
+    ("user=a pwd=bb ", ""), ("a/", "AKIAIOSFODNN7EXAMPLE "), ("mysql -u ", "mysql -pa "),
 ], ids=["jwt", "url", "bearer", "kv", "flag", "sk", "hf", "aws", "basic", "pem", "mysql", "mysql-p", "sas", "slack",
-        "github-pat"])
+        "github-pat", "pair-kv", "pair-aws", "pair-mysql"])
 def test_redaction_takes_linear_time_on_pathological_text(unit, prefix):
     """Regression: "eyJ" * 20000 took 0.85 s (every eyJ rescanned the run to its end: quadratic).
     Ten times the text must cost about as much as the short text ten times (a same-run ratio).
