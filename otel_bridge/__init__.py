@@ -1,9 +1,11 @@
 """otel_bridge: builds OpenTelemetry providers lazily on exporting ranks and wires them to lens_core."""
 
+from otel_bridge._extras import MissingExtraError
 from otel_bridge.handle import TelemetryHandle, active_handle, setup_telemetry
 from otel_bridge.propagation import extract_context, inject_context
 
 __all__ = [
+    "MissingExtraError",
     "TelemetryHandle",
     "active_handle",
     "extract_context",

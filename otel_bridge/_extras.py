@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["MissingExtraError", "install_command", "missing_otel"]
+__all__ = ["MissingExtraError", "install_command", "missing_otel", "one_line_if_uncaught"]
 
 # Top-level packages the ``otel`` extra brings in (the SDK, OTLP exporters, protobuf, gRPC).
 _OTEL_PACKAGES = frozenset({"opentelemetry", "google", "grpc"})
@@ -28,3 +28,28 @@ def missing_otel(exc: BaseException, what: str):
     return MissingExtraError(
         f"{what}: OpenTelemetry is not installed (no module named {name!r}); "
         f"install Lens's otel extra: {install_command('otel')}", name=name)
+
+
+_hooked = False
+
+
+def one_line_if_uncaught() -> None:
+    """From now on, a MissingExtraError that nothing catches ends the process with its one
+    line on stderr (``lens: ...pip install 'lens-telemetry[otel]'``) instead of a traceback:
+    the frames of a missing package tell a user nothing the line does not. Every other
+    exception reaches the hook that was installed before. Installed once, by the raise."""
+    global _hooked
+    if _hooked:
+        return
+    import sys
+
+    previous = sys.excepthook
+
+    def excepthook(kind, value, traceback):
+        if isinstance(value, MissingExtraError):
+            sys.stderr.write(f"lens: {value}\n")
+        else:
+            previous(kind, value, traceback)
+
+    sys.excepthook = excepthook
+    _hooked = True

@@ -25,7 +25,7 @@ from lens_core.semconv import SCHEMA_URL
 from lens_core.export_ranks import export_decision
 from lens_core.redaction import set_redact_allow
 
-from otel_bridge._extras import missing_otel
+from otel_bridge._extras import missing_otel, one_line_if_uncaught
 from otel_bridge.lifecycle import exit_through_multiprocessing, on_exit, on_fork
 
 TYPE_CHECKING = False
@@ -431,7 +431,9 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
     applies ``config.span_groups``. A second enabled call raises RuntimeError unless
     ``_allow_reinit`` (tests); a failure part-way leaves nothing installed. A rank list
     naming ranks outside the world is warned about (once, on rank 0). ``config.redact_allow``
-    replaces the redaction allow-list (lens_core.redaction.set_redact_allow).
+    replaces the redaction allow-list (lens_core.redaction.set_redact_allow). Enabled
+    without the OpenTelemetry SDK it raises MissingExtraError (an ImportError) naming the
+    extra to install; left uncaught, that error prints as its one line.
     """
     global _active, _global_providers_set
     if not isinstance(config, LensConfig):
@@ -508,8 +510,9 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
                 if providers.pipeline is not None:
                     providers.pipeline.abandon()
             missing = missing_otel(exc, "setup_telemetry (telemetry is enabled on this rank)")
-            if missing is not None:
-                raise missing from exc
+            if missing is not None:  # one line, not two chained tracebacks, if the caller lets it go
+                one_line_if_uncaught()
+                raise missing from None
             raise
         handle = TelemetryHandle(config, providers=providers, backend=backend, **handle_args)
         _install_vocabulary_metrics(handle)

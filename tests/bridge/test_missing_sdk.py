@@ -86,3 +86,40 @@ def test_every_install_hint_in_the_package_works_for_wheel_users():
     good = re.compile(r"pip install '(lens-telemetry\[[a-z,]+\]|lens-telemetry\[\{[^}]*\}\])'")
     bad = [(where, hint) for where, hint in hints if not good.match(hint)]
     assert bad == []
+
+
+def test_enabling_telemetry_without_the_sdk_uncaught_is_one_line_naming_the_extra():
+    """Regression (issue 41): LENS_ENABLED=1 without the otel extra printed two chained
+    tracebacks (the ModuleNotFoundError, then the MissingExtraError raised from it) before
+    the line that says what to install."""
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent("""
+        from lens_core import LensConfig
+        from otel_bridge import setup_telemetry
+        setup_telemetry(LensConfig.from_env(), rank=0, world_size=1)
+    """)], capture_output=True, text=True, timeout=120, cwd=REPO, env={**__import__("os").environ, "LENS_ENABLED": "1"})
+    assert proc.returncode == 1 and proc.stdout == ""
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("lens: setup_telemetry (telemetry is enabled on this rank): OpenTelemetry is not installed")
+    assert line.endswith(HINT)
+
+
+def test_the_missing_extra_error_can_be_caught_as_itself_or_as_an_import_error():
+    """Enabling without the SDK still raises (documented): a caller may catch the public
+    otel_bridge.MissingExtraError, or any ImportError, and carry on with telemetry off;
+    a caught error is not printed, and other uncaught errors keep their traceback."""
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent("""
+        import otel_bridge
+        from lens_core import LensConfig
+        for kind in (otel_bridge.MissingExtraError, ImportError):
+            try:
+                otel_bridge.setup_telemetry(LensConfig(enabled=True), rank=0, world_size=1)
+            except kind as exc:
+                assert exc.__cause__ is None and exc.__suppress_context__
+                print(type(exc).__name__)
+        handle = otel_bridge.setup_telemetry(LensConfig(enabled=False))
+        print(handle.is_exporting)
+        raise KeyError("other")
+    """)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.stdout.split() == ["MissingExtraError", "MissingExtraError", "False"]
+    assert "Traceback" in proc.stderr and proc.stderr.rstrip().endswith("KeyError: 'other'")
+    assert "lens:" not in proc.stderr
