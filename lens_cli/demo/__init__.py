@@ -53,8 +53,9 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=_positive, default=6, help="training steps (default 6)")
     parser.add_argument("--async", dest="async_mode", action="store_true",
                         help="async GRPO: a collector thread generates batches into a replay buffer")
-    parser.add_argument("--span-groups", default="per_step", metavar="SPEC",
-                        help="span-group spec (default per_step; e.g. default, all, per_step,-job)")
+    parser.add_argument("--span-groups", default=None, metavar="SPEC",
+                        help="span-group spec (default: LENS_SPAN_GROUPS, else per_step; e.g. default, all, "
+                             "per_step,-job)")
     parser.add_argument("--out", default="./lens-demo", metavar="DIR",
                         help="output directory for traces, checkpoints and report.html (default ./lens-demo)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -83,15 +84,16 @@ def _exporter_choice(environ) -> str:
     return raw or "file"
 
 
-def run_demo(*, steps: int = 6, async_mode: bool = False, span_groups: str = "per_step",
+def run_demo(*, steps: int = 6, async_mode: bool = False, span_groups: str | None = None,
              out: str | os.PathLike[str] = "./lens-demo", seed: int = 0, val_every: int = 3,
              checkpoint_every: int = 2, stream=None) -> DemoResult:
     """Set up telemetry, run the instrumented loop, shut telemetry down, report on the trace.
 
     Traces go to ``<out>/<run_id>/traces-*.jsonl`` (the file exporter) unless
     ``LENS_EXPORTER`` names another exporter, checkpoints to ``<out>/checkpoints``, the
-    waterfall to ``<out>/report.html``. The exit code is 0 when the report over the demo's
-    own trace finds no invariant violation and no unreadable input.
+    waterfall to ``<out>/report.html``. ``span_groups`` None: ``LENS_SPAN_GROUPS`` when set,
+    else ``per_step``. The exit code is 0 when the report over the demo's own trace finds
+    no invariant violation and no unreadable input.
     """
     import torch
     import torch._dynamo  # noqa: F401  the first optimizer imports it (~1 s); not model-build time
@@ -106,8 +108,11 @@ def run_demo(*, steps: int = 6, async_mode: bool = False, span_groups: str = "pe
     say = (lambda text: print(text, file=stream, flush=True)) if stream is not None else (lambda text: None)
     out_dir = Path(out)
     rl_catalog.register()  # idempotent; a registry cleared since import gets the catalog back
-    config = LensConfig.from_env().replace(enabled=True, span_groups=span_groups,
-                                           exporter=_exporter_choice(os.environ), file_dir=str(out_dir))
+    config = LensConfig.from_env()
+    if span_groups is None:  # the environment's spec (parsed by from_env), else the demo's own
+        span_groups = config.span_groups if os.environ.get("LENS_SPAN_GROUPS", "").strip() else "per_step"
+    config = config.replace(enabled=True, span_groups=span_groups, exporter=_exporter_choice(os.environ),
+                            file_dir=str(out_dir))
     opts = _loop.DemoOptions(steps=steps, async_mode=async_mode, seed=seed, val_every=val_every,
                              checkpoint_every=checkpoint_every, checkpoint_dir=out_dir / "checkpoints")
     stats = _loop.RunStats()

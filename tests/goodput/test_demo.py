@@ -217,3 +217,14 @@ def test_with_lens_exporter_otlp_the_same_trace_goes_to_a_collector(otlp_receive
     steps = [span for span in received if span.name == "rl.grpo.step"]
     assert len(steps) == 2 and all(step.parent_span_id == job.span_id for step in steps)
     assert {step.attributes["rl.iteration"] for step in steps} == {1, 2}
+
+
+def test_lens_span_groups_chooses_the_demos_groups_unless_the_option_does(monkeypatch, tmp_path):
+    """Regression (issue 41): `lens demo` ignored LENS_SPAN_GROUPS (its --span-groups default,
+    per_step, always won): LENS_SPAN_GROUPS=default still traced every step."""
+    monkeypatch.setenv("LENS_SPAN_GROUPS", "default")
+    result = run_demo(steps=1, out=tmp_path / "env", val_every=0, checkpoint_every=0)
+    names = {span.name for span in result.spans}
+    assert result.exit_code == 0 and "rl.grpo.job" in names and "rl.grpo.step" not in names
+    result = run_demo(steps=1, span_groups="per_step", out=tmp_path / "option", val_every=0, checkpoint_every=0)
+    assert "rl.grpo.step" in {span.name for span in result.spans}
