@@ -4,7 +4,8 @@
 #    gate, recorder, encoders and the report's reader must load (a platform wheel, not py3-none-any);
 # 2. the same sdist built with a compiler that fails: the install still works (pure Python) and
 #    `import lens_core` says so on stderr, without pip's -v;
-# 3. the sdist with the report's reader (lens_report/_scan.pyx) broken: the gate is still compiled.
+# 3. the sdist with the report's reader (lens_report/_scan.pyx) broken: the gate is still compiled;
+# 4. `lens --version` is pyproject's version: from the sdist's wheel and from an editable install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
@@ -21,6 +22,16 @@ echo "wheel from the sdist: $(basename "$wheel")"
 case "$wheel" in *py3-none-any*) echo "FAIL: the wheel built from the sdist is pure Python" >&2; exit 1;; esac
 python -m venv "$work/venv"
 "$work/venv/bin/pip" install -q --no-deps "$wheel"
+version="$(python -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')"
+check_version() {  # $1: a venv, $2: what was installed there
+  local said
+  said="$(cd "$work" && "$1/bin/python" -m lens_cli --version)"
+  if [ "$said" != "lens $version" ]; then
+    echo "FAIL: $2 says '$said', pyproject.toml says $version" >&2; exit 1
+  fi
+  echo "$2: $said"
+}
+check_version "$work/venv" "lens --version from the sdist's wheel"
 (cd "$work" && "$work/venv/bin/python" - <<'PY'
 import lens_core
 from lens_core import _impl
@@ -61,3 +72,8 @@ assert compiled_reader() is None
 print("the reader's build failing alone: gate", lens_core.IMPLEMENTATION, "and the report on its SQL reader")
 PY
 )
+
+# An editable install of this tree (pure Python: the version is what is checked) reports pyproject's version.
+python -m venv "$work/venv4"
+LENS_BUILD_EXT=0 "$work/venv4/bin/pip" install -q --no-deps -e . 2>/dev/null
+check_version "$work/venv4" "lens --version from an editable install"

@@ -10,14 +10,47 @@ from otel_bridge.lifecycle import on_fork
 __all__ = ["SeedIndependentIdGenerator", "instance_id", "lens_version", "process_tag"]
 
 
+_version = None  # found once per process
+
+
 def lens_version() -> str:
-    """The installed lens package version ("0+unknown" when run from a bare checkout)."""
+    """The lens version: from the source tree's pyproject.toml when lens runs from one (a
+    checkout on PYTHONPATH, an editable install: the tree, not what was installed before,
+    is what runs), else from the installed package's metadata; "0+unknown" only when
+    neither says."""
+    global _version
+    if _version is None:
+        _version = _source_tree_version() or _installed_version() or "0+unknown"
+    return _version
+
+
+def _installed_version():
     from importlib import metadata
 
     try:
         return metadata.version("lens-telemetry")
     except metadata.PackageNotFoundError:
-        return "0+unknown"
+        return None
+
+
+def _source_tree_version():
+    """``[project] version`` of the pyproject.toml beside the package, when it is lens's."""
+    from pathlib import Path
+
+    try:
+        text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):  # an installed package: no pyproject.toml beside it
+        return None
+    table, fields = None, {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            table = line
+        elif table == "[project]" and "=" in line:
+            key, _, value = line.partition("=")
+            if key.strip() in ("name", "version"):
+                fields[key.strip()] = value.strip().strip("\"'")
+    return fields.get("version") if fields.get("name") == "lens-telemetry" else None
 
 
 class SeedIndependentIdGenerator:

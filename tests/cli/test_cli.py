@@ -121,6 +121,22 @@ def test_version_prints_the_installed_package_version():
     assert (proc.returncode, proc.stdout) == (0, f"lens {lens_version()}\n")
 
 
+@pytest.mark.parametrize("site", [True, False], ids=["installed", "bare-checkout"])
+def test_version_from_a_source_tree_is_its_pyprojects_not_0_unknown(tmp_path, site):
+    """Regression (issue 41): lens run from a source tree that was never installed (a checkout
+    on PYTHONPATH; here -S hides site-packages, so no metadata) said "lens 0+unknown"."""
+    tomllib = pytest.importorskip("tomllib")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(repo, "pyproject.toml"), "rb") as f:
+        wanted = tomllib.load(f)["project"]["version"]
+    env = without_settings(("LENS_",))
+    env["PYTHONPATH"] = repo
+    flags = [] if site else ["-S"]
+    proc = subprocess.run([sys.executable, *flags, "-m", "lens_cli", "--version"], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"lens {wanted}\n", "")
+
+
 def test_emit_spans_to_the_console_keeps_stdout_pure_json(tmp_path):
     """Regression: `emit-spans --exporter console` printed "emitted 2 span(s)" into the JSON stream."""
     proc = _emit(tmp_path, SPANS, exporter="console")
