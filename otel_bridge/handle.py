@@ -18,7 +18,7 @@ import os
 import threading
 import time
 
-from lens_core import _log, install_backend, set_span_group_spec, uninstall_backend
+from lens_core import _log, install_backend, set_enabled_span_groups, set_span_group_spec, uninstall_backend
 from lens_core.config import LensConfig
 from lens_core.efficiency import set_efficiency_sink
 from lens_core.semconv import SCHEMA_URL
@@ -424,7 +424,9 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
     """Set up telemetry for this process and return its handle.
 
     A disabled config or a rank that ``export_ranks`` leaves quiet builds nothing, never
-    imports the OpenTelemetry SDK and leaves every span group off. ``export_strategy``
+    imports the OpenTelemetry SDK and turns every span group off (pins the empty set), also
+    after an earlier enabled setup, whose handle stays active and exports what was recorded
+    (as the seed's ``set_enabled_span_groups(frozenset())``). ``export_strategy``
     (a callable ``(rank, world_size, local_rank) -> bool``, or a spec such as ``first``
     or a registered strategy's name) decides instead of ``config.export_ranks``. An
     exporting rank builds providers, installs the OTel span backend into lens_core and
@@ -443,6 +445,7 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
     run_id = resolve_run_id(config.run_id)
     handle_args = dict(rank=rank, world_size=world_size, local_rank=local_rank, run_id=run_id)
     if not config.enabled:
+        set_enabled_span_groups(())  # as the seed does: after an enabled setup too, every group is off
         return TelemetryHandle(config, **handle_args)
     if rank == 0:  # every rank sees the same lists: say it once
         if export_strategy is None:
@@ -450,6 +453,7 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
         _warn_outside(config.trace_ranks, world_size, "trace_ranks")
     if not export_decision(config.export_ranks if export_strategy is None else export_strategy,
                            rank, world_size, local_rank):
+        set_enabled_span_groups(())
         return TelemetryHandle(config, **handle_args)
 
     from otel_bridge._signals import signals_to_main_thread

@@ -189,10 +189,28 @@ def test_a_second_enabled_setup_raises_runtime_error_explaining_why():
     assert active_handle() is first
 
 
-def test_a_disabled_setup_is_allowed_while_another_is_active():
-    first = setup_telemetry(ON, span_exporter=InMemorySpanExporter())
-    assert not setup_telemetry(LensConfig()).is_exporting
-    assert active_handle() is first
+@pytest.mark.parametrize("later", [
+    dict(config=LensConfig()),
+    dict(config=LensConfig(enabled=True, export_ranks="last"), rank=0, world_size=2),
+], ids=["disabled", "quiet rank"])
+def test_a_disabled_setup_after_an_enabled_one_turns_every_group_off(later):
+    """Regression (issue 41): a disabled (or quiet-rank) setup_telemetry after an enabled one
+    left the first handle exporting with every group on; the seed turns every group off
+    (set_enabled_span_groups(frozenset())) and the docstring said so. The first handle stays
+    active and exports what it recorded before."""
+    _register()
+    exporter = InMemorySpanExporter()
+    first = setup_telemetry(LensConfig(enabled=True, exporter="none", span_groups="all"), span_exporter=exporter)
+    with managed_span("gen", "before"):
+        pass
+    assert lens_core.is_span_group_enabled("gen")
+    assert not setup_telemetry(**later).is_exporting
+    assert active_handle() is first and first.is_exporting
+    assert lens_core.enabled_span_groups() == frozenset() and not lens_core.is_span_group_enabled("gen")
+    with managed_span("gen", "after") as span:
+        assert span is None
+    assert first.shutdown() is True
+    assert [s.name for s in exporter.get_finished_spans() if s.name != "lens.telemetry.loss"] == ["before"]
 
 
 def test_allow_reinit_replaces_a_still_active_setup_without_deadlocking():
