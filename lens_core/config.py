@@ -116,7 +116,9 @@ class LensConfig(Record):
     metrics and logs), recorder="native" (or LENS_RECORDER), max_open_spans=10000 (1 to
     10,000,000), buffer_mb=16 (1 to 65536), redact_allow=() (attribute keys never redacted
     by key; see lens_core.redaction), goodput_metrics=True (an exporting rank with traces and
-    metrics exports its live goodput: otel_bridge.sdk.goodput),
+    metrics exports its live goodput: otel_bridge.sdk.goodput), goodput_ratio=False (also its
+    productive/wall ratio, opt-in: span-derived, it has no productive generation term on
+    async runs; the seed leaves the rolled-up ratio to the monitor),
     spool_dir=None (``<tmp>/lens-spool-<uid>``: where
     encoded spans wait on disk while the collector is slow or down), spool_mb=256 (0 to
     1048576; 0 turns the spool off),
@@ -152,6 +154,7 @@ class LensConfig(Record):
         "spool_mb": 256,
         "file_mode": 0o600,
         "file_line_mb": 8,
+        "goodput_ratio": False,
     }
     _fields = __slots__ = tuple(_defaults)
     enabled: bool
@@ -177,6 +180,7 @@ class LensConfig(Record):
     spool_mb: int
     file_mode: int
     file_line_mb: int
+    goodput_ratio: bool
 
     if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
 
@@ -190,7 +194,8 @@ class LensConfig(Record):
                      max_open_spans: int = 10_000, buffer_mb: int = 16,
                      redact_allow: Union[str, Iterable[str]] = (), goodput_metrics: bool = True,
                      spool_dir: Optional[str] = None, spool_mb: int = 256,
-                     file_mode: Union[int, str] = 0o600, file_line_mb: int = 8) -> None: ...
+                     file_mode: Union[int, str] = 0o600, file_line_mb: int = 8,
+                     goodput_ratio: bool = False) -> None: ...
 
     def _validate(self) -> None:
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
@@ -219,7 +224,8 @@ class LensConfig(Record):
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
         ``_TRACE_RANKS``, ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
         ``_RECORDER``, ``_MAX_OPEN_SPANS``, ``_BUFFER_MB``, ``_REDACT_ALLOW`` (a comma list of
-        attribute keys), ``_GOODPUT_METRICS``, ``_SPOOL_DIR``, ``_SPOOL_MB``, ``_FILE_MODE`` (octal, e.g. 0640), ``_FILE_LINE_MB``.
+        attribute keys), ``_GOODPUT_METRICS``, ``_SPOOL_DIR``, ``_SPOOL_MB``, ``_FILE_MODE`` (octal, e.g. 0640), ``_FILE_LINE_MB``,
+        ``_GOODPUT_RATIO``.
 
         ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
         service name falls back to ``OTEL_SERVICE_NAME``. A bad value raises ValueError
@@ -265,6 +271,7 @@ class LensConfig(Record):
             ("spool_mb", "SPOOL_MB", "number"),
             ("file_mode", "FILE_MODE", "mode"),
             ("file_line_mb", "FILE_LINE_MB", "number"),
+            ("goodput_ratio", "GOODPUT_RATIO", "bool"),
         ):
             var, raw = get(key)
             if var is None:

@@ -297,7 +297,7 @@ SETUP_PHASE_TOTAL = "total_setup"
 # Bounded cardinality: one series per rank (per bucket), never per step; the step is a value.
 LENS_GOODPUT_TIME = "lens.goodput.time"  # s, counter: bucketed seconds so far, by rl.bucket
 LENS_GOODPUT_STEP_TIME = "lens.goodput.step.time"  # s, counter: steps' wall time so far
-LENS_GOODPUT_RATIO = "lens.goodput.ratio"  # 1, gauge: productive seconds / the rank's wall time so far
+LENS_GOODPUT_RATIO = "lens.goodput.ratio"  # 1, gauge: productive seconds / the rank's wall time so far (opt-in)
 LENS_GOODPUT_STEP_DURATION = "lens.goodput.step.duration"  # s, gauge: the last step's wall time
 LENS_GOODPUT_STEP_CURRENT = "lens.goodput.step.current"  # {step}, gauge: the last step ended
 LENS_GOODPUT_STEP_BUCKET_TIME = "lens.goodput.step.bucket_time"  # s, gauge: the last step's seconds, by rl.bucket

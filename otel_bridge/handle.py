@@ -580,7 +580,8 @@ def _end_on_sigterm(handle_ref) -> None:
 
 def _install_vocabulary_metrics(handle) -> None:
     """On an exporting rank with metrics: efficiency/* timer seconds go to its meter (the efficiency
-    sink), and, with traces too and ``goodput_metrics``, its spans feed the live goodput."""
+    sink), and, with traces too and ``goodput_metrics``, its spans feed the live goodput (its ratio
+    only with ``goodput_ratio``)."""
     providers = handle.providers
     if providers.meter_provider is None:
         set_efficiency_sink(None)
@@ -592,7 +593,8 @@ def _install_vocabulary_metrics(handle) -> None:
     if handle.config.goodput_metrics and providers.pipeline is not None and handle.backend is not None:
         from otel_bridge.sdk.goodput import LiveGoodput
 
-        handle.goodput = LiveGoodput(meter, run_id=handle.run_id, rank=handle.rank)
+        handle.goodput = LiveGoodput(meter, run_id=handle.run_id, rank=handle.rank,
+                                     ratio=handle.config.goodput_ratio)
         providers.pipeline.observer = handle.goodput.observe
 
 

@@ -17,6 +17,13 @@ on the export thread as the pipeline drains ended records: the application's spa
 nothing for it. At each step end a snapshot of the cumulative figures is published, which the
 observable instruments report at the next collection: one series per rank (per bucket), never
 one per step.
+
+The ratio (``lens.goodput.ratio``, productive seconds over wall time) is opt-in
+(``LensConfig.goodput_ratio`` / ``LENS_GOODPUT_RATIO``), as the seed leaves the rolled-up goodput
+to the monitor: derived from spans, it has no productive generation term on an async run (there
+generation is a continuously batched pipeline overlapping training, with no span of its own),
+and it covers driver idle but not collector-side idle or wasted work (the efficiency/* metrics
+do). The bucket seconds it is made of are exported by default.
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ class LiveGoodput:
     """Per-rank bucket and step figures from ended span records, exported through ``meter``."""
 
     def __init__(self, meter, *, run_id: str, rank: int, step_pattern: str = STEP_PATTERN,
-                 max_pending: int = MAX_PENDING) -> None:
+                 max_pending: int = MAX_PENDING, ratio: bool = False) -> None:
         self.attributes = {semconv.NEMO_RUN_ID: run_id, semconv.NV_DL_RANK: rank}
         self._step = re.compile(step_pattern).search
         self._rollup = None  # lens_core's GoodputRollup matching the recorder, made at the first batch
@@ -71,7 +78,7 @@ class LiveGoodput:
         self.evicted = 0
         self._lock = threading.Lock()  # observe() runs on the export thread, or the closing one
         self.snapshot = self._take()
-        self._instruments = self._create(meter) if meter is not None else ()
+        self._instruments = self._create(meter, ratio) if meter is not None else ()
 
     # ---- rolling up ---------------------------------------------------------------------
 
@@ -129,7 +136,7 @@ class LiveGoodput:
 
     # ---- instruments -----------------------------------------------------------------------
 
-    def _create(self, meter):
+    def _create(self, meter, with_ratio):
         from opentelemetry.metrics import Observation
 
         attributes = self.attributes
@@ -164,13 +171,11 @@ class LiveGoodput:
             step = self.snapshot["current_step"]
             return [] if not isinstance(step, (int, float)) else [Observation(step, attributes)]
 
-        return (
+        instruments = (
             meter.create_observable_counter(semconv.LENS_GOODPUT_TIME, [bucket_seconds], "s",
                                             "Counted seconds of this rank's bucketed spans so far, by rl.bucket."),
             meter.create_observable_counter(semconv.LENS_GOODPUT_STEP_TIME, [step_seconds], "s",
                                             "Wall seconds of this rank's ended steps so far."),
-            meter.create_observable_gauge(semconv.LENS_GOODPUT_RATIO, [ratio], "1",
-                                          "Productive seconds over this rank's wall time so far."),
             meter.create_observable_gauge(semconv.LENS_GOODPUT_STEP_DURATION, [step_duration], "s",
                                           "Wall seconds of this rank's last ended step."),
             meter.create_observable_gauge(semconv.LENS_GOODPUT_STEP_BUCKET_TIME, [step_buckets], "s",
@@ -178,6 +183,12 @@ class LiveGoodput:
             meter.create_observable_gauge(semconv.LENS_GOODPUT_STEP_CURRENT, [current], "{step}",
                                           "rl.iteration of this rank's last ended step."),
         )
+        if with_ratio:  # opt-in (goodput_ratio): see the module docstring
+            instruments += (meter.create_observable_gauge(
+                semconv.LENS_GOODPUT_RATIO, [ratio], "1",
+                "Productive seconds over this rank's wall time so far; span-derived: on an async run it "
+                "has no productive generation term (not 'generation contributed nothing')."),)
+        return instruments
 
 
 def _rollup_for(record):

@@ -64,7 +64,8 @@ def _points(reader):
 def test_live_totals_equal_the_reports_for_the_same_run(rl, tmp_path, recorder):
     reader = InMemoryMetricReader()
     handle = setup_telemetry(LensConfig(enabled=True, exporter="file", file_dir=str(tmp_path), run_id="live",
-                                        span_groups="all", recorder=recorder), metric_reader=reader)
+                                        span_groups="all", recorder=recorder, goodput_ratio=True),
+                             metric_reader=reader)
     try:
         _run_job()
         assert handle.force_flush(20_000)
@@ -106,6 +107,28 @@ def test_the_step_pattern_is_the_reports():
     from lens_report.model import DEFAULT_STEP_PATTERN
 
     assert goodput.STEP_PATTERN == DEFAULT_STEP_PATTERN
+
+
+def test_the_goodput_ratio_is_opt_in_as_the_seed_leaves_it_to_the_monitor(rl, tmp_path, monkeypatch):
+    """Regression (issue 41): the live goodput ratio was exported by default, with no word of
+    the seed's caveat (span-derived, it has no productive generation term on an async run; the
+    seed's rolled-up goodput is monitor-derived, not emitted). By default the bucket and step
+    series are exported and the ratio is not; goodput_ratio / LENS_GOODPUT_RATIO=1 adds it."""
+    monkeypatch.setenv("LENS_GOODPUT_RATIO", "1")
+    assert LensConfig.from_env().goodput_ratio is True and LensConfig().goodput_ratio is False
+    for opt_in in (False, True):
+        reader = InMemoryMetricReader()
+        handle = setup_telemetry(LensConfig(enabled=True, exporter="file", file_dir=str(tmp_path / str(opt_in)),
+                                            run_id="ratio", span_groups="all", goodput_ratio=opt_in),
+                                 metric_reader=reader, _allow_reinit=True)
+        try:
+            _run_job()
+            assert handle.force_flush(20_000)
+            points = _points(reader)
+        finally:
+            handle.shutdown()
+        assert len(points[semconv.LENS_GOODPUT_TIME]) == 4
+        assert (semconv.LENS_GOODPUT_RATIO in points) is opt_in
 
 
 def test_goodput_metrics_off_installs_no_observer(rl, tmp_path):
