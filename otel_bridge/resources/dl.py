@@ -20,6 +20,7 @@ __all__ = [
     "detect_software",
     "detect_topology",
     "process_attributes",
+    "rank_numbers",
     "topology_attributes",
     "training_attributes",
 ]
@@ -64,6 +65,21 @@ def detect_topology(environ) -> dict:
     if "nodes" not in sizes and "world" in sizes and "local" in sizes and sizes["world"] % sizes["local"] == 0:
         sizes["nodes"] = sizes["world"] // sizes["local"]
     return {semconv.NV_DL_TOPOLOGY_SIZE + size: value for size, value in sizes.items()}
+
+
+_RANK_KEYS = (semconv.NV_DL_RANK, semconv.NV_DL_WORLD_SIZE, semconv.NV_DL_LOCAL_RANK)
+
+
+def rank_numbers(attributes) -> dict:
+    """``attributes`` with ``nv.dl.rank`` / ``nv.dl.world_size`` / ``nv.dl.local_rank`` given as
+    decimal text (all ``OTEL_RESOURCE_ATTRIBUTES`` can carry) made ints, as Lens writes them;
+    any other value is left as it is."""
+    out = dict(attributes)
+    for key in _RANK_KEYS:
+        value = out.get(key)
+        if isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
+            out[key] = int(value.strip())
+    return out
 
 
 def topology_attributes(**sizes: int) -> dict:

@@ -55,7 +55,7 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     from lens_core.redaction import redact_attributes
 
     from otel_bridge.resources import detect_resource_attributes
-    from otel_bridge.resources.dl import detect_software, detect_topology
+    from otel_bridge.resources.dl import detect_software, detect_topology, rank_numbers
 
     environ = os.environ if environ is None else environ
     caller = dict(resource_attributes or {})
@@ -65,8 +65,11 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     # installed packages' metadata (read here, on exporting ranks only: a quiet rank pays nothing)
     attrs.update(detect_topology(environ))
     attrs.update(detect_software())
-    # the caller's rank, if given, names the instance (a singleton actor reports rank 0)
-    instance_rank = caller.get(semconv.NV_DL_RANK, rank)
+    # OTEL_RESOURCE_ATTRIBUTES (text only: nv.dl.rank=7 is read as an int)
+    environment = rank_numbers(OTELResourceDetector().detect().attributes)
+    # the caller's rank, if given, else the environment's names the instance (a singleton
+    # actor reports rank 0), as the seed resolves service.instance.id from nv.dl.rank
+    instance_rank = caller.get(semconv.NV_DL_RANK, environment.get(semconv.NV_DL_RANK, rank))
     attrs.update({
         semconv.SERVICE_NAME: config.service_name,
         # service.version is the instrumented application's (OTEL_SERVICE_VERSION or the
@@ -81,7 +84,6 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     })
     if config.user:
         attrs[semconv.NV_DL_USER] = config.user
-    environment = dict(OTELResourceDetector().detect().attributes)
     version = environ.get("OTEL_SERVICE_VERSION", "").strip()
     if version:
         environment.setdefault(semconv.SERVICE_VERSION, version)

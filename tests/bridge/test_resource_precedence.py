@@ -31,3 +31,27 @@ def test_otel_resource_attributes_names_the_service_when_the_config_does_not(mon
 def test_the_callers_resource_attributes_win_over_everything(monkeypatch):
     config = LensConfig(service_name="trainer")
     assert _service(config, monkeypatch, {"service.name": "caller"}, OTEL_SERVICE_NAME="x") == "caller"
+
+
+def _resource(monkeypatch, caller=None, **env):
+    for name in ("OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return build_resource(LensConfig(), run_id="r", rank=0, world_size=1, local_rank=0,
+                          resource_attributes=caller).attributes
+
+
+def test_nv_dl_rank_in_otel_resource_attributes_names_the_instance_and_stays_an_int(monkeypatch):
+    """Regression (issue 41, NeMo Lens's open work since our pin): with nv.dl.rank=7 in
+    OTEL_RESOURCE_ATTRIBUTES the resource said "7" (a string) while service.instance.id said
+    rank 0; the seed resolves the instance id from nv.dl.rank."""
+    attrs = _resource(monkeypatch, OTEL_RESOURCE_ATTRIBUTES="nv.dl.rank=7,nv.dl.world_size=8,nv.dl.local_rank=3")
+    assert (attrs["nv.dl.rank"], attrs["nv.dl.world_size"], attrs["nv.dl.local_rank"]) == (7, 8, 3)
+    assert attrs["service.instance.id"].startswith("r-rank7-")
+    # the caller's rank still wins, and text that is no number is left as given
+    attrs = _resource(monkeypatch, {"nv.dl.rank": 3}, OTEL_RESOURCE_ATTRIBUTES="nv.dl.rank=7")
+    assert attrs["nv.dl.rank"] == 3 and attrs["service.instance.id"].startswith("r-rank3-")
+    attrs = _resource(monkeypatch, OTEL_RESOURCE_ATTRIBUTES="nv.dl.rank=seven")
+    assert attrs["nv.dl.rank"] == "seven"
+    assert _resource(monkeypatch)["service.instance.id"].startswith("r-rank0-")
