@@ -9,9 +9,12 @@ Copy this file into your package and import from it when lens is not installed::
 
 It imports nothing at run time (the typing names below are for type checkers only), so the
 copy works on its own. Everything a library following the README uses is here: the
-registry and buckets, spans and umbrellas, trace_fn on every kind of callable, span_cm,
-carriers, scopes, efficiency spans, IdleWait and deferred child spans. Spans are ``None``,
-scopes do nothing, carriers are empty, and IdleWait still counts its polls. Lens's tests
+registry and buckets (``SpanRegistry.resolve`` and ``clear`` too), the enabled and pending
+groups, spans and umbrellas, trace_fn on every kind of callable, span_cm, carriers, scopes,
+efficiency spans, IdleWait, deferred child spans and ``encode_resource_attributes``
+(otel_bridge.resources). Spans are ``None``, scopes do nothing, carriers are empty, no group
+is enabled, every spec entry is pending, IdleWait still counts its polls, and
+``encode_resource_attributes`` hands the inherited value back unchanged. Lens's tests
 check that every name here has the signature of the real one and that a library runs
 with only this file.
 """
@@ -22,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers only: nothing is imported at run time
     from types import TracebackType
     from typing import (Any, Callable, Collection, Dict, FrozenSet, Iterable, Mapping, Optional, ParamSpec,
-                        Protocol, Type, TypeVar, overload)
+                        Protocol, Tuple, Type, TypeVar, Union, overload)
 
     _P = ParamSpec("_P")
     _R = TypeVar("_R")
@@ -46,11 +49,14 @@ __all__ = [
     "current_trace_carrier",
     "deferred_child_span",
     "efficiency_span",
+    "enabled_span_groups",
+    "encode_resource_attributes",
     "get_pp_trace_carrier",
     "in_per_prompt_scope",
     "is_span_group_enabled",
     "iteration_scope",
     "managed_span",
+    "pending_span_groups",
     "per_prompt_scope",
     "remote_trace_context",
     "safe_set_span_attributes",
@@ -142,10 +148,32 @@ class SpanRegistry:
         """Always False."""
         return False
 
+    @classmethod
+    def clear(cls) -> None:
+        """No-op: nothing is registered."""
+
+    @classmethod
+    def resolve(cls, spec: Union[str, Iterable[str], None],
+                view: Optional[object] = None) -> Tuple[FrozenSet[str], FrozenSet[str]]:
+        """``(enabled, pending)``: nothing is registered, so nothing is enabled and every entry
+        of ``spec`` (stripped, lower-cased) is pending, as lens answers before any registration."""
+        parts = () if spec is None else spec.split(",") if isinstance(spec, str) else spec
+        return frozenset(), frozenset(part.strip().lower() for part in parts if part.strip())
+
 
 def is_span_group_enabled(group: str) -> bool:
     """Always False without lens."""
     return False
+
+
+def enabled_span_groups() -> FrozenSet[str]:
+    """Always empty without lens."""
+    return frozenset()
+
+
+def pending_span_groups() -> FrozenSet[str]:
+    """Always empty without lens (no spec was applied)."""
+    return frozenset()
 
 
 # ---- spans ----------------------------------------------------------------------------------
@@ -203,6 +231,12 @@ def set_pp_trace_carrier(carrier: Optional[Mapping[str, str]]) -> None:
 def get_pp_trace_carrier() -> Dict[str, str]:
     """Always ``{}`` without lens."""
     return {}
+
+
+def encode_resource_attributes(attrs: Mapping[str, object], inherited: Optional[str] = None) -> str:
+    """No-op (otel_bridge.resources' formats ``attrs`` for ``OTEL_RESOURCE_ATTRIBUTES``): the
+    inherited value unchanged, so a child started with it gets what this process had."""
+    return inherited or ""
 
 
 # ---- scopes ---------------------------------------------------------------------------------

@@ -8,6 +8,10 @@ import os
 import re
 from urllib.parse import unquote_to_bytes
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is imported by checkers only
+    from typing import Mapping, Optional
+
 from otel_bridge.resources.dl import (
     detect_software,
     detect_topology,
@@ -118,7 +122,7 @@ def parse_resource_attributes(text) -> dict:
     return attrs
 
 
-def encode_resource_attributes(attrs, inherited=None) -> str:
+def encode_resource_attributes(attrs: Mapping[str, object], inherited: Optional[str] = None) -> str:
     """Format ``attrs`` for ``OTEL_RESOURCE_ATTRIBUTES``, after the entries of ``inherited``
     (an existing value) that ``attrs`` does not override.
 

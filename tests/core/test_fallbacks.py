@@ -23,7 +23,11 @@ LIBRARY_NAMES = {
     "efficiency_span", "in_per_prompt_scope", "is_span_group_enabled", "iteration_scope", "managed_span",
     "per_prompt_scope", "remote_trace_context", "safe_set_span_attributes", "span_attributes", "span_cm",
     "start_efficiency_span", "trace_fn", "umbrella_span", "umbrella_trace_fn",
+    # NeMo Lens's open work since our pin (issue 41): the state readers and the resource encoder
+    "enabled_span_groups", "pending_span_groups", "encode_resource_attributes",
 }
+# Fallbacks whose real one lives outside lens_core (the bridge's stdlib resource helpers).
+ELSEWHERE = {"encode_resource_attributes": "otel_bridge.resources"}
 
 
 def _shape(fn):
@@ -32,12 +36,19 @@ def _shape(fn):
 
 
 def _real(name):
+    if name in ELSEWHERE:
+        import importlib
+
+        return getattr(importlib.import_module(ELSEWHERE[name]), name)
     return getattr(lens_core, name, None) or getattr(lens_core.efficiency, name)
 
 
 def test_every_name_a_readme_library_uses_has_a_fallback():
+    """Regression (issue 41): SpanRegistry.resolve / clear, enabled_span_groups,
+    pending_span_groups and encode_resource_attributes had no fallback."""
     assert LIBRARY_NAMES <= set(fallbacks.__all__)
-    assert all(hasattr(lens_core, name) or hasattr(lens_core.efficiency, name) for name in fallbacks.__all__)
+    assert all(_real(name) is not None for name in fallbacks.__all__)
+    assert {"resolve", "clear"} <= set(vars(fallbacks.SpanRegistry))
 
 
 @pytest.mark.parametrize("name", [n for n in fallbacks.__all__ if not inspect.isclass(getattr(fallbacks, n))])
@@ -84,6 +95,14 @@ def test_fallback_primitives_do_nothing_and_let_the_body_run():
     wait.starved()
     wait.starved()
     assert wait.done() == 2 and wait.done() == 0
+    assert fallbacks.enabled_span_groups() == frozenset() == fallbacks.pending_span_groups()
+    # as lens answers before anything is registered: nothing enabled, every entry pending
+    assert fallbacks.SpanRegistry.resolve(" Per_Step, -job ,") == (frozenset(), frozenset({"per_step", "-job"}))
+    assert fallbacks.SpanRegistry.resolve(None) == (frozenset(), frozenset())
+    assert fallbacks.SpanRegistry.resolve(["A", " "]) == (frozenset(), frozenset({"a"}))
+    assert fallbacks.SpanRegistry.clear() is None
+    assert fallbacks.encode_resource_attributes({"nv.dl.rank": 3}, inherited="a=1") == "a=1"
+    assert fallbacks.encode_resource_attributes({"nv.dl.rank": 3}) == ""
 
 
 def test_fallbacks_import_nothing_at_run_time_so_the_file_can_be_copied():

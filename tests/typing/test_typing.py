@@ -87,10 +87,13 @@ def test_a_copy_of_the_fallbacks_checks_clean_in_a_strictly_typed_library(tmp_pa
         '"""A strictly typed library for which lens is optional."""\n'
         "from __future__ import annotations\n\n"
         "try:\n"
-        "    from lens_core import IdleWait, SpanRegistry, current_trace_carrier, managed_span, trace_fn\n"
+        "    from lens_core import (IdleWait, SpanRegistry, current_trace_carrier, enabled_span_groups, managed_span,\n"
+        "                           pending_span_groups, trace_fn)\n"
+        "    from otel_bridge.resources import encode_resource_attributes\n"
         "except ImportError:  # lens is optional for mylib\n"
         "    from ._lens_fallbacks import (IdleWait, SpanRegistry,  # type: ignore[assignment]\n"
-        "                                  current_trace_carrier, managed_span, trace_fn)\n\n"
+        "                                  current_trace_carrier, enabled_span_groups, encode_resource_attributes,\n"
+        "                                  managed_span, pending_span_groups, trace_fn)\n\n"
         'SpanRegistry.register("mylib", ["work"])\n\n\n'
         '@trace_fn("work")\n'
         "def double(x: int) -> int:\n"
@@ -101,7 +104,12 @@ def test_a_copy_of_the_fallbacks_checks_clean_in_a_strictly_typed_library(tmp_pa
         "def wait() -> tuple[int, dict[str, str]]:\n"
         '    idle = IdleWait("idle/x")\n'
         "    idle.starved()\n"
-        "    return idle.done(), current_trace_carrier()\n")
+        "    return idle.done(), current_trace_carrier()\n\n\n"
+        "def groups(spec: str) -> tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]]:\n"
+        "    enabled, pending = SpanRegistry.resolve(spec)\n"
+        "    return enabled, pending, enabled_span_groups(), pending_span_groups()\n\n\n"
+        "def child_resource(inherited: str | None) -> str:\n"
+        '    return encode_resource_attributes({"nv.dl.rank": 3}, inherited=inherited)\n')
     proc = _mypy("-p", "mylib", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout
     (tmp_path / "pyrightconfig.json").write_text(json.dumps({"typeCheckingMode": "strict", "extraPaths": [str(REPO)]}))
