@@ -200,7 +200,8 @@ def test_a_disabled_setup_after_an_enabled_one_turns_every_group_off(later):
     active and exports what it recorded before."""
     _register()
     exporter = InMemorySpanExporter()
-    first = setup_telemetry(LensConfig(enabled=True, exporter="none", span_groups="all"), span_exporter=exporter)
+    first = setup_telemetry(LensConfig(enabled=True, exporter="none", span_groups="all", metrics_enabled=False),
+                            span_exporter=exporter)
     with managed_span("gen", "before"):
         pass
     assert lens_core.is_span_group_enabled("gen")
