@@ -310,6 +310,9 @@ def redact_value(key: str, value, redact_keys=None):
     if secret:
         return REDACTED
     items = [redact_text(item) if isinstance(item, str) else item for item in value]
+    unchanged = all(new is old for new, old in zip(items, value))
+    if unchanged and "\x00-" not in "\x00" + "\x00".join([i for i in value if type(i) is str]):
+        return value  # nothing redacted and no flag item: no pair to look for
     _pair_items(value, items)
     if all(new is old for new, old in zip(items, value)):
         return value
@@ -320,24 +323,26 @@ def _pair_items(value, items) -> None:
     """Pairs across the items of a sequence (an argv): the item after a credential flag
     (``--password``, ``--api-key``) is redacted, and, once anything was, the other half of a
     pair in any item (``--user``'s value, ``PGUSER=bob`` beside ``PGPASSWORD=...``)."""
-    if _flag_items is None:
-        _compile()
-    secret_flag, user_flag = _flag_items
-    texts = [i for i, item in enumerate(value) if isinstance(item, str)]
-    for i, j in zip(texts, texts[1:]):
-        if j == i + 1 and secret_flag(value[i]) and not value[j].startswith("-"):
-            items[j] = REDACTED
-    if all(items[i] is value[i] for i in texts):
+    flags = [i for i, item in enumerate(value[:-1]) if type(item) is str and item[:1] == "-"]
+    if flags:
+        if _flag_items is None:
+            _compile()
+        for i in flags:
+            after = value[i + 1]
+            if isinstance(after, str) and after[:1] != "-" and _flag_items[0](value[i]):
+                items[i + 1] = REDACTED
+    if all(new is old for new, old in zip(items, value)):
         return
+    texts = [i for i, item in enumerate(value) if isinstance(item, str)]
     original = "\n".join(value[i] for i in texts)
     redacted = "\n".join(items[i] for i in texts)
     for i in texts:
         items[i] = _pair_halves(original, redacted, items[i])
-    redacted = "\n".join(items[i] for i in texts)
-    if _pairs[0][0](redacted):  # a password was redacted: the user name after --user goes too
-        for i, j in zip(texts, texts[1:]):
-            if j == i + 1 and user_flag(value[i]) and not value[j].startswith("-"):
-                items[j] = REDACTED
+    if _pairs[0][0]("\n".join(items[i] for i in texts)):  # a password was redacted: --user's value goes too
+        for i in flags:
+            after = value[i + 1]
+            if isinstance(after, str) and after[:1] != "-" and _flag_items[1](value[i]):
+                items[i + 1] = REDACTED
 
 
 def redact_attributes(attrs):
