@@ -100,7 +100,7 @@ def test_every_credential_shape_is_redacted_on_every_path(tmp_path, recorder):
     assert leaks == {path: [] for path in by_path}
     assert kept == {path: len(LOOK_ALIKE_TEXTS) for path in by_path}
     assert set(by_path) == {"attribute", "otel-api", "exception", "name", "raw", "log"}
-    assert resource["deploy.db"] == "mysql -h db -u ci -p[REDACTED]" and resource["db.password"] == "[REDACTED]"
+    assert resource["deploy.db"] == "mysql -h db -u [REDACTED] -p[REDACTED]" and resource["db.password"] == "[REDACTED]"
     assert resource["deploy.repo"] == "https://[REDACTED]@github.com/o/r.git"
     assert resource["deploy.model"] == "meta-llama/Llama-3.1-8B-Instruct"
     assert "S3cr3tPassw0rd" not in raw_text and "hunter2x9" not in raw_text
