@@ -13,9 +13,7 @@ CLI = REPO / "docs" / "reference" / "cli.md"
 VOCABULARY = REPO / "docs" / "reference" / "vocabulary.md"
 
 PACKAGES = ("lens_core", "lens_report", "lens_ci", "lens_cli", "otel_bridge")
-# an environment read of a quoted LENS_ name: os.environ.get(NAME), os.environ[NAME], os.getenv(NAME), env.get(NAME)
-_ENV_READ = re.compile(r"""(?:environ|getenv|env)\b\s*(?:\.get\s*)?[(\[]\s*["'](LENS_[A-Z0-9_]+)["']""")
-# any spelling of a LENS_ variable in the suite's and CI's files: quoted, as a shell's $NAME or ${NAME}, or NAME=
+# any spelling of a LENS_ variable in a file: quoted, as a shell's $NAME or ${NAME}, or NAME=
 _MENTION = re.compile(r"""["'](LENS_[A-Z0-9_]+)["']|\$\{?(LENS_[A-Z0-9_]+)|(?:^|\s)(LENS_[A-Z0-9_]+)=""", re.M)
 # a module-level constant of that name (semconv's LENS_GROUP, ...) is a Python name, not a variable
 _CONSTANT = re.compile(r"^(LENS_[A-Z0-9_]+)\s*[:=]", re.M)
@@ -59,21 +57,28 @@ def _config_variables():
     return {name for name in environ.read if name.startswith("LENS_")}
 
 
-def _user_variables():
-    found = _config_variables()
-    for _file, text in _sources(*PACKAGES, "setup.py"):
-        found |= set(_ENV_READ.findall(text))
-    return found
-
-
-def _suite_variables():
+def _constants():
     constants = set()
     for _file, text in _sources(*PACKAGES):
         constants |= set(_CONSTANT.findall(text))
+    return constants
+
+
+def _mentioned(*roots):
     found = set()
-    for _file, text in _sources("tests", "bench", ".ci"):
+    for _file, text in _sources(*roots):
         found |= {name for match in _MENTION.findall(text) for name in match if name}
-    return found - constants - _user_variables()
+    return found - _constants()
+
+
+def _user_variables():
+    """What LensConfig.from_env looks up, and every other LENS_ name the packages and setup.py quote (an
+    environment read, or the name a helper is given to read) that is not one of their constants."""
+    return _config_variables() | _mentioned(*PACKAGES, "setup.py")
+
+
+def _suite_variables():
+    return _mentioned("tests", "bench", ".ci") - _user_variables()
 
 
 def _documented(heading):
