@@ -1,4 +1,4 @@
-"""lens_core.fallbacks: the real primitives' signatures, and a README-style library runs on it alone."""
+"""lens_core.fallbacks: the real primitives' signatures, and a library instrumented as docs/guide/instrumenting.md shows runs on it alone."""
 
 import ast
 import inspect
@@ -17,7 +17,7 @@ from lens_core import _impl, fallbacks
 
 REPO = Path(__file__).resolve().parents[2]
 
-# What a library following the README uses; each must have a fallback.
+# What a library following docs/guide/instrumenting.md uses; each must have a fallback.
 LIBRARY_NAMES = {
     "Bucket", "IdleWait", "SpanRegistry", "bucket_scope", "current_trace_carrier", "deferred_child_span",
     "efficiency_span", "in_per_prompt_scope", "is_span_group_enabled", "iteration_scope", "managed_span",
@@ -97,10 +97,10 @@ def test_fallbacks_import_nothing_at_run_time_so_the_file_can_be_copied():
     assert nested == []
 
 
-# ---- a library that follows the README, run with only the fallbacks -------------------------
+# ---- a library that follows docs/guide/instrumenting.md, run with only the fallbacks -----------
 
 LIBRARY = textwrap.dedent('''
-    """A library instrumented as Lens's README shows; lens is optional for it."""
+    """A library instrumented as Lens's guide shows; lens is optional for it."""
 
     import asyncio
     import threading

@@ -52,7 +52,7 @@ def two_launches(tmp_path_factory) -> Path:
 
 def test_two_launches_under_one_run_id_are_refused_with_each_attempts_goodput(two_launches, capsys):
     """Regression: two launches with a fixed LENS_RUN_ID read as one run whose goodput was averaged over both and the
-    gap between them (20 % here, 0.2 % for the README's torchrun example), with no warning, even with --strict."""
+    gap between them (20 % here, 0.2 % for examples/torchrun_trace.py), with no warning, even with --strict."""
     with TraceStore() as store:
         store.load([two_launches])
         attempts = list_attempts(store)

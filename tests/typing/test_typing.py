@@ -78,7 +78,11 @@ def test_the_user_program_runs_and_exports_its_spans(tmp_path):
 
 
 def test_a_copy_of_the_fallbacks_checks_clean_in_a_strictly_typed_library(tmp_path):
-    """The README's optional-import pattern type-checks with the copied file under both checkers."""
+    """The optional-import pattern of docs/guide/instrumenting.md, as written there, type-checks with the
+    copied file under both checkers."""
+    from doc_pages import marked
+
+    (pattern,) = marked(REPO / "docs" / "guide" / "instrumenting.md", "tested by tests/typing/test_typing.py")
     package = tmp_path / "mylib"
     package.mkdir()
     shutil.copy(REPO / "lens_core" / "fallbacks.py", package / "_lens_fallbacks.py")
@@ -86,11 +90,7 @@ def test_a_copy_of_the_fallbacks_checks_clean_in_a_strictly_typed_library(tmp_pa
     (package / "__init__.py").write_text(
         '"""A strictly typed library for which lens is optional."""\n'
         "from __future__ import annotations\n\n"
-        "try:\n"
-        "    from lens_core import IdleWait, SpanRegistry, current_trace_carrier, managed_span, trace_fn\n"
-        "except ImportError:  # lens is optional for mylib\n"
-        "    from ._lens_fallbacks import (IdleWait, SpanRegistry,  # type: ignore[assignment]\n"
-        "                                  current_trace_carrier, managed_span, trace_fn)\n\n"
+        + pattern.text + "\n"
         'SpanRegistry.register("mylib", ["work"])\n\n\n'
         '@trace_fn("work")\n'
         "def double(x: int) -> int:\n"
