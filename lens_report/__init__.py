@@ -1,15 +1,8 @@
 """The ``lens report`` engine: per-rank goodput, stragglers, invariant checks and views over OTLP-JSON trace files."""
 
-from .engine import (
-    ENGINE_HINT,
-    TRACE_FILE_SUFFIXES,
-    MissingEngine,
-    ReadResult,
-    TraceStore,
-    find_trace_files,
-    read_spans,
-    require_duckdb,
-)
+from .discovery import TRACE_FILE_SUFFIXES, find_trace_files
+from .engine import ENGINE_HINT, MissingEngine, require_duckdb
+from .store import ReadResult, TraceStore, read_spans
 from .model import (
     BUCKET_ATTR,
     AttemptInfo,

@@ -223,7 +223,9 @@ def choose(report: Any, steps: frozenset[int] | None, ranks: frozenset[int] | No
 
 def run(args: argparse.Namespace) -> int:
     """Run ``lens report`` for parsed arguments; data on stdout, one-line errors on stderr; the exit status."""
-    from .engine import MissingEngine, TraceStore, find_trace_files, require_duckdb
+    from .discovery import find_trace_files
+    from .engine import MissingEngine, require_duckdb
+    from .store import TraceStore
 
     try:
         duckdb = require_duckdb()

@@ -13,7 +13,9 @@ from lens_core import semconv
 
 from ._units import memory_bytes
 from .dialect import CLICKHOUSE, DUCKDB, LOSS_COUNTERS, ResourceFields, SpanFields, sql_text
-from .engine import SPAN_COLUMNS, TraceStore, find_trace_files
+from .discovery import find_trace_files
+from .ingest import SPAN_COLUMNS
+from .store import TraceStore
 from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem
 
 __all__ = [
@@ -409,7 +411,9 @@ def _to_parquet(files: list[str], out: str) -> int:
     A span with an id that is not hex or base64 of the right size, or a time that is not an
     integer, is left out: the Collector's receivers refuse it, so the exporter never writes it.
     """
-    from .engine import _MAX_LINE_BYTES, _int_id, _time, require_duckdb  # the reader's id and time parsing
+    from .engine import require_duckdb
+    from .ingest import _int_id, _time  # the reader's id and time parsing
+    from .plan import _MAX_LINE_BYTES
 
     duckdb = require_duckdb()
     con = duckdb.connect()
@@ -537,7 +541,7 @@ FROM (SELECT {process} AS label, any(ResourceAttributes) AS ra FROM {name} WHERE
 
 def _projection(table: str, columns: set[str], detail: bool, where: str, *, loss: bool = False) -> str:
     """ClickHouse SQL: one row per span of ``table`` with the columns of the store's ``spans`` table
-    (:data:`~lens_report.engine.SPAN_COLUMNS`, plus ``rowid``), of the rows that satisfy ``where``;
+    (:data:`~lens_report.ingest.SPAN_COLUMNS`, plus ``rowid``), of the rows that satisfy ``where``;
     the loss counters only with ``loss`` (the loss records' table).
 
     The materialized columns of :func:`schema_sql` replace the map lookups when the table has them.
@@ -633,7 +637,7 @@ class ClickHouseStore(TraceStore):
         self.duplicate_count = 0
         self.columns_used: tuple[str, ...] = ()
         self.stored_columns = SPAN_COLUMNS
-        """The columns of the ``spans`` table: every one (see :func:`~lens_report.engine.stored_columns`)."""
+        """The columns of the ``spans`` table: every one (see :func:`~lens_report.ingest.stored_columns`)."""
         self._tables: dict[str, None] = {}
         for setting in _SETTINGS:
             source.command(f"SET {setting}")

@@ -48,7 +48,7 @@ BUCKETS = Bucket.ALL
 
 DEFAULT_MEMORY_LIMIT = "256MB"
 """Memory a report may use (``lens report --memory-limit``): its engine's limits are set so the whole
-process peaks near it, spilling to disk past them (see :func:`lens_report.engine.memory_plan`)."""
+process peaks near it, spilling to disk past them (see :func:`lens_report.plan.memory_plan`)."""
 
 DEFAULT_STEP_PATTERN = r"(^|\.)step$"
 """Regex (searched) that names a step umbrella span, e.g. ``rl.grpo.step``."""

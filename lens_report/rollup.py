@@ -11,7 +11,8 @@ from typing import Any
 
 from .classify import K_COLUMNS, KD, load_catalog
 from .rules import VOCABULARY_RULES, vocabulary_violations
-from .engine import PARENT_ROW_BYTES, STEP_ROW_BYTES, TraceStore
+from .plan import PARENT_ROW_BYTES, STEP_ROW_BYTES
+from .store import TraceStore
 from .model import (
     BUCKETS,
     AttemptInfo,

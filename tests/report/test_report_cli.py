@@ -88,16 +88,16 @@ def test_bad_option_values_are_usage_errors(two_step_file, capsys):
 
 
 def test_memory_limit_reaches_the_engine_and_bad_sizes_are_usage_errors(two_step_file, capsys, monkeypatch):
-    from lens_report import engine
+    from lens_report import store
 
     limits = []
-    set_up = engine.TraceStore.__init__
+    set_up = store.TraceStore.__init__
 
     def spy(self, **kwargs):
         set_up(self, **kwargs)
         limits.append(self.con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
 
-    monkeypatch.setattr(engine.TraceStore, "__init__", spy)
+    monkeypatch.setattr(store.TraceStore, "__init__", spy)
     assert main([str(two_step_file), "--memory-limit", "300MB"]) == EXIT_OK
     assert main([str(two_step_file)]) == EXIT_OK
     # the engine reads within the limit less what the process holds besides it (DuckDB reports MiB)
@@ -181,12 +181,12 @@ def test_ctrl_c_stops_the_report_with_one_line_and_status_130_and_leaves_no_data
 
     from lens_cli.main import main as lens_main
     from lens_core.exitcodes import EXIT_INTERRUPTED
-    from lens_report import engine
+    from lens_report import store
 
     def interrupted(self, cursor, batch, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(engine.TraceStore, "_ingest_files" if reader == "sql" else "_insert_scanned", interrupted)
+    monkeypatch.setattr(store.TraceStore, "_ingest_files" if reader == "sql" else "_insert_scanned", interrupted)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the store's database goes
     try:  # an escaping KeyboardInterrupt would stop the whole pytest run, not fail this test
         statuses = [main([str(two_step_file)]), lens_main(["report", str(two_step_file)])]
