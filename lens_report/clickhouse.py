@@ -1,4 +1,4 @@
-"""The report over the Collector's ClickHouse table (``otel_traces``): its schema, the schema helper, a loader, and the store that reads it."""
+"""The report over the Collector's ClickHouse table (``otel_traces``): its schema, a loader, and the store that reads it."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ __all__ = [
     "CLICKHOUSE_HINT",
     "CONNECT_CHECK_S",
     "STATEMENT_TIMEOUT_S",
-    "add_schema_arguments",
     "ChdbSource",
     "ClickHouseSource",
     "ClickHouseStore",
@@ -34,7 +33,6 @@ __all__ = [
     "load_otlp_files",
     "open_source",
     "otel_traces_ddl",
-    "run_schema",
     "schema_sql",
 ]
 
@@ -352,30 +350,6 @@ def open_source(url: str) -> ChdbSource | ServerSource:
     return ServerSource(url)
 
 
-def add_schema_arguments(parser: Any) -> None:
-    """Add the ``clickhouse-schema`` arguments (``--table``, ``--no-rollup``, ``--exporter-table``) to ``parser``."""
-    parser.add_argument("--table", default="otel_traces", metavar="[DB.]NAME",
-                        help="the exporter's span table (default otel_traces)")
-    parser.add_argument("--no-rollup", action="store_true",
-                        help="only the materialized columns, not the per-(run, rank, step) rollup and its view")
-    parser.add_argument("--exporter-table", action="store_true",
-                        help="first print the exporter's own CREATE TABLE (for a table made by hand or in chdb)")
-
-
-def run_schema(args: Any) -> int:
-    """``lens clickhouse-schema``: print the DDL; the exit status (2 for a bad table name)."""
-    import sys
-
-    try:
-        text = (otel_traces_ddl(args.table) + ";\n" if args.exporter_table else "") + \
-            schema_sql(args.table, rollup=not args.no_rollup)
-    except ValueError as exc:
-        print(f"lens clickhouse-schema: {exc}", file=sys.stderr)
-        return 2
-    sys.stdout.write(text)
-    return 0
-
-
 # ---- the loader: OTLP-JSON lines -> otel_traces rows, as the exporter writes them -----------------
 
 _VALUE = ('{"stringValue":"VARCHAR","intValue":"VARCHAR","boolValue":"VARCHAR","doubleValue":"VARCHAR",'
@@ -603,7 +577,7 @@ SELECT line, problem FROM (
 WHERE problem <> '' ORDER BY line"""
 
 
-class ClickHouseStore(TraceStore):
+class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rollup's SQL runs on it unchanged
     """The report's store inside ClickHouse: the spans of an ``otel_traces`` table, and every working
     table of the rollup, are temporary tables of the source's session, so the rollup runs where the
     spans live and only its results leave ClickHouse.

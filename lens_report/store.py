@@ -12,12 +12,12 @@ import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from lens_core import semconv
 from lens_core._console import forget_on_interrupt, remove_on_interrupt
 
-from .dialect import DUCKDB
+from .dialect import DUCKDB, Dialect
 from .discovery import _PLAIN_SUFFIXES, find_trace_files
 from .engine import _input_errors, compiled_reader, require_duckdb
 from .ingest import (
@@ -54,7 +54,69 @@ from .plan import (
     memory_plan,
 )
 
-__all__ = ["ReadResult", "TraceStore", "insert_rows", "read_spans", "span_rows_sql"]
+__all__ = ["ReadResult", "Store", "TraceStore", "insert_rows", "read_spans", "span_rows_sql"]
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What the rollup, the renderers and the Perfetto export need of a store of spans, whichever
+    engine holds them: :class:`TraceStore` (DuckDB, trace files) and
+    :class:`~lens_report.clickhouse.ClickHouseStore` (the Collector's table).
+
+    The store holds a relation ``spans`` (the columns of :data:`~lens_report.ingest.SPAN_COLUMNS`
+    it keeps, and ``rowid``) and ``files`` (``idx``, ``path``, ``first``); the rollup writes its
+    working tables beside them in the store's :attr:`dialect`."""
+
+    dialect: Dialect
+    """The SQL dialect of the engine holding the spans."""
+    files: list[str]
+    """What the spans were read from, in order (a ``spans`` row's ``file`` indexes it)."""
+    problems: list[Problem]
+    """Input that could not be read, in file and line order."""
+    duplicate_count: int
+    """Spans read more than once (same trace and span id) and kept once."""
+
+    def execute(self, sql: str) -> None:
+        """Run one statement."""
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """Every row of a query (for small results)."""
+
+    def value(self, sql: str) -> Any:
+        """The first column of the first row of a query."""
+
+    def stream(self, sql: str) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        """(column names, a chunk of rows) for each chunk of a query's rows."""
+
+    def create(self, name: str, select: str) -> None:
+        """(Re)create the working table ``name`` from a query."""
+
+    def define(self, name: str, select: str) -> None:
+        """(Re)define ``name`` as a query run where it is read."""
+
+    def create_columns(self, name: str, columns: str) -> None:
+        """(Re)create the empty working table ``name`` with ``columns``."""
+
+    def insert(self, name: str, rows: list[list[Any]] | list[tuple[Any, ...]]) -> None:
+        """Append ``rows`` to the table ``name``."""
+
+    def drop(self, name: str) -> None:
+        """Drop the working table ``name`` when it exists."""
+
+    def hold_outside(self, nbytes: int) -> None:
+        """The report now holds ``nbytes`` beside the engine: the engine gives up what it can."""
+
+    def join_parts(self, rows: int, row_bytes: int) -> int:
+        """Into how many parts a join of ``rows`` rows of ``row_bytes`` each is split to fit."""
+
+    def span_count(self) -> int:
+        """How many spans the store holds (loss records and bad input excluded)."""
+
+    def spans(self, where: str = "true", order: str = "s.file, s.line, s.rowid") -> Iterator[Span]:
+        """The stored spans that satisfy ``where`` as :class:`~lens_report.model.Span` records."""
+
+    def close(self) -> None:
+        """Release the engine and whatever the store wrote."""
 
 _DATABASE = "lens_spans"
 _ROW_GROUP_SIZE = 30_720
@@ -81,7 +143,8 @@ def _remove_database(directory: str) -> None:
 
 
 class TraceStore:
-    """Spans of OTLP-JSON trace files in an embedded DuckDB database (a temporary file), one row each.
+    """Spans of OTLP-JSON trace files in an embedded DuckDB database (a temporary file), one row each: the
+    DuckDB :class:`Store`.
 
     Reading streams the files through DuckDB's JSON reader in batches, so the process's memory
     stays near ``memory_limit`` however many spans there are (see :func:`memory_plan`; DuckDB
@@ -616,7 +679,7 @@ class TraceStore:
         """How many spans the store holds (loss records and bad input excluded)."""
         return self.value("SELECT count(*) FROM spans")
 
-    def spans(self, where: str = "true", order: str = "s.file, s.line, s.rowid") -> Iterator[Any]:
+    def spans(self, where: str = "true", order: str = "s.file, s.line, s.rowid") -> Iterator[Span]:
         """The stored spans as :class:`~lens_report.model.Span` records, in file and line order.
 
         ``where`` is an SQL condition on the ``spans`` table (alias ``s``), ``order`` an ORDER BY

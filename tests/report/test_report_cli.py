@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lens_core.exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
-from lens_report.cli import build_parser, int_set, main, memory_size
+from lens_report.cli import build_parser, build_schema_parser, int_set, main, memory_size
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -130,6 +130,22 @@ def test_build_parser_adds_a_report_subcommand_that_runs_via_func(two_step_file,
     assert args.command == "report"
     assert args.func(args) == EXIT_OK
     assert json.loads(capsys.readouterr().out)["spans"] == 7
+
+
+def test_clickhouse_schema_prints_the_ddl_and_refuses_a_bad_table_name_in_one_line(capsys):
+    """``lens clickhouse-schema`` (built by lens_report.cli with the report's other commands):
+    the exporter's table, then the columns and the rollup, for the table named; a name that is
+    not NAME or DB.NAME is one line on stderr and status 2, nothing on stdout."""
+    lens = argparse.ArgumentParser(prog="lens")
+    build_schema_parser(lens.add_subparsers(dest="command"))
+    args = lens.parse_args(["clickhouse-schema", "--table", "otel.spans", "--exporter-table"])
+    assert args.func(args) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.index("CREATE TABLE") < out.index("ALTER TABLE") and "`otel`.`spans`" in out
+    args = lens.parse_args(["clickhouse-schema", "--table", "spans; DROP TABLE x"])
+    assert args.func(args) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and err.startswith("lens clickhouse-schema: ")
 
 
 def _lens_report(*args, stderr_tty=False, env=None):
