@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from .classify import K_COLUMNS, KD, load_catalog
-from .rules import VOCABULARY_RULES, vocabulary_violations
+from .rules import vocabulary_violations
 from .plan import PARENT_ROW_BYTES, STEP_ROW_BYTES
 from .store import Store
 from .model import (
@@ -23,6 +23,7 @@ from .model import (
     RankRow,
     RankSteps,
     Report,
+    Rule,
     RunInfo,
     StepRow,
     TopSpan,
@@ -35,16 +36,6 @@ __all__ = [
     "CELL_BYTES",
     "DEFAULT_MAX_VIOLATIONS",
     "DEFAULT_TOP_N",
-    "RULES",
-    "RULE_BAD_TIMING",
-    "RULE_BUCKETED_OVERLAP",
-    "RULE_BUCKETED_UMBRELLA",
-    "RULE_NESTED_BUCKET",
-    "RULE_PARENT_CYCLE",
-    "RULE_RANK_OVERFLOW",
-    "RULE_STEP_OVERFLOW",
-    "RULE_TIMER_ONLY",
-    "RULE_UNKNOWN_BUCKET",
     "RunChoiceError",
     "TOLERANCE_NS",
     "WaterfallSelection",
@@ -62,39 +53,6 @@ DEFAULT_MAX_VIOLATIONS = 1000
 
 TOLERANCE_NS = 1_000
 """Slack (1 µs) allowed before bucket seconds exceeding a wall time count as a violation."""
-
-RULE_NESTED_BUCKET = "nested-bucket"
-"""A bucketed span has a bucketed descendant, so one second would count twice."""
-
-RULE_STEP_OVERFLOW = "step-overflow"
-"""The bucketed spans under a step sum to more than the step's wall time."""
-
-RULE_RANK_OVERFLOW = "rank-overflow"
-"""The bucketed spans of one rank sum past its wall time (bucketed spans overlap, e.g. on two threads)."""
-
-RULE_BAD_TIMING = "bad-timing"
-"""A span has a missing or out-of-range timestamp or ends before it starts; it is left out of every sum."""
-
-RULE_UNKNOWN_BUCKET = "unknown-bucket"
-"""``rl.bucket`` holds a value that is not one of the four buckets."""
-
-RULE_BUCKETED_UMBRELLA = "bucketed-umbrella"
-"""An umbrella span (it contains other work, or overlaps its siblings) carries a bucket."""
-
-RULE_BUCKETED_OVERLAP = "bucketed-overlap"
-"""A span that overlaps other bucketed work by rule (checkpoint finalize, a collector-loop wait,
-the initial buffer fill, a startup phase) carries a bucket."""
-
-RULE_TIMER_ONLY = "timer-only"
-"""A timer-only efficiency category (``idle/validation``, ...) was emitted as a bucketed span."""
-
-RULE_PARENT_CYCLE = "parent-cycle"
-"""Parent ids form a cycle; the spans on it have no root."""
-
-RULES = tuple(sorted((RULE_BAD_TIMING, RULE_BUCKETED_OVERLAP, RULE_BUCKETED_UMBRELLA, RULE_NESTED_BUCKET,
-                      RULE_PARENT_CYCLE, RULE_RANK_OVERFLOW, RULE_STEP_OVERFLOW, RULE_TIMER_ONLY,
-                      RULE_UNKNOWN_BUCKET) + VOCABULARY_RULES))
-"""Every invariant the report checks."""
 
 _BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
 _BUCKET_NUMBER = "CASE {bucket} " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(BUCKETS)) + " END"
@@ -554,7 +512,7 @@ def _violations(db: Store, limit: int) -> tuple[tuple[Violation, ...], Counter[s
     d = db.dialect
     # rule -> (condition on k that finds the spans, the reason, read from kd for the listed ones)
     queries = {
-        RULE_BAD_TIMING: ("NOT ok", """CASE
+        Rule.BAD_TIMING: ("NOT ok", """CASE
                 WHEN start_ns IS NULL AND start_text IS NOT NULL AND end_ns IS NULL AND end_text IS NOT NULL
                     THEN 'start ' || start_text || ' and end ' || end_text || ' ns are out of range; skipped'
                 WHEN start_ns IS NULL AND start_text IS NOT NULL THEN 'start ' || start_text || ' ns is out of range; skipped'
@@ -563,18 +521,18 @@ def _violations(db: Store, limit: int) -> tuple[tuple[Violation, ...], Counter[s
                 WHEN start_ns IS NULL THEN 'missing start timestamp; skipped'
                 WHEN end_ns IS NULL THEN 'missing end timestamp; skipped'
                 ELSE 'ends ' || printf('%.6f', (start_ns - end_ns) / 1e9) || ' s before it starts; skipped' END"""),
-        RULE_UNKNOWN_BUCKET: (f"bucketed AND bucket NOT IN {_BUCKET_LIST}",
-                              f"'rl.bucket ''' || bucket || ''' is not one of {', '.join(BUCKETS)}'"),
-        RULE_BUCKETED_UMBRELLA: ("bucketed AND umbrella", """
+        Rule.UNKNOWN_BUCKET: (f"bucketed AND bucket NOT IN {_BUCKET_LIST}",
+                             f"'rl.bucket ''' || bucket || ''' is not one of {', '.join(BUCKETS)}'"),
+        Rule.BUCKETED_UMBRELLA: ("bucketed AND umbrella", """
             'umbrella span' || coalesce(' of group ' || grp, '') || ' carries rl.bucket=' || bucket
             || '; umbrellas contain or overlap other work and are never bucketed; not counted'"""),
-        RULE_BUCKETED_OVERLAP: ("bucketed AND never_reason IS NOT NULL AND NOT coalesce(umbrella, false)", """
+        Rule.BUCKETED_OVERLAP: ("bucketed AND never_reason IS NOT NULL AND NOT coalesce(umbrella, false)", """
             'carries rl.bucket=' || bucket || ', but ' || never_reason || ', so it must carry no bucket; not counted'"""),
-        RULE_TIMER_ONLY: ("bucketed AND timer_only", """
+        Rule.TIMER_ONLY: ("bucketed AND timer_only", """
             'efficiency category ' || category || ' is timer-only (a metric, never a span) '
             || 'but was emitted as a span with rl.bucket=' || bucket || '; not counted'"""),
     }
-    found: list[tuple[str, int, str]] = []
+    found: list[tuple[Rule, int, str]] = []
     counts: Counter[str] = Counter()
     for rule, (condition, reason) in queries.items():
         counts[rule] = db.value(f"SELECT count(*) FROM k WHERE {condition}")
@@ -584,8 +542,8 @@ def _violations(db: Store, limit: int) -> tuple[tuple[Violation, ...], Counter[s
             found += [(rule, span_id, text) for span_id, text in rows]
     nested = ("SELECT anc.fb AS fb, count(*) AS n_inner, min(anc.id) AS example FROM anc "
               "WHERE anc.fb IS NOT NULL AND NOT anc.cyclic AND anc.counted_bucket IS NOT NULL GROUP BY anc.fb")
-    counts[RULE_NESTED_BUCKET] = db.value(f"SELECT count(*) FROM ({nested}) nested")
-    if counts[RULE_NESTED_BUCKET]:
+    counts[Rule.NESTED_BUCKET] = db.value(f"SELECT count(*) FROM ({nested}) nested")
+    if counts[Rule.NESTED_BUCKET]:
         rows = db.rows(f"""
             WITH {KD}
             SELECT o.id, 'bucketed (' || o.bucket || ') span has ' || {d.text('n.n_inner')}
@@ -594,24 +552,24 @@ def _violations(db: Store, limit: int) -> tuple[tuple[Violation, ...], Counter[s
             FROM ({nested}) n JOIN k o ON o.id = n.fb JOIN kd e ON e.id = n.example
             ORDER BY o.file, o.line, o.id LIMIT {int(limit)}
         """)
-        found += [(RULE_NESTED_BUCKET, span_id, text) for span_id, text in rows]
+        found += [(Rule.NESTED_BUCKET, span_id, text) for span_id, text in rows]
     overflow = f"{'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}"
-    counts[RULE_STEP_OVERFLOW] = db.value(f"SELECT count(*) FROM steps WHERE {overflow}")
-    if counts[RULE_STEP_OVERFLOW]:
+    counts[Rule.STEP_OVERFLOW] = db.value(f"SELECT count(*) FROM steps WHERE {overflow}")
+    if counts[Rule.STEP_OVERFLOW]:
         rows = db.rows(f"""
             SELECT anchor, 'buckets under step ' || {d.text('iteration')} || ' sum to '
                            || printf('%.6f', ({'+'.join(BUCKETS)}) / 1e9)
                            || ' s, more than its wall time ' || printf('%.6f', wall_ns / 1e9) || ' s'
             FROM steps WHERE {overflow} ORDER BY anchor LIMIT {int(limit)}
         """)
-        found += [(RULE_STEP_OVERFLOW, span_id, text) for span_id, text in rows]
+        found += [(Rule.STEP_OVERFLOW, span_id, text) for span_id, text in rows]
     overflowing = db.rows(f"""
         SELECT rank_label, rank, {'+'.join(BUCKETS)} AS buckets, wall_ns FROM rank_totals
         WHERE {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS} ORDER BY rank NULLS LAST, rank_label
     """)
-    counts[RULE_RANK_OVERFLOW] = len(overflowing)
+    counts[Rule.RANK_OVERFLOW] = len(overflowing)
     rank_violations = [
-        Violation(RULE_RANK_OVERFLOW, "-", "-", f"({label})", "", 0,
+        Violation(Rule.RANK_OVERFLOW, "-", "-", f"({label})", "", 0,
                   f"buckets of {label} sum to {_seconds(int(buckets))}, more than its wall time {_seconds(int(wall))}",
                   label)
         for label, _, buckets, wall in overflowing]
@@ -619,8 +577,8 @@ def _violations(db: Store, limit: int) -> tuple[tuple[Violation, ...], Counter[s
     found += vocabulary
     counts.update(vocabulary_counts)
     cycles = _cycles(db)
-    counts[RULE_PARENT_CYCLE] = len(cycles)
-    found += [(RULE_PARENT_CYCLE, span_id, reason) for span_id, reason in cycles[:limit]]
+    counts[Rule.PARENT_CYCLE] = len(cycles)
+    found += [(Rule.PARENT_CYCLE, span_id, reason) for span_id, reason in cycles[:limit]]
     counts += Counter()  # drop zero counts
     refs = _span_ref(db, sorted({span_id for _, span_id, _ in found}))
     violations = []

@@ -55,3 +55,27 @@ def test_the_rollup_and_the_views_ask_only_for_the_protocols_members(module):
              if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("store", "db")}
     assert asked, f"{module} names no store attribute: the scan found nothing to check"
     assert asked <= _members(Store), sorted(asked - _members(Store))
+
+
+def test_report_of_a_path_or_of_paths_is_build_report_over_a_loaded_store(two_step_file):
+    """``lens_report.report`` (the package's entry point) takes one path or several and gives
+    what :func:`build_report` gives over a store that loaded them; options pass through."""
+    import lens_report
+
+    with TraceStore() as store:
+        store.load([two_step_file])
+        built = lens_report.build_report(store, top_n=1).to_json()
+    assert lens_report.report(two_step_file, top_n=1).to_json() == built
+    assert lens_report.report([str(two_step_file)], top_n=1).to_json() == built
+
+
+def test_the_package_exports_its_entry_points_rules_and_result_model_only():
+    """``lens_report``'s public names: entry points, the Store protocol, Rule and the result
+    model, sorted and each documented; no rule constants or install plumbing."""
+    import lens_report
+
+    names = lens_report.__all__
+    assert list(names) == sorted(names) and len(names) <= 30
+    assert not [n for n in names if n.startswith("RULE") or n in ("ENGINE_HINT", "require_duckdb", "find_trace_files")]
+    undocumented = [n for n in names if not (getattr(lens_report, n).__doc__ or "").strip()]
+    assert not undocumented, undocumented
