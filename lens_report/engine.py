@@ -20,7 +20,7 @@ def require_duckdb() -> Any:
     try:
         import duckdb
     except ImportError as exc:
-        raise MissingEngine(f"lens report needs DuckDB, which is not installed: {ENGINE_HINT}") from exc
+        raise MissingEngine(f"DuckDB, the engine lens report runs on, is not installed: {ENGINE_HINT}") from exc
     return duckdb
 
 

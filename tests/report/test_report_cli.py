@@ -66,6 +66,26 @@ def test_a_mistyped_path_among_good_ones_is_a_usage_error(two_step_file, tmp_pat
     assert streams.err.strip() == f"lens report: {tmp_path / 'nowhere'}: no such file or directory"
 
 
+def test_a_directory_of_metrics_and_logs_only_says_so(tmp_path, capsys):
+    """Regression: a directory holding the file exporter's metrics-* and logs-* files but no
+    traces (span groups off, or the traces exported elsewhere) said "no .jsonl, .json, ...
+    files found", beside the .jsonl files it held. It now says what it found and what is read."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics-rank0-pid1.jsonl").write_text('{"resourceMetrics": []}\n')
+    (run / "logs-rank0-pid1.jsonl").write_text('{"resourceLogs": []}\n')
+    assert main([str(run)]) == EXIT_USAGE
+    streams = capsys.readouterr()
+    assert streams.out == ""
+    assert streams.err.strip() == (f"lens report: {run}: holds 2 metrics/logs files (metrics-*, logs-*) and no "
+                                   "trace file: lens report reads traces (the file exporter's traces-*.jsonl)")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([str(empty)]) == EXIT_USAGE
+    assert capsys.readouterr().err.strip() == (f"lens report: {empty}: no trace files found (lens report reads "
+                                               ".jsonl, .json, .jsonl.gz, .json.gz, .jsonl.zst, .json.zst)")
+
+
 def test_step_pattern_option_changes_which_spans_are_steps(tmp_path, otlp, capsys):
     path = otlp.write(tmp_path / "a.jsonl", otlp.request([
         otlp.span(1, "train_iter", 0, 4, iteration=7),
@@ -184,7 +204,8 @@ def test_without_duckdb_the_report_says_how_to_install_it(two_step_file, tmp_pat
     (tmp_path / "duckdb.py").write_text("raise ImportError('No module named duckdb')\n")
     code, out, err = _lens_report(two_step_file, env={"PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])})
     assert (code, out) == (EXIT_FAILED, "")
-    assert err.strip() == ("lens report: lens report needs DuckDB, which is not installed: "
+    # regression: the line said "lens report: lens report needs DuckDB, ..." (the prefix twice)
+    assert err.strip() == ("lens report: DuckDB, the engine lens report runs on, is not installed: "
                            "pip install 'lens-telemetry[report]'")
 
 
