@@ -300,7 +300,7 @@ def test_a_killed_rank_is_named_by_the_report_and_the_ranks_that_shut_down_are_n
     """SIGKILL leaves no loss record behind: what the killed rank still held is counted nowhere.
     Its output lacks the final loss record every rank writes at shutdown, and the report names it."""
     pytest.importorskip("duckdb")
-    from lens_report import report_files
+    import lens_report
 
     out = tmp_path / "traces"
     env = dict(LENS_EXPORTER="file", LENS_FILE_DIR=out, LENS_RUN_ID="job", LENS_RECORDER=recorder)
@@ -316,7 +316,7 @@ def test_a_killed_rank_is_named_by_the_report_and_the_ranks_that_shut_down_are_n
         out_text, err = proc.communicate(timeout=60)
         if rank not in killed:
             assert (proc.returncode, out_text.strip()) == (0, "True"), err
-    report = report_files([out])
+    report = lens_report.report(out)
     unfinished = {u.rank: u for u in report.unfinished}
     assert sorted(unfinished) == [f"rank {r}" for r in sorted(killed)]
     assert all(u.spans == 5 * 40 for u in unfinished.values())  # what they flushed before the kill was read

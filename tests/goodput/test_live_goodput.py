@@ -13,7 +13,7 @@ import lens_core  # noqa: E402
 from lens_core import LensConfig, bucket_scope, efficiency_span, iteration_scope, managed_span, umbrella_span  # noqa: E402
 from lens_core import semconv  # noqa: E402
 from lens_core.catalogs.rl import GRPO, RLSpanGroup as G  # noqa: E402
-from lens_report import report_files  # noqa: E402
+import lens_report  # noqa: E402
 from otel_bridge import setup_telemetry  # noqa: E402
 from otel_bridge.sdk import goodput  # noqa: E402
 
@@ -71,7 +71,7 @@ def test_live_totals_equal_the_reports_for_the_same_run(rl, tmp_path, recorder):
         points = _points(reader)
     finally:
         handle.shutdown()
-    report = report_files([tmp_path])
+    report = lens_report.report(tmp_path)
     assert report.violations == ()
     (rank,) = report.ranks
     attrs = {semconv.NEMO_RUN_ID: "live", semconv.NV_DL_RANK: 0}

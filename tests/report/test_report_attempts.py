@@ -14,7 +14,8 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from lens_core.exitcodes import EXIT_OK, EXIT_USAGE  # noqa: E402
-from lens_report import AttemptChoiceError, TraceStore, build_report, list_attempts  # noqa: E402
+from lens_report import AttemptChoiceError, TraceStore, build_report  # noqa: E402
+from lens_report.rollup import list_attempts  # noqa: E402
 from lens_report.cli import main  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
