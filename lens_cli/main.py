@@ -163,7 +163,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     try:
         from otel_bridge import exporters
         from otel_bridge.sdk.spool import SpoolError, default_spool_dir, replay
-        from otel_bridge.sdk.pipeline import OtlpSink
+        from otel_bridge.sdk.sinks import OtlpSink
     except ImportError as exc:
         return _error("replay", f"needs the OpenTelemetry SDK and OTLP exporters ({exc}); "
                       "install 'lens-telemetry[otel]'", EXIT_USAGE)
