@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is imported by checkers only
     from typing import List, Optional, Sequence
 
-from lens_core._console import interrupts_watched, program_name, quiet_broken_pipe, watch_interrupts
+from lens_core.interrupts import interrupts_watched, program_name, quiet_broken_pipe, watch_interrupts
 from lens_core.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 
 __all__ = ["build_parser", "console_main", "main"]

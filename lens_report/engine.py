@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lens_core import semconv
-from lens_core._console import forget_on_interrupt, remove_on_interrupt
+from lens_core.interrupts import forget_on_interrupt, remove_on_interrupt
 
 from ._units import memory_bytes
 from .dialect import DUCKDB, LENS_DISTRO, LOSS_COUNTERS, ResourceFields, SpanFields  # noqa: F401 (LENS_DISTRO: engine's name before)
