@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .config import pure_python_requested
+
 __all__ = ["IMPLEMENTATION", "gate", "publish", "recorder", "set_factories", "use"]
 
 # Public names whose object comes straight from the gate, and the modules that re-export them.
@@ -51,7 +53,7 @@ def _build_failed() -> None:
                          "running the pure-Python twins (set LENS_PURE_PYTHON=1 to choose them and silence this)\n")
 
 
-if os.environ.get("LENS_PURE_PYTHON", "").strip() in ("1", "true", "yes", "on"):
+if pure_python_requested():
     gate, IMPLEMENTATION = _load("python"), "python"
 else:
     try:

@@ -11,8 +11,9 @@ pytest.importorskip("opentelemetry.sdk")
 
 from lens_core import _native  # noqa: E402
 from lens_core._native import _shared  # noqa: E402
+from lens_core.config import pure_python_requested  # noqa: E402
 
-_PURE = os.environ.get("LENS_PURE_PYTHON", "").strip() in ("1", "true", "yes", "on")
+_PURE = pure_python_requested()
 
 
 @pytest.fixture(params=["python"] if _PURE else ["cython", "python"])
