@@ -153,6 +153,30 @@ def test_sampler_parent_based_delegates_in_order():
         sampling.Decision.DROP, sampling.Decision.DROP]
 
 
+def test_sampler_from_env_reads_otel_traces_sampler(monkeypatch):
+    from opentelemetry.sdk.trace import sampling
+
+    monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
+    monkeypatch.delenv("OTEL_TRACES_SAMPLER_ARG", raising=False)
+    default = upstream.sampler_from_env()
+    assert isinstance(default, sampling.ParentBased)
+    assert upstream.static_decision(upstream.parent_based_delegates(default)[0]) is sampling.Decision.RECORD_AND_SAMPLE
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    assert upstream.static_decision(upstream.sampler_from_env()) is sampling.Decision.DROP
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "traceidratio")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.25")
+    ratio = upstream.sampler_from_env()
+    assert isinstance(ratio, sampling.TraceIdRatioBased) and ratio.rate == 0.25
+
+
+def test_sampler_from_env_missing_is_named(monkeypatch):
+    from opentelemetry.sdk.trace import sampling
+
+    monkeypatch.delattr(sampling, "_get_from_env_or_default")
+    with pytest.raises(upstream.UpstreamChanged, match="'sampler-from-env' broke"):
+        upstream.sampler_from_env()
+
+
 # ---- SDK spans' values -----------------------------------------------------------------------
 
 
