@@ -102,7 +102,7 @@ def count(pair, n=1):
 def _missing_compiled(what):
     if os.environ.get("LENS_REQUIRE_CYTHON") == "1":
         pytest.fail(f"LENS_REQUIRE_CYTHON=1 but the compiled {what} did not load")
-    pytest.skip(f"the compiled {what} is not built")
+    pytest.skip(f"the compiled {what} is not built: LENS_BUILD_EXT=1 python setup.py build_ext --inplace")
 
 
 @pytest.fixture(params=["python"] if _PURE_PASS else list(IMPLEMENTATIONS))

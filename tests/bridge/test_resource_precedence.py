@@ -2,7 +2,7 @@
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 from lens_core import LensConfig  # noqa: E402
 from otel_bridge.sdk.providers import build_resource  # noqa: E402

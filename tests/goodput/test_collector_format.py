@@ -20,8 +20,9 @@ from lens_core import (
 from lens_core.catalogs.rl import RLSpanGroup as G
 from lens_report import read_spans, report_files
 
-pytest.importorskip("opentelemetry.sdk")
-json_format = pytest.importorskip("google.protobuf.json_format")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
+json_format = pytest.importorskip("google.protobuf.json_format",
+                                  reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 
 @pytest.fixture
