@@ -332,7 +332,7 @@ def test_lens_pure_python_is_read_as_a_boolean_in_any_case():
     assert pure_python_requested({}) is False
 
 
-@pytest.mark.parametrize("where", ["import lens_core", "from lens_report.engine import compiled_reader; compiled_reader()"])
+@pytest.mark.parametrize("where", ["from lens_core import managed_span", "from lens_report.engine import compiled_reader; compiled_reader()"])
 def test_a_lens_pure_python_that_is_not_a_boolean_is_an_error_naming_it(where):
     """Regression: ``LENS_PURE_PYTHON=maybe`` silently chose the compiled gate and the compiled
     report reader (neither place validated it); now both read it through
