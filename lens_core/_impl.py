@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 import sys
 
-from .config import pure_python_requested
-
 __all__ = ["IMPLEMENTATION", "gate", "publish", "recorder", "set_factories", "use"]
 
 # Public names whose object comes straight from the gate, and the modules that re-export them.
@@ -53,7 +51,17 @@ def _build_failed() -> None:
                          "running the pure-Python twins (set LENS_PURE_PYTHON=1 to choose them and silence this)\n")
 
 
-if pure_python_requested():
+def _pure_python_requested() -> bool:
+    # lens_core.config reads and validates the variable; it is loaded only when the variable is
+    # set, so choosing the gate costs no config import
+    if not os.environ.get("LENS_PURE_PYTHON", "").strip():
+        return False
+    from .config import pure_python_requested
+
+    return pure_python_requested()
+
+
+if _pure_python_requested():
     gate, IMPLEMENTATION = _load("python"), "python"
 else:
     try:
