@@ -383,7 +383,7 @@ def _write(path: str, write: Any) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``) as ``lens report`` arguments and run the report."""
-    from lens_core._console import interrupts_watched
+    from lens_core.interrupts import interrupts_watched
 
     from .interrupts import quiet_broken_pipe
 

@@ -27,7 +27,9 @@ def require_duckdb() -> Any:
 def compiled_reader() -> Any | None:
     """The compiled reader (``lens_report._scan``), or None: not built, or ``LENS_PURE_PYTHON=1``
     (then the SQL reader reads every file: the same rows, more CPU)."""
-    if os.environ.get("LENS_PURE_PYTHON", "").strip() in ("1", "true", "yes", "on"):
+    from lens_core.config import pure_python_requested
+
+    if pure_python_requested():
         return None
     try:
         from . import _scan

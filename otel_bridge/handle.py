@@ -18,9 +18,8 @@ import os
 import threading
 import time
 
-from lens_core import _log, install_backend, set_span_group_spec, uninstall_backend
+from lens_core import _log
 from lens_core.config import LensConfig
-from lens_core.efficiency import set_efficiency_sink
 from lens_core.semconv import SCHEMA_URL
 from lens_core.export_ranks import export_decision
 from lens_core.redaction import set_redact_allow
@@ -241,6 +240,9 @@ class TelemetryHandle:
             return self._await_result()
         if not self.is_exporting:
             return True
+        from lens_core.efficiency import set_efficiency_sink
+        from lens_core.state import uninstall_backend
+
         with _setup_lock:
             if _active is self:
                 uninstall_backend()  # no new spans against providers that are closing
@@ -439,6 +441,9 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
                            rank, world_size, local_rank):
         return TelemetryHandle(config, **handle_args)
 
+    # An exporting rank's imports: a quiet rank (above) never loads the gate or the recorder.
+    from lens_core.state import install_backend, set_span_group_spec, uninstall_backend
+
     from otel_bridge._signals import signals_to_main_thread
     from otel_bridge.sdk.backend import OTelBackend
     from otel_bridge.sdk.providers import build_providers, lens_version
@@ -563,6 +568,8 @@ def _end_on_sigterm(handle_ref) -> None:
 def _install_vocabulary_metrics(handle) -> None:
     """On an exporting rank with metrics: efficiency/* timer seconds go to its meter (the efficiency
     sink), and, with traces too and ``goodput_metrics``, its spans feed the live goodput."""
+    from lens_core.efficiency import set_efficiency_sink
+
     providers = handle.providers
     if providers.meter_provider is None:
         set_efficiency_sink(None)

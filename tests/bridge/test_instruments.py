@@ -140,7 +140,7 @@ def test_a_meter_of_none_does_nothing(caplog):
 
 
 def test_numpy_scalars_are_numbers(reader):
-    np = pytest.importorskip("numpy")
+    np = pytest.importorskip("numpy", reason="needs NumPy: pip install numpy")
     record_metrics(reader.meter, instruments.RL, kl=np.float32(0.5), entropy=np.int64(2))
     metrics = collected(reader)
     assert metrics[semconv.RL_KL][1][0][1].value == 0.5

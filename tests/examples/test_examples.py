@@ -15,8 +15,8 @@ from trace_files import REPO_ROOT, read_spans
 from child_env import without_settings  # noqa: E402
 from doc_pages import REPO as DOCS_REPO, marked  # noqa: E402
 
-pytest.importorskip("torch")
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("torch", reason="needs PyTorch: pip install 'lens-telemetry[torch]'")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 ITERATION = semconv.RL_ITERATION
 

@@ -21,8 +21,9 @@ from lens_core.catalogs.rl import RLSpanGroup as G
 import lens_report
 from lens_report import read_spans
 
-pytest.importorskip("opentelemetry.sdk")
-json_format = pytest.importorskip("google.protobuf.json_format")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
+json_format = pytest.importorskip("google.protobuf.json_format",
+                                  reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 
 @pytest.fixture

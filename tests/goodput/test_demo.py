@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("torch", reason="needs PyTorch: pip install 'lens-telemetry[torch]'")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 # `lens demo` trains a real torch model in child processes: minutes on a loaded 2-core
 # machine (2 min for one case). The README's test command leaves it out; .ci/run runs it.

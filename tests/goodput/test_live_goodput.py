@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
-pytest.importorskip("duckdb")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
+pytest.importorskip("duckdb", reason="needs DuckDB: pip install 'lens-telemetry[report]'")
 
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 
@@ -139,7 +139,8 @@ def test_the_keys_the_roll_up_looks_up_are_semconvs_own_objects(rl, tmp_path, im
     from lens_core import _impl
 
     if implementation == "cython":
-        pytest.importorskip("lens_core._gate")
+        pytest.importorskip("lens_core._gate",
+                            reason="compiled gate not built: LENS_BUILD_EXT=1 python setup.py build_ext --inplace")
     before = _impl.IMPLEMENTATION
     _impl.use(implementation)
     handle = setup_telemetry(LensConfig(enabled=True, exporter="none", span_groups="all", recorder="native",

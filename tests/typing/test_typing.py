@@ -19,7 +19,7 @@ MARK = re.compile(r"  # expect-error: ")
 
 
 def _mypy(*args, cwd=HERE):
-    pytest.importorskip("mypy")
+    pytest.importorskip("mypy", reason="needs mypy: pip install 'lens-telemetry[typing]'")
     proc = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--config-file",
                            str(HERE / "mypy.ini"), *args], capture_output=True, text=True, timeout=600, cwd=cwd)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 2: mypy itself failed
@@ -114,8 +114,9 @@ COMPILED_MODULES = ("lens_core._gate", "lens_core._native._recorder", "lens_core
 
 def test_the_compiled_modules_match_their_stubs():
     """The .pyi files of the gate, the native wing and the report's reader against the compiled modules (stubtest)."""
-    pytest.importorskip("lens_core._gate")
-    pytest.importorskip("mypy.stubtest")
+    pytest.importorskip("lens_core._gate",
+                        reason="compiled gate not built: LENS_BUILD_EXT=1 python setup.py build_ext --inplace")
+    pytest.importorskip("mypy.stubtest", reason="needs mypy: pip install 'lens-telemetry[typing]'")
     proc = subprocess.run([sys.executable, "-m", "mypy.stubtest", *COMPILED_MODULES, "--allowlist",
                            str(HERE / "stubtest_allowlist.txt")], capture_output=True, text=True, timeout=600,
                           cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
