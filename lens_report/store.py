@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from lens_core import semconv
-from lens_core._console import forget_on_interrupt, remove_on_interrupt
+from lens_core.interrupts import forget_on_interrupt, remove_on_interrupt
 
 from .dialect import DUCKDB, Dialect
 from .discovery import _PLAIN_SUFFIXES, find_trace_files
