@@ -39,6 +39,9 @@ from lens_core._native import _encode, _recorder  # noqa: F401 - the compiled wi
 assert lens_core.IMPLEMENTATION == "cython", lens_core.IMPLEMENTATION
 assert _impl.recorder().IMPLEMENTATION == "cython"
 from lens_report import _scan  # noqa: F401 - the report's compiled reader
+from importlib import resources
+for name in ("page.js", "page.css"):  # the HTML page's script and style ship as package files
+    assert resources.files("lens_report").joinpath("page", name).is_file(), f"{name} missing from the wheel"
 print("installed from the sdist's wheel: gate", lens_core.IMPLEMENTATION, "and recorder", _impl.recorder().IMPLEMENTATION,
       "and the report's compiled reader")
 PY

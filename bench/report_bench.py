@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(REPO)]
 
 import trace_synth  # noqa: E402
-from lens_report.engine import memory_bytes  # noqa: E402
+from lens_report.plan import memory_bytes  # noqa: E402
 from lens_report.model import DEFAULT_MEMORY_LIMIT  # noqa: E402
 
 

@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is imported by checkers only
     from typing import List, Optional, Sequence
 
-from lens_core._console import interrupts_watched, program_name, quiet_broken_pipe, watch_interrupts
+from lens_core.interrupts import interrupts_watched, program_name, quiet_broken_pipe, watch_interrupts
 from lens_core.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 
 __all__ = ["build_parser", "console_main", "main"]
@@ -163,7 +163,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     try:
         from otel_bridge import exporters
         from otel_bridge.sdk.spool import SpoolError, default_spool_dir, replay
-        from otel_bridge.sdk.pipeline import OtlpSink
+        from otel_bridge.sdk.sinks import OtlpSink
     except ImportError as exc:
         return _error("replay", f"needs the OpenTelemetry SDK and OTLP exporters ({exc}); "
                       "install 'lens-telemetry[otel]'", EXIT_USAGE)

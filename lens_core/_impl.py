@@ -51,7 +51,17 @@ def _build_failed() -> None:
                          "running the pure-Python twins (set LENS_PURE_PYTHON=1 to choose them and silence this)\n")
 
 
-if os.environ.get("LENS_PURE_PYTHON", "").strip() in ("1", "true", "yes", "on"):
+def _pure_python_requested() -> bool:
+    # lens_core.config reads and validates the variable; it is loaded only when the variable is
+    # set, so choosing the gate costs no config import
+    if not os.environ.get("LENS_PURE_PYTHON", "").strip():
+        return False
+    from .config import pure_python_requested
+
+    return pure_python_requested()
+
+
+if _pure_python_requested():
     gate, IMPLEMENTATION = _load("python"), "python"
 else:
     try:

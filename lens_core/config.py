@@ -22,6 +22,7 @@ __all__ = [
     "parse_export_ranks",
     "parse_file_mode",
     "parse_redact_allow",
+    "pure_python_requested",
 ]
 
 #: The service name when neither LENS_SERVICE_NAME nor OTEL_SERVICE_NAME is set.
@@ -58,6 +59,14 @@ def parse_bool(value: str, variable: str = "value") -> bool:
     if text in _FALSE:
         return False
     raise ValueError(f"{variable}={value!r}: expected a boolean (one of {', '.join(_TRUE + _FALSE)})")
+
+
+def pure_python_requested(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether ``LENS_PURE_PYTHON`` asks for the pure-Python twins (gate, recorder, encoders, the
+    report's reader) instead of the compiled ones: unset or empty is no; anything but a boolean
+    raises ValueError naming the variable. The one place the variable is read."""
+    value = (os.environ if environ is None else environ).get("LENS_PURE_PYTHON", "")
+    return bool(value.strip()) and parse_bool(value, "LENS_PURE_PYTHON")
 
 
 def _bounded(name: str, value: object, shown: str) -> int:

@@ -1,27 +1,23 @@
 """The ``lens report`` engine: per-rank goodput, stragglers, invariant checks and views over OTLP-JSON trace files."""
 
-from .engine import (
-    ENGINE_HINT,
-    TRACE_FILE_SUFFIXES,
-    MissingEngine,
-    ReadResult,
-    TraceStore,
-    find_trace_files,
-    read_spans,
-    require_duckdb,
-)
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+
+from .cli import main
 from .model import (
-    BUCKET_ATTR,
-    AttemptInfo,
-    BUCKETS,
+    DEFAULT_MEMORY_LIMIT,
     DEFAULT_STEP_PATTERN,
-    ITERATION_ATTR,
+    AttemptInfo,
     BucketTotals,
     LossRow,
     Problem,
     RankRow,
     RankSteps,
     Report,
+    Rule,
     RunInfo,
     Span,
     StepRow,
@@ -29,95 +25,56 @@ from .model import (
     UnfinishedProcess,
     Violation,
 )
-from .rollup import (
-    DEFAULT_MAX_VIOLATIONS,
-    AttemptChoiceError,
-    DEFAULT_TOP_N,
-    RULE_BAD_TIMING,
-    RULE_BUCKETED_OVERLAP,
-    RULE_BUCKETED_UMBRELLA,
-    RULE_NESTED_BUCKET,
-    RULE_PARENT_CYCLE,
-    RULE_RANK_OVERFLOW,
-    RULE_STEP_OVERFLOW,
-    RULE_TIMER_ONLY,
-    RULE_UNKNOWN_BUCKET,
-    RULES,
-    RunChoiceError,
-    build_report,
-    list_attempts,
-    list_runs,
-)
-from .rules import (
-    RULE_EFFICIENCY_BUCKET,
-    RULE_UMBRELLA_GROUP_BUCKET,
-    RULE_UNCATALOGUED_BUCKET,
-    RULE_VALIDATION_PRODUCTIVE,
-)
+from .perfetto import write_trace_events
 from .render_html import render_html
 from .render_text import render_text
-from .perfetto import write_trace_events
-
-
-def report_files(paths, **options) -> Report:
-    """Read trace files and directories and build the report of their one run (``run=`` picks one of several).
-
-    ``options`` go to :func:`build_report`. For HTML or Perfetto output, which read the spans
-    again, use a :class:`TraceStore` and :func:`build_report` directly.
-    """
-    with TraceStore() as store:
-        store.load(paths)
-        return build_report(store, **options)
+from .rollup import DEFAULT_MAX_VIOLATIONS, DEFAULT_TOP_N, AttemptChoiceError, RunChoiceError, build_report
+from .store import ReadResult, Store, TraceStore, read_spans
 
 __all__ = [
     "AttemptChoiceError",
     "AttemptInfo",
-    "BUCKETS",
-    "BUCKET_ATTR",
     "BucketTotals",
-    "DEFAULT_MAX_VIOLATIONS",
-    "DEFAULT_STEP_PATTERN",
-    "DEFAULT_TOP_N",
-    "ENGINE_HINT",
-    "ITERATION_ATTR",
     "LossRow",
-    "MissingEngine",
     "Problem",
-    "RULES",
-    "RULE_BAD_TIMING",
-    "RULE_BUCKETED_OVERLAP",
-    "RULE_BUCKETED_UMBRELLA",
-    "RULE_EFFICIENCY_BUCKET",
-    "RULE_NESTED_BUCKET",
-    "RULE_PARENT_CYCLE",
-    "RULE_RANK_OVERFLOW",
-    "RULE_STEP_OVERFLOW",
-    "RULE_TIMER_ONLY",
-    "RULE_UMBRELLA_GROUP_BUCKET",
-    "RULE_UNCATALOGUED_BUCKET",
-    "RULE_UNKNOWN_BUCKET",
-    "RULE_VALIDATION_PRODUCTIVE",
     "RankRow",
     "RankSteps",
     "ReadResult",
     "Report",
+    "Rule",
     "RunChoiceError",
     "RunInfo",
     "Span",
     "StepRow",
-    "TRACE_FILE_SUFFIXES",
+    "Store",
     "TopSpan",
     "TraceStore",
     "UnfinishedProcess",
     "Violation",
     "build_report",
-    "find_trace_files",
-    "list_attempts",
-    "list_runs",
+    "main",
     "read_spans",
     "render_html",
     "render_text",
-    "report_files",
-    "require_duckdb",
+    "report",
     "write_trace_events",
 ]
+
+
+def report(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *, run: str | None = None,
+           attempt: int | None = None, step_pattern: str | re.Pattern[str] = DEFAULT_STEP_PATTERN,
+           top_n: int = DEFAULT_TOP_N, max_violations: int = DEFAULT_MAX_VIOLATIONS,
+           memory_limit: str = DEFAULT_MEMORY_LIMIT) -> Report:
+    """The report of the one run in trace files: ``paths`` is a file or directory, or several.
+
+    ``run`` and ``attempt`` pick one where the files hold several (else :class:`RunChoiceError`
+    or :class:`AttemptChoiceError` lists them); the other options are :func:`build_report`'s
+    and ``lens report``'s. For the HTML page or a Perfetto trace, which read the spans again,
+    open a :class:`TraceStore`, ``load`` the files and call :func:`build_report` on it.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    with TraceStore(memory_limit=memory_limit) as store:
+        store.load(paths)
+        return build_report(store, run=run, attempt=attempt, step_pattern=step_pattern, top_n=top_n,
+                            max_violations=max_violations)

@@ -2,7 +2,7 @@
 
 import signal
 
-from lens_core._console import watch_interrupts
+from lens_core.interrupts import watch_interrupts
 
 # Ctrl-C from here on is one line and status 130 (the package's modules have imported by now)
 watching = watch_interrupts("lens report")

@@ -9,14 +9,18 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from lens_core.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 from ._units import memory_bytes
 from .model import DEFAULT_MEMORY_LIMIT, DEFAULT_STEP_PATTERN
 
+if TYPE_CHECKING:
+    from .store import Store
+
 __all__ = ["MAX_COUNT", "MAX_SET", "OneLineParser", "PERFETTO_NOTE_SPANS", "SelectionError", "add_arguments",
-           "build_parser", "build_schema_parser", "choose", "int_set", "main", "memory_size", "non_negative_int", "run"]
+           "build_parser", "build_schema_parser", "choose", "int_set", "main", "memory_size", "non_negative_int", "run",
+           "run_schema"]
 
 MAX_COUNT = 1_000_000
 """The largest ``--top`` and ``--max-violations`` (a larger one is a usage error, not an engine failure)."""
@@ -223,7 +227,9 @@ def choose(report: Any, steps: frozenset[int] | None, ranks: frozenset[int] | No
 
 def run(args: argparse.Namespace) -> int:
     """Run ``lens report`` for parsed arguments; data on stdout, one-line errors on stderr; the exit status."""
-    from .engine import MissingEngine, TraceStore, find_trace_files, require_duckdb
+    from .discovery import find_trace_files
+    from .engine import MissingEngine, require_duckdb
+    from .store import TraceStore
 
     try:
         duckdb = require_duckdb()
@@ -301,7 +307,7 @@ def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
         source.close()
 
 
-def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
+def _report(store: Store, args: argparse.Namespace, progress: _Progress) -> int:
     from .render_text import render_runs, render_text
     from .rollup import RunChoiceError, build_report
 
@@ -347,14 +353,14 @@ def _report(store: Any, args: argparse.Namespace, progress: _Progress) -> int:
     return EXIT_FAILED if args.strict and report.violation_count else EXIT_OK
 
 
-def _html(store: Any, report: Any, args: argparse.Namespace, out: TextIO) -> None:
+def _html(store: Store, report: Any, args: argparse.Namespace, out: TextIO) -> None:
     from .render_html import render_html
 
     steps = frozenset().union(*args.step) if args.step else None
     out.write(render_html(report, store, steps=steps, ranks=args.ranks, top=args.top))
 
 
-def _perfetto(store: Any, report: Any, args: argparse.Namespace, out: TextIO) -> None:
+def _perfetto(store: Store, report: Any, args: argparse.Namespace, out: TextIO) -> None:
     from .perfetto import write_trace_events
 
     steps = frozenset().union(*args.step) if args.step else None
@@ -377,7 +383,7 @@ def _write(path: str, write: Any) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``) as ``lens report`` arguments and run the report."""
-    from lens_core._console import interrupts_watched
+    from lens_core.interrupts import interrupts_watched
 
     from .interrupts import quiet_broken_pipe
 
@@ -391,11 +397,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def build_schema_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``clickhouse-schema`` to the ``lens`` command's subparsers (the report's door for it)."""
-    from .clickhouse import add_schema_arguments, run_schema
-
     schema = sub.add_parser("clickhouse-schema", help="DDL that lets lens report scan columns of otel_traces",
                             description="Print the DDL a team adds to the Collector's ClickHouse span table "
                             "(otel_traces) so lens report scans columns, not attribute maps.")
-    add_schema_arguments(schema)
+    schema.add_argument("--table", default="otel_traces", metavar="[DB.]NAME",
+                        help="the exporter's span table (default otel_traces)")
+    schema.add_argument("--no-rollup", action="store_true",
+                        help="only the materialized columns, not the per-(run, rank, step) rollup and its view")
+    schema.add_argument("--exporter-table", action="store_true",
+                        help="first print the exporter's own CREATE TABLE (for a table made by hand or in chdb)")
     schema.set_defaults(func=run_schema)
     return schema
+
+
+def run_schema(args: argparse.Namespace) -> int:
+    """``lens clickhouse-schema``: print the DDL; the exit status (2 for a bad table name)."""
+    from .clickhouse import otel_traces_ddl, schema_sql
+
+    try:
+        text = (otel_traces_ddl(args.table) + ";\n" if args.exporter_table else "") + \
+            schema_sql(args.table, rollup=not args.no_rollup)
+    except ValueError as exc:
+        print(f"lens clickhouse-schema: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(text)
+    return EXIT_OK

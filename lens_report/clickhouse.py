@@ -1,4 +1,4 @@
-"""The report over the Collector's ClickHouse table (``otel_traces``): its schema, the schema helper, a loader, and the store that reads it."""
+"""The report over the Collector's ClickHouse table (``otel_traces``): its schema, a loader, and the store that reads it."""
 
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from lens_core import semconv
 
 from ._units import memory_bytes
 from .dialect import CLICKHOUSE, DUCKDB, LOSS_COUNTERS, ResourceFields, SpanFields, sql_text
-from .engine import SPAN_COLUMNS, TraceStore, find_trace_files
+from .discovery import find_trace_files
+from .ingest import SPAN_COLUMNS
+from .store import TraceStore
 from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem
 
 __all__ = [
     "CLICKHOUSE_HINT",
     "CONNECT_CHECK_S",
     "STATEMENT_TIMEOUT_S",
-    "add_schema_arguments",
     "ChdbSource",
     "ClickHouseSource",
     "ClickHouseStore",
@@ -32,7 +33,6 @@ __all__ = [
     "load_otlp_files",
     "open_source",
     "otel_traces_ddl",
-    "run_schema",
     "schema_sql",
 ]
 
@@ -350,30 +350,6 @@ def open_source(url: str) -> ChdbSource | ServerSource:
     return ServerSource(url)
 
 
-def add_schema_arguments(parser: Any) -> None:
-    """Add the ``clickhouse-schema`` arguments (``--table``, ``--no-rollup``, ``--exporter-table``) to ``parser``."""
-    parser.add_argument("--table", default="otel_traces", metavar="[DB.]NAME",
-                        help="the exporter's span table (default otel_traces)")
-    parser.add_argument("--no-rollup", action="store_true",
-                        help="only the materialized columns, not the per-(run, rank, step) rollup and its view")
-    parser.add_argument("--exporter-table", action="store_true",
-                        help="first print the exporter's own CREATE TABLE (for a table made by hand or in chdb)")
-
-
-def run_schema(args: Any) -> int:
-    """``lens clickhouse-schema``: print the DDL; the exit status (2 for a bad table name)."""
-    import sys
-
-    try:
-        text = (otel_traces_ddl(args.table) + ";\n" if args.exporter_table else "") + \
-            schema_sql(args.table, rollup=not args.no_rollup)
-    except ValueError as exc:
-        print(f"lens clickhouse-schema: {exc}", file=sys.stderr)
-        return 2
-    sys.stdout.write(text)
-    return 0
-
-
 # ---- the loader: OTLP-JSON lines -> otel_traces rows, as the exporter writes them -----------------
 
 _VALUE = ('{"stringValue":"VARCHAR","intValue":"VARCHAR","boolValue":"VARCHAR","doubleValue":"VARCHAR",'
@@ -409,7 +385,9 @@ def _to_parquet(files: list[str], out: str) -> int:
     A span with an id that is not hex or base64 of the right size, or a time that is not an
     integer, is left out: the Collector's receivers refuse it, so the exporter never writes it.
     """
-    from .engine import _MAX_LINE_BYTES, _int_id, _time, require_duckdb  # the reader's id and time parsing
+    from .engine import require_duckdb
+    from .ingest import _int_id, _time  # the reader's id and time parsing
+    from .plan import _MAX_LINE_BYTES
 
     duckdb = require_duckdb()
     con = duckdb.connect()
@@ -537,7 +515,7 @@ FROM (SELECT {process} AS label, any(ResourceAttributes) AS ra FROM {name} WHERE
 
 def _projection(table: str, columns: set[str], detail: bool, where: str, *, loss: bool = False) -> str:
     """ClickHouse SQL: one row per span of ``table`` with the columns of the store's ``spans`` table
-    (:data:`~lens_report.engine.SPAN_COLUMNS`, plus ``rowid``), of the rows that satisfy ``where``;
+    (:data:`~lens_report.ingest.SPAN_COLUMNS`, plus ``rowid``), of the rows that satisfy ``where``;
     the loss counters only with ``loss`` (the loss records' table).
 
     The materialized columns of :func:`schema_sql` replace the map lookups when the table has them.
@@ -599,7 +577,7 @@ SELECT line, problem FROM (
 WHERE problem <> '' ORDER BY line"""
 
 
-class ClickHouseStore(TraceStore):
+class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rollup's SQL runs on it unchanged
     """The report's store inside ClickHouse: the spans of an ``otel_traces`` table, and every working
     table of the rollup, are temporary tables of the source's session, so the rollup runs where the
     spans live and only its results leave ClickHouse.
@@ -633,7 +611,7 @@ class ClickHouseStore(TraceStore):
         self.duplicate_count = 0
         self.columns_used: tuple[str, ...] = ()
         self.stored_columns = SPAN_COLUMNS
-        """The columns of the ``spans`` table: every one (see :func:`~lens_report.engine.stored_columns`)."""
+        """The columns of the ``spans`` table: every one (see :func:`~lens_report.ingest.stored_columns`)."""
         self._tables: dict[str, None] = {}
         for setting in _SETTINGS:
             source.command(f"SET {setting}")

@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Iterator
 
 # the closed-pipe helpers live with the watch, in lens_core (the lens command reaches them there)
-from lens_core._console import (
+from lens_core.interrupts import (
     forget_on_interrupt,
     interrupts_watched,
     quiet_broken_pipe,
@@ -23,7 +23,7 @@ __all__ = ["interrupt_guard", "quiet_broken_pipe", "stdout_closed"]
 def interrupt_guard(prog: str) -> Iterator[str]:
     """Run a command that keeps a database in the directory this yields; Ctrl-C ends it at once.
 
-    Ctrl-C is watched as :func:`lens_core._console.watch_interrupts` says (the ``lens``
+    Ctrl-C is watched as :func:`lens_core.interrupts.watch_interrupts` says (the ``lens``
     console script's watch when it runs, else one for the block): ``<prog>: interrupted`` on
     stderr, the directory removed, status 130. Outside the main thread (or where SIGINT is
     ignored) only the directory is made and removed.

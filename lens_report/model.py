@@ -8,6 +8,7 @@ import json
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, TextIO
 
 from lens_core import semconv
@@ -28,6 +29,7 @@ __all__ = [
     "RankRow",
     "RankSteps",
     "Report",
+    "Rule",
     "RunInfo",
     "Span",
     "StepRow",
@@ -48,7 +50,7 @@ BUCKETS = Bucket.ALL
 
 DEFAULT_MEMORY_LIMIT = "256MB"
 """Memory a report may use (``lens report --memory-limit``): its engine's limits are set so the whole
-process peaks near it, spilling to disk past them (see :func:`lens_report.engine.memory_plan`)."""
+process peaks near it, spilling to disk past them (see :func:`lens_report.plan.memory_plan`)."""
 
 DEFAULT_STEP_PATTERN = r"(^|\.)step$"
 """Regex (searched) that names a step umbrella span, e.g. ``rl.grpo.step``."""
@@ -225,11 +227,49 @@ class Problem:
         return {"file": self.file, "line": self.line, "message": self.message}
 
 
+class Rule(str, Enum):
+    """A goodput invariant or vocabulary rule a span (or a step, or a rank) can break. A member is
+    its value, the rule's name in the report (``[nested-bucket]``, JSON ``rule`` and
+    ``violations_by_rule``): ``Rule.NESTED_BUCKET == "nested-bucket"``."""
+
+    BAD_TIMING = "bad-timing"
+    """A span has a missing or out-of-range timestamp or ends before it starts; it is left out of every sum."""
+    BUCKETED_OVERLAP = "bucketed-overlap"
+    """A span that overlaps other bucketed work by rule (checkpoint finalize, a collector-loop wait,
+    the initial buffer fill, a startup phase) carries a bucket."""
+    BUCKETED_UMBRELLA = "bucketed-umbrella"
+    """An umbrella span (it contains other work, or overlaps its siblings) carries a bucket."""
+    EFFICIENCY_BUCKET = "efficiency-bucket"
+    """An efficiency span carries a bucket other than its category's (``rl.idle.refit_bubble`` productive)."""
+    NESTED_BUCKET = "nested-bucket"
+    """A bucketed span has a bucketed descendant, so one second would count twice."""
+    PARENT_CYCLE = "parent-cycle"
+    """Parent ids form a cycle; the spans on it have no root."""
+    RANK_OVERFLOW = "rank-overflow"
+    """The bucketed spans of one rank sum past its wall time (bucketed spans overlap, e.g. on two threads)."""
+    STEP_OVERFLOW = "step-overflow"
+    """The bucketed spans under a step sum to more than the step's wall time."""
+    TIMER_ONLY = "timer-only"
+    """A timer-only efficiency category (``idle/validation``, ...) was emitted as a bucketed span."""
+    UMBRELLA_GROUP_BUCKET = "umbrella-group-bucket"
+    """A bucketed span whose stamped ``lens.group`` is an umbrella group (``per_prompt`` on a data-plane put)."""
+    UNCATALOGUED_BUCKET = "uncatalogued-bucket"
+    """A bucketed span with no ``lens.group`` stamp whose name no catalog knows: its bucket is unchecked."""
+    UNKNOWN_BUCKET = "unknown-bucket"
+    """``rl.bucket`` holds a value that is not one of the four buckets."""
+    VALIDATION_PRODUCTIVE = "validation-productive"
+    """A productive span under an evaluate span: validation tokens are scored and discarded, so overhead."""
+
+    def __str__(self) -> str:
+        """The rule's name (``nested-bucket``), on every Python (3.12 would print ``Rule.NESTED_BUCKET``)."""
+        return str.__str__(self)
+
+
 @dataclass(frozen=True)
 class Violation:
     """A broken goodput invariant, pinned to the span that breaks it, its rank and the file line it came from."""
 
-    rule: str
+    rule: Rule
     trace_id: str
     span_id: str
     span_name: str

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 from .classify import K_COLUMNS, KD, load_catalog
-from .rules import VOCABULARY_RULES, vocabulary_violations
-from .engine import PARENT_ROW_BYTES, STEP_ROW_BYTES, TraceStore
+from .rules import vocabulary_violations
+from .plan import PARENT_ROW_BYTES, STEP_ROW_BYTES
+from .store import Store
 from .model import (
     BUCKETS,
     AttemptInfo,
@@ -22,6 +24,7 @@ from .model import (
     RankRow,
     RankSteps,
     Report,
+    Rule,
     RunInfo,
     StepRow,
     TopSpan,
@@ -34,16 +37,6 @@ __all__ = [
     "CELL_BYTES",
     "DEFAULT_MAX_VIOLATIONS",
     "DEFAULT_TOP_N",
-    "RULES",
-    "RULE_BAD_TIMING",
-    "RULE_BUCKETED_OVERLAP",
-    "RULE_BUCKETED_UMBRELLA",
-    "RULE_NESTED_BUCKET",
-    "RULE_PARENT_CYCLE",
-    "RULE_RANK_OVERFLOW",
-    "RULE_STEP_OVERFLOW",
-    "RULE_TIMER_ONLY",
-    "RULE_UNKNOWN_BUCKET",
     "RunChoiceError",
     "TOLERANCE_NS",
     "WaterfallSelection",
@@ -61,39 +54,6 @@ DEFAULT_MAX_VIOLATIONS = 1000
 
 TOLERANCE_NS = 1_000
 """Slack (1 µs) allowed before bucket seconds exceeding a wall time count as a violation."""
-
-RULE_NESTED_BUCKET = "nested-bucket"
-"""A bucketed span has a bucketed descendant, so one second would count twice."""
-
-RULE_STEP_OVERFLOW = "step-overflow"
-"""The bucketed spans under a step sum to more than the step's wall time."""
-
-RULE_RANK_OVERFLOW = "rank-overflow"
-"""The bucketed spans of one rank sum past its wall time (bucketed spans overlap, e.g. on two threads)."""
-
-RULE_BAD_TIMING = "bad-timing"
-"""A span has a missing or out-of-range timestamp or ends before it starts; it is left out of every sum."""
-
-RULE_UNKNOWN_BUCKET = "unknown-bucket"
-"""``rl.bucket`` holds a value that is not one of the four buckets."""
-
-RULE_BUCKETED_UMBRELLA = "bucketed-umbrella"
-"""An umbrella span (it contains other work, or overlaps its siblings) carries a bucket."""
-
-RULE_BUCKETED_OVERLAP = "bucketed-overlap"
-"""A span that overlaps other bucketed work by rule (checkpoint finalize, a collector-loop wait,
-the initial buffer fill, a startup phase) carries a bucket."""
-
-RULE_TIMER_ONLY = "timer-only"
-"""A timer-only efficiency category (``idle/validation``, ...) was emitted as a bucketed span."""
-
-RULE_PARENT_CYCLE = "parent-cycle"
-"""Parent ids form a cycle; the spans on it have no root."""
-
-RULES = tuple(sorted((RULE_BAD_TIMING, RULE_BUCKETED_OVERLAP, RULE_BUCKETED_UMBRELLA, RULE_NESTED_BUCKET,
-                      RULE_PARENT_CYCLE, RULE_RANK_OVERFLOW, RULE_STEP_OVERFLOW, RULE_TIMER_ONLY,
-                      RULE_UNKNOWN_BUCKET) + VOCABULARY_RULES))
-"""Every invariant the report checks."""
 
 _BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
 _BUCKET_NUMBER = "CASE {bucket} " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(BUCKETS)) + " END"
@@ -117,7 +77,7 @@ class AttemptChoiceError(RunChoiceError):
         self.attempts = attempts
 
 
-def list_runs(store: TraceStore) -> tuple[RunInfo, ...]:
+def list_runs(store: Store) -> tuple[RunInfo, ...]:
     """The runs in the store (by ``nemo.run.id``, else the ``service.instance.id`` prefix), oldest first."""
     rows = store.rows("""
         SELECT run, count(DISTINCT rank_label), count(DISTINCT process), count(*), min(start_ns), max(end_ns)
@@ -126,7 +86,7 @@ def list_runs(store: TraceStore) -> tuple[RunInfo, ...]:
     return tuple(RunInfo(*row) for row in rows)
 
 
-def _choose_run(store: TraceStore, run: str | None) -> tuple[str, bool]:
+def _choose_run(store: Store, run: str | None) -> tuple[str, bool]:
     """(the run to report, whether other runs must be filtered out)."""
     runs = list_runs(store)
     ids = [info.run_id for info in runs]
@@ -140,7 +100,7 @@ def _choose_run(store: TraceStore, run: str | None) -> tuple[str, bool]:
     return (ids[0] if ids else ""), False
 
 
-def _attempt_rows(db: TraceStore, run_where: str) -> list[tuple[Any, ...]]:
+def _attempt_rows(db: Store, run_where: str) -> list[tuple[Any, ...]]:
     """(process, rank, first start, last end, spans) of every process of the run, by first start."""
     # loss records give membership, not times: they are written when the process shuts down
     timed = "span_row AND start_ns IS NOT NULL AND end_ns >= start_ns"
@@ -153,7 +113,7 @@ def _attempt_rows(db: TraceStore, run_where: str) -> list[tuple[Any, ...]]:
     """)
 
 
-def list_attempts(store: TraceStore, run_id: str | None = None) -> tuple[AttemptInfo, ...]:
+def list_attempts(store: Store, run_id: str | None = None) -> tuple[AttemptInfo, ...]:
     """The launches of one run (see :class:`~lens_report.model.AttemptInfo`), oldest first; goodput not computed.
 
     Also leaves the table ``process_attempts`` (process, attempt) in the store.
@@ -189,7 +149,7 @@ def list_attempts(store: TraceStore, run_id: str | None = None) -> tuple[Attempt
 
 
 def build_report(
-    store: TraceStore,
+    store: Store,
     *,
     run: str | None = None,
     step_pattern: str | re.Pattern[str] = DEFAULT_STEP_PATTERN,
@@ -244,7 +204,7 @@ def build_report(
     return replace(reports[attempt], attempt=attempt, attempts=tuple(infos))
 
 
-def _build(store: TraceStore, run_id: str, cond: str, pattern: re.Pattern[str], top_n: int,
+def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n: int,
            max_violations: int) -> Report:
     """The report of the spans that satisfy ``cond`` (an SQL condition on ``spans``; '' for all)."""
     db = store
@@ -309,12 +269,12 @@ def _candidate(s: str) -> str:
             f"ELSE {s}.iteration IS NOT NULL AND {s}.bucket IS NULL END, false)")
 
 
-def _classify(db: TraceStore, where: str) -> None:
+def _classify(db: Store, where: str) -> None:
     """``k``: one row per span of the run with what the checks need: its umbrella status, rules,
     whether it counts in sums and whether it is a step candidate. Names and texts are read from
     ``spans`` through ``kd`` (:data:`~lens_report.classify.KD`) for the few rows a report lists.
 
-    ``k`` is defined (:meth:`~lens_report.engine.TraceStore.define`), not stored: in the file
+    ``k`` is defined (:meth:`~lens_report.store.Store.define`), not stored: in the file
     store a view, computed from ``spans`` and the small tables where a query reads it. Computing
     all of its columns for 3M spans took ~0.3 s of CPU and writing them to a table ~1.6 s, and
     the half-dozen queries that read it read only the columns they use."""
@@ -355,7 +315,7 @@ def _classify(db: TraceStore, where: str) -> None:
     """)
 
 
-def _jump(db: TraceStore) -> None:
+def _jump(db: Store) -> None:
     """``anc``: a row for every span with a parent in the run, with that parent's id (``pid``),
     the span's nearest step-candidate ancestor (``fs``) and nearest counted bucketed ancestor
     (``fb``), and whether its parent chain ends in a cycle (``cyclic``). It also carries the
@@ -442,7 +402,7 @@ def _jump(db: TraceStore) -> None:
     db.drop("interior_looked")
 
 
-def _steps(db: TraceStore, where: str) -> None:
+def _steps(db: Store, where: str) -> None:
     """``steps``: one row per step anchor (a step span, or the first span of an iteration group)
     with its rank, iteration, wall time and the buckets of the bucketed spans below it."""
     # fallback groups: candidates of a trace without step spans, not below a bucketed span
@@ -474,13 +434,13 @@ def _steps(db: TraceStore, where: str) -> None:
     _step_table(db)
 
 
-def _step_parts(db: TraceStore) -> int:
+def _step_parts(db: Store) -> int:
     """Into how many parts of anchor ids the joins of step anchors run (see
-    :data:`~lens_report.engine.STEP_ROW_BYTES`): the step sums and the steps join hold as many."""
+    :data:`~lens_report.plan.STEP_ROW_BYTES`): the step sums and the steps join hold as many."""
     return db.join_parts(db.value("SELECT count(*) FROM step_walls"), STEP_ROW_BYTES)
 
 
-def _step_buckets(db: TraceStore) -> None:
+def _step_buckets(db: Store) -> None:
     """``step_buckets``: each step anchor with the bucket sums of the counted spans below it (from
     ``anc``, ``anchors`` and ``step_walls``)."""
     # every counted span to its step's anchor: one pass over anc (which carries each counted span's
@@ -499,11 +459,11 @@ def _step_buckets(db: TraceStore) -> None:
     """ for i in range(parts)])
 
 
-def _step_table(db: TraceStore) -> None:
+def _step_table(db: Store) -> None:
     """``steps`` from ``step_walls``, ``cands`` and ``step_buckets``: each anchor with its wall time
     and bucket sums, in parts of anchor ids when they would not fit the rollup's memory (500,000
     anchors, 10M spans, needed 60-80 MB in one statement and now and then ran out of the default
-    plan's 100 MB; see :data:`~lens_report.engine.STEP_ROW_BYTES`)."""
+    plan's 100 MB; see :data:`~lens_report.plan.STEP_ROW_BYTES`)."""
     parts = _step_parts(db)
     part_sql = [f"""
         SELECT s.id AS anchor, s.rank AS rank, s.rank_label AS rank_label, s.iteration AS iteration, s.trace AS trace,
@@ -517,19 +477,19 @@ def _step_table(db: TraceStore) -> None:
     _create_in_parts(db, "steps", part_sql)
 
 
-def _part_of(db: TraceStore, table: str, key: str, parts: int, i: int) -> str:
+def _part_of(db: Store, table: str, key: str, parts: int, i: int) -> str:
     """SQL: the rows of ``table`` whose ``key`` falls in part ``i`` of ``parts`` (the table itself for one part)."""
     return table if parts == 1 else f"(SELECT * FROM {table} WHERE {db.dialect.in_part(key, parts, i)})"
 
 
-def _create_in_parts(db: TraceStore, name: str, part_sql: list[str]) -> None:
+def _create_in_parts(db: Store, name: str, part_sql: list[str]) -> None:
     """(Re)create the working table ``name`` from the first query of ``part_sql``, then append the others."""
     db.create(name, part_sql[0])
     for sql in part_sql[1:]:
         db.execute(f"INSERT INTO {name} {sql}")
 
 
-def _span_ref(db: TraceStore, ids: list[int]) -> dict[int, tuple[str, str, str, str, int, str]]:
+def _span_ref(db: Store, ids: list[int]) -> dict[int, tuple[str, str, str, str, int, str]]:
     """id -> (trace hex, span hex, name, file, line, rank) for the spans a report names."""
     if not ids:
         return {}
@@ -548,12 +508,12 @@ def _seconds(ns: int) -> str:
     return f"{ns / NS_PER_S:.6f} s"
 
 
-def _violations(db: TraceStore, limit: int) -> tuple[tuple[Violation, ...], Counter[str]]:
+def _violations(db: Store, limit: int) -> tuple[tuple[Violation, ...], Counter[str]]:
     """Every broken invariant: counted by rule, the first ``limit`` (by file and line) listed."""
     d = db.dialect
     # rule -> (condition on k that finds the spans, the reason, read from kd for the listed ones)
     queries = {
-        RULE_BAD_TIMING: ("NOT ok", """CASE
+        Rule.BAD_TIMING: ("NOT ok", """CASE
                 WHEN start_ns IS NULL AND start_text IS NOT NULL AND end_ns IS NULL AND end_text IS NOT NULL
                     THEN 'start ' || start_text || ' and end ' || end_text || ' ns are out of range; skipped'
                 WHEN start_ns IS NULL AND start_text IS NOT NULL THEN 'start ' || start_text || ' ns is out of range; skipped'
@@ -562,18 +522,18 @@ def _violations(db: TraceStore, limit: int) -> tuple[tuple[Violation, ...], Coun
                 WHEN start_ns IS NULL THEN 'missing start timestamp; skipped'
                 WHEN end_ns IS NULL THEN 'missing end timestamp; skipped'
                 ELSE 'ends ' || printf('%.6f', (start_ns - end_ns) / 1e9) || ' s before it starts; skipped' END"""),
-        RULE_UNKNOWN_BUCKET: (f"bucketed AND bucket NOT IN {_BUCKET_LIST}",
-                              f"'rl.bucket ''' || bucket || ''' is not one of {', '.join(BUCKETS)}'"),
-        RULE_BUCKETED_UMBRELLA: ("bucketed AND umbrella", """
+        Rule.UNKNOWN_BUCKET: (f"bucketed AND bucket NOT IN {_BUCKET_LIST}",
+                             f"'rl.bucket ''' || bucket || ''' is not one of {', '.join(BUCKETS)}'"),
+        Rule.BUCKETED_UMBRELLA: ("bucketed AND umbrella", """
             'umbrella span' || coalesce(' of group ' || grp, '') || ' carries rl.bucket=' || bucket
             || '; umbrellas contain or overlap other work and are never bucketed; not counted'"""),
-        RULE_BUCKETED_OVERLAP: ("bucketed AND never_reason IS NOT NULL AND NOT coalesce(umbrella, false)", """
+        Rule.BUCKETED_OVERLAP: ("bucketed AND never_reason IS NOT NULL AND NOT coalesce(umbrella, false)", """
             'carries rl.bucket=' || bucket || ', but ' || never_reason || ', so it must carry no bucket; not counted'"""),
-        RULE_TIMER_ONLY: ("bucketed AND timer_only", """
+        Rule.TIMER_ONLY: ("bucketed AND timer_only", """
             'efficiency category ' || category || ' is timer-only (a metric, never a span) '
             || 'but was emitted as a span with rl.bucket=' || bucket || '; not counted'"""),
     }
-    found: list[tuple[str, int, str]] = []
+    found: list[tuple[Rule, int, str]] = []
     counts: Counter[str] = Counter()
     for rule, (condition, reason) in queries.items():
         counts[rule] = db.value(f"SELECT count(*) FROM k WHERE {condition}")
@@ -583,8 +543,8 @@ def _violations(db: TraceStore, limit: int) -> tuple[tuple[Violation, ...], Coun
             found += [(rule, span_id, text) for span_id, text in rows]
     nested = ("SELECT anc.fb AS fb, count(*) AS n_inner, min(anc.id) AS example FROM anc "
               "WHERE anc.fb IS NOT NULL AND NOT anc.cyclic AND anc.counted_bucket IS NOT NULL GROUP BY anc.fb")
-    counts[RULE_NESTED_BUCKET] = db.value(f"SELECT count(*) FROM ({nested}) nested")
-    if counts[RULE_NESTED_BUCKET]:
+    counts[Rule.NESTED_BUCKET] = db.value(f"SELECT count(*) FROM ({nested}) nested")
+    if counts[Rule.NESTED_BUCKET]:
         rows = db.rows(f"""
             WITH {KD}
             SELECT o.id, 'bucketed (' || o.bucket || ') span has ' || {d.text('n.n_inner')}
@@ -593,33 +553,32 @@ def _violations(db: TraceStore, limit: int) -> tuple[tuple[Violation, ...], Coun
             FROM ({nested}) n JOIN k o ON o.id = n.fb JOIN kd e ON e.id = n.example
             ORDER BY o.file, o.line, o.id LIMIT {int(limit)}
         """)
-        found += [(RULE_NESTED_BUCKET, span_id, text) for span_id, text in rows]
+        found += [(Rule.NESTED_BUCKET, span_id, text) for span_id, text in rows]
     overflow = f"{'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}"
-    counts[RULE_STEP_OVERFLOW] = db.value(f"SELECT count(*) FROM steps WHERE {overflow}")
-    if counts[RULE_STEP_OVERFLOW]:
+    counts[Rule.STEP_OVERFLOW] = db.value(f"SELECT count(*) FROM steps WHERE {overflow}")
+    if counts[Rule.STEP_OVERFLOW]:
         rows = db.rows(f"""
             SELECT anchor, 'buckets under step ' || {d.text('iteration')} || ' sum to '
                            || printf('%.6f', ({'+'.join(BUCKETS)}) / 1e9)
                            || ' s, more than its wall time ' || printf('%.6f', wall_ns / 1e9) || ' s'
             FROM steps WHERE {overflow} ORDER BY anchor LIMIT {int(limit)}
         """)
-        found += [(RULE_STEP_OVERFLOW, span_id, text) for span_id, text in rows]
+        found += [(Rule.STEP_OVERFLOW, span_id, text) for span_id, text in rows]
     overflowing = db.rows(f"""
         SELECT rank_label, rank, {'+'.join(BUCKETS)} AS buckets, wall_ns FROM rank_totals
         WHERE {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS} ORDER BY rank NULLS LAST, rank_label
     """)
-    counts[RULE_RANK_OVERFLOW] = len(overflowing)
+    counts[Rule.RANK_OVERFLOW] = len(overflowing)
     rank_violations = [
-        Violation(RULE_RANK_OVERFLOW, "-", "-", f"({label})", "", 0,
+        Violation(Rule.RANK_OVERFLOW, "-", "-", f"({label})", "", 0,
                   f"buckets of {label} sum to {_seconds(int(buckets))}, more than its wall time {_seconds(int(wall))}",
                   label)
         for label, _, buckets, wall in overflowing]
     vocabulary, vocabulary_counts = vocabulary_violations(db, limit)  # lens_report.rules
     found += vocabulary
     counts.update(vocabulary_counts)
-    cycles = _cycles(db)
-    counts[RULE_PARENT_CYCLE] = len(cycles)
-    found += [(RULE_PARENT_CYCLE, span_id, reason) for span_id, reason in cycles[:limit]]
+    counts[Rule.PARENT_CYCLE], cycles = _cycles(db, limit)
+    found += [(Rule.PARENT_CYCLE, span_id, reason) for span_id, reason in cycles]
     counts += Counter()  # drop zero counts
     refs = _span_ref(db, sorted({span_id for _, span_id, _ in found}))
     violations = []
@@ -630,28 +589,43 @@ def _violations(db: TraceStore, limit: int) -> tuple[tuple[Violation, ...], Coun
     return tuple((rank_violations + violations)[:limit]), counts
 
 
-def _cycles(db: TraceStore) -> list[tuple[int, str]]:
-    """(id, reason) for every span on a parent cycle. Only spans whose look never reached a
-    root (few, in malformed input) are walked, in Python, each once."""
-    parent = dict(db.rows("SELECT id, pid FROM anc WHERE cyclic"))
-    on_cycle: list[tuple[int, str]] = []
-    state: dict[int, int] = {}  # 1: on the current path, 2: done
-    for start in parent:
-        path = []
+def _cycles(db: Store, limit: int) -> tuple[int, list[tuple[int, str]]]:
+    """How many spans lie on a parent cycle, and (id, reason) for the first ``limit`` of them.
+
+    Only spans whose look never reached a root (malformed input) are walked, each once. Their
+    parents are among them (a chain that never ends goes on through the parent), so they are
+    numbered 0..m-1 in the engine and read back as two arrays of 8 bytes a span: a dict of
+    Python ints for 1M cyclic spans took ~330 MB outside ``--memory-limit`` (a 256 MB report
+    peaked at 497 MiB)."""
+    db.create("cyclic", "SELECT id, pid, row_number() OVER (ORDER BY id) - 1 AS n FROM anc WHERE cyclic")
+    ids, parent = array("q"), array("q")
+    for _, chunk in db.stream("SELECT c.id, p.n FROM cyclic c JOIN cyclic p ON p.id = c.pid ORDER BY c.n"):
+        for span_id, parent_n in chunk:
+            ids.append(span_id)
+            parent.append(parent_n)
+    db.drop("cyclic")
+    state = bytearray(len(ids))  # 0: not seen, 1: on the current path, 2: done
+    path = array("q")
+    on_cycle = 0
+    examples: list[tuple[int, str]] = []
+    for start in range(len(ids)):
         node = start
-        while node in parent and node not in state:
+        del path[:]
+        while not state[node]:
             state[node] = 1
             path.append(node)
             node = parent[node]
-        if state.get(node) == 1:  # the walk came back to its own path: a new cycle
-            cycle = path[path.index(node):]
-            on_cycle += [(member, f"parent ids form a cycle of {len(cycle)} span(s); no root") for member in cycle]
+        if state[node] == 1:  # the walk came back to its own path: a new cycle
+            first = path.index(node)
+            on_cycle += len(path) - first
+            reason = f"parent ids form a cycle of {len(path) - first} span(s); no root"
+            examples += [(ids[member], reason) for member in path[first:first + max(0, limit - len(examples))]]
         for member in path:
             state[member] = 2
-    return on_cycle
+    return on_cycle, examples
 
 
-def _rank_totals(db: TraceStore, where: str) -> None:
+def _rank_totals(db: Store, where: str) -> None:
     """``rank_totals``: per rank its processes, wall (first start to last end) and counted buckets."""
     db.create("rank_totals", f"""
         WITH processes AS (SELECT rank_label, count(DISTINCT process) AS n FROM spans {where} GROUP BY rank_label)
@@ -663,12 +637,12 @@ def _rank_totals(db: TraceStore, where: str) -> None:
     """)
 
 
-def _rank_order(db: TraceStore) -> list[str]:
+def _rank_order(db: Store) -> list[str]:
     """Rank labels in numeric order (``rank 2`` before ``rank 10``), then processes without a rank."""
     return [label for (label,) in db.rows("SELECT rank_label FROM rank_totals ORDER BY rank NULLS LAST, rank_label")]
 
 
-def _rank_steps(db: TraceStore) -> tuple[list[str], RankSteps]:
+def _rank_steps(db: Store) -> tuple[list[str], RankSteps]:
     labels = _rank_order(db)
     db.create_columns("rank_index", "rank_label VARCHAR, idx INTEGER")
     db.insert("rank_index", [[label, i] for i, label in enumerate(labels)])
@@ -714,7 +688,7 @@ def _slices(counts: list[tuple[Any, ...]], size: int) -> Iterator[tuple[int, int
         yield first, counts[-1][0]
 
 
-def _step_rows(db: TraceStore, labels: list[str], rank_steps: RankSteps) -> tuple[StepRow, ...]:
+def _step_rows(db: Store, labels: list[str], rank_steps: RankSteps) -> tuple[StepRow, ...]:
     """Per iteration: sums over ranks, the spread of step times, the slowest rank and the wait for it."""
     d = db.dialect
     # the slowest rank of a step: the most busy time (wall less idle), the highest rank on a tie
@@ -749,7 +723,7 @@ def _step_rows(db: TraceStore, labels: list[str], rank_steps: RankSteps) -> tupl
     return tuple(steps)
 
 
-def _ranks(db: TraceStore, labels: list[str], rank_steps: RankSteps) -> tuple[tuple[RankRow, ...], BucketTotals]:
+def _ranks(db: Store, labels: list[str], rank_steps: RankSteps) -> tuple[tuple[RankRow, ...], BucketTotals]:
     """Per rank: wall (first start to last end of its spans), buckets of its own spans, straggler cost."""
     rows = db.rows(f"""
         SELECT r.idx, t.processes, t.wall_ns, {", ".join(f"t.{x}" for x in BUCKETS)}
@@ -780,7 +754,7 @@ def _ranks(db: TraceStore, labels: list[str], rank_steps: RankSteps) -> tuple[tu
     return tuple(ranks), BucketTotals(run_wall, run_buckets)
 
 
-def _top_spans(db: TraceStore, top_n: int, where: str) -> tuple[TopSpan, ...]:
+def _top_spans(db: Store, top_n: int, where: str) -> tuple[TopSpan, ...]:
     timed = "start_ns IS NOT NULL AND end_ns >= start_ns"
     rows = db.rows(f"""
         SELECT name, count(*), sum(end_ns - start_ns) AS total FROM spans
@@ -790,7 +764,7 @@ def _top_spans(db: TraceStore, top_n: int, where: str) -> tuple[TopSpan, ...]:
     return tuple(TopSpan(name, count, int(total)) for name, count, total in rows)
 
 
-def _unfinished(db: TraceStore, cond: str | None) -> tuple[UnfinishedProcess, ...]:
+def _unfinished(db: Store, cond: str | None) -> tuple[UnfinishedProcess, ...]:
     """Processes Lens set up, with spans or loss records in the run, but no final loss record."""
     where = f"AND {cond}" if cond is not None else ""
     rows = db.rows(f"""
@@ -806,7 +780,7 @@ def _unfinished(db: TraceStore, cond: str | None) -> tuple[UnfinishedProcess, ..
     return tuple(UnfinishedProcess(rank, process, int(spans)) for rank, process, spans, _ in rows)
 
 
-def _loss(db: TraceStore, cond: str | None) -> tuple[LossRow, ...]:
+def _loss(db: Store, cond: str | None) -> tuple[LossRow, ...]:
     """Per process, its newest loss record (the counters are cumulative: the largest wins)."""
     where = f"WHERE {cond}" if cond is not None else ""
     rows = db.rows(f"""
@@ -842,7 +816,7 @@ class WaterfallSelection:
         return text + "."
 
 
-def choose_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
+def choose_spans(store: Store, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
                  small_run: int, default_ranks: int) -> tuple[dict[str, int], list[int] | None, list[str]]:
     """Put the ids of the spans of the chosen steps and ranks in the table ``wf_ids`` (id,
     start_ns, end_ns, bucket, iteration, rank_label, error: what the waterfall draws of ``k``); defaults as :func:`waterfall_spans` says. Returns (rank label -> position,
@@ -886,7 +860,7 @@ def choose_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | N
     return order, chosen_steps, chosen
 
 
-def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
+def waterfall_spans(store: Store, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
                     small_run: int, default_ranks: int, limit: int) -> WaterfallSelection:
     """The spans of the chosen steps (by ``rl.iteration`` of their step spans) and ranks (numbers).
 

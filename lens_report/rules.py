@@ -14,31 +14,15 @@ from typing import Any
 
 from .classify import KD
 from .dialect import Dialect
-from .model import BUCKETS
+from .model import BUCKETS, Rule
 
 __all__ = [
-    "RULE_EFFICIENCY_BUCKET",
-    "RULE_UMBRELLA_GROUP_BUCKET",
-    "RULE_UNCATALOGUED_BUCKET",
-    "RULE_VALIDATION_PRODUCTIVE",
     "VOCABULARY_RULES",
     "vocabulary_violations",
 ]
 
-RULE_EFFICIENCY_BUCKET = "efficiency-bucket"
-"""An efficiency span carries a bucket other than its category's (``rl.idle.refit_bubble`` productive)."""
-
-RULE_VALIDATION_PRODUCTIVE = "validation-productive"
-"""A productive span under an evaluate span: validation tokens are scored and discarded, so overhead."""
-
-RULE_UMBRELLA_GROUP_BUCKET = "umbrella-group-bucket"
-"""A bucketed span whose stamped ``lens.group`` is an umbrella group (``per_prompt`` on a data-plane put)."""
-
-RULE_UNCATALOGUED_BUCKET = "uncatalogued-bucket"
-"""A bucketed span with no ``lens.group`` stamp whose name no catalog knows: its bucket is unchecked."""
-
-VOCABULARY_RULES = (RULE_EFFICIENCY_BUCKET, RULE_UMBRELLA_GROUP_BUCKET, RULE_UNCATALOGUED_BUCKET,
-                    RULE_VALIDATION_PRODUCTIVE)
+VOCABULARY_RULES = (Rule.EFFICIENCY_BUCKET, Rule.UMBRELLA_GROUP_BUCKET, Rule.UNCATALOGUED_BUCKET,
+                    Rule.VALIDATION_PRODUCTIVE)
 """The rules this module checks."""
 
 _BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
@@ -46,13 +30,13 @@ _BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
 _MAX_DEPTH = 64
 
 
-def _queries(d: Dialect) -> dict[str, str]:
+def _queries(d: Dialect) -> dict[Rule, str]:
     # the bucket a category's span must carry: the catalog's, else the category's prefix when it
     # names a bucket (idle/x -> idle), as lens_core.efficiency.category_bucket decides at emission
     prefix = d.regexp_group("d.category", "^([^/]*)", 1)
     expected = f"""coalesce(cb.bucket, CASE WHEN {prefix} IN {_BUCKET_LIST} THEN {prefix} END)"""
     return {
-        RULE_EFFICIENCY_BUCKET: f"""
+        Rule.EFFICIENCY_BUCKET: f"""
             SELECT d.id, 'efficiency category ' || d.category || ' is bucketed ' || {expected}
                          || ' but the span carries rl.bucket=' || d.bucket
                          || '; an efficiency span keeps its category''s bucket'
@@ -60,17 +44,17 @@ def _queries(d: Dialect) -> dict[str, str]:
             WHERE d.bucketed AND d.category IS NOT NULL AND d.bucket IN {_BUCKET_LIST}
                   AND d.category NOT IN (SELECT category FROM category_rules)
                   AND {expected} IS NOT NULL AND d.bucket <> {expected}""",
-        RULE_UMBRELLA_GROUP_BUCKET: f"""
+        Rule.UMBRELLA_GROUP_BUCKET: f"""
             SELECT k.id, 'stamped lens.group=' || k.stamped_grp || ', an umbrella group, but carries rl.bucket='
                          || k.bucket || '; spans of an umbrella group overlap (one per prompt, or containing other '
                          || 'work) and are never bucketed'
             FROM k
             WHERE k.bucketed AND NOT coalesce(k.umbrella, false) AND k.stamped_grp IN (SELECT grp FROM umbrella_groups)""",
-        RULE_UNCATALOGUED_BUCKET: f"""
+        Rule.UNCATALOGUED_BUCKET: f"""
             SELECT k.id, 'carries rl.bucket=' || k.bucket || ' but has no lens.group stamp and no catalog knows '
                          || 'its name, so nothing says it is a leaf; register its group, or emit it through lens'
             FROM k WHERE k.bucketed AND k.stamped_grp IS NULL AND NOT k.catalogued""",
-        RULE_VALIDATION_PRODUCTIVE: f"""
+        Rule.VALIDATION_PRODUCTIVE: f"""
             WITH RECURSIVE {KD}, evals AS (SELECT id, name FROM kd WHERE grp = 'evaluate'),
             up(id, pid, depth) AS (
                 SELECT k.id, p.pid, 1 FROM k JOIN anc p ON p.id = k.id
@@ -107,13 +91,13 @@ def _has_evaluate_spans(db: Any) -> bool:
                 OR (s.grp IS NULL AND s.name IN (SELECT name FROM catalog WHERE grp = 'evaluate')) LIMIT 1) e"""))
 
 
-def vocabulary_violations(db: Any, limit: int) -> tuple[list[tuple[str, int, str]], dict[str, int]]:
+def vocabulary_violations(db: Any, limit: int) -> tuple[list[tuple[Rule, int, str]], dict[str, int]]:
     """``(rule, span row id, reason)`` for the first ``limit`` spans of each rule, and every rule's count."""
     load_rule_tables(db)
-    found: list[tuple[str, int, str]] = []
+    found: list[tuple[Rule, int, str]] = []
     counts: dict[str, int] = {}
     for rule, query in _queries(db.dialect).items():
-        if rule == RULE_VALIDATION_PRODUCTIVE and not _has_evaluate_spans(db):
+        if rule == Rule.VALIDATION_PRODUCTIVE and not _has_evaluate_spans(db):
             counts[rule] = 0  # nothing to walk up to: the walk from every productive span is skipped
             continue
         db.create("rule_hits", query)

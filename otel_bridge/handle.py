@@ -18,9 +18,8 @@ import os
 import threading
 import time
 
-from lens_core import _log, install_backend, set_enabled_span_groups, set_span_group_spec, uninstall_backend
+from lens_core import _log
 from lens_core.config import LensConfig
-from lens_core.efficiency import set_efficiency_sink
 from lens_core.semconv import SCHEMA_URL
 from lens_core.export_ranks import export_decision
 from lens_core.redaction import set_redact_allow
@@ -252,6 +251,9 @@ class TelemetryHandle:
             return self._await_result()
         if not self.is_exporting:
             return True
+        from lens_core.efficiency import set_efficiency_sink
+        from lens_core.state import uninstall_backend
+
         with _setup_lock:
             if _active is self:
                 uninstall_backend()  # no new spans against providers that are closing
@@ -416,6 +418,17 @@ def _warn_outside(selector, world_size: int, what: str) -> None:
                   f"size {world_size}" + ("; no rank is selected" if none_left else "; they are ignored"))
 
 
+def _every_group_off() -> None:
+    """A disabled or quiet setup: every span group off (the empty set pinned), as the seed's
+    ``set_enabled_span_groups(frozenset())``. A process that never loaded the gate's state has
+    every group off already, so a quiet rank loads nothing for this."""
+    import sys
+
+    state = sys.modules.get("lens_core.state")
+    if state is not None:
+        state.set_enabled_span_groups(())
+
+
 def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping[str, Any]] = None,
                     rank: Optional[int] = None, world_size: Optional[int] = None, local_rank: Optional[int] = None,
                     span_exporter: Optional[SpanExporter] = None, metric_reader: Optional[MetricReader] = None,
@@ -445,7 +458,7 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
     run_id = resolve_run_id(config.run_id)
     handle_args = dict(rank=rank, world_size=world_size, local_rank=local_rank, run_id=run_id)
     if not config.enabled:
-        set_enabled_span_groups(())  # as the seed does: after an enabled setup too, every group is off
+        _every_group_off()  # as the seed does: after an enabled setup too
         return TelemetryHandle(config, **handle_args)
     if rank == 0:  # every rank sees the same lists: say it once
         if export_strategy is None:
@@ -453,8 +466,11 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
         _warn_outside(config.trace_ranks, world_size, "trace_ranks")
     if not export_decision(config.export_ranks if export_strategy is None else export_strategy,
                            rank, world_size, local_rank):
-        set_enabled_span_groups(())
+        _every_group_off()
         return TelemetryHandle(config, **handle_args)
+
+    # An exporting rank's imports: a quiet rank (above) never loads the gate or the recorder.
+    from lens_core.state import install_backend, set_span_group_spec, uninstall_backend
 
     from otel_bridge._signals import signals_to_main_thread
     from otel_bridge.sdk.backend import OTelBackend
@@ -582,6 +598,8 @@ def _install_vocabulary_metrics(handle) -> None:
     """On an exporting rank with metrics: efficiency/* timer seconds go to its meter (the efficiency
     sink), and, with traces too and ``goodput_metrics``, its spans feed the live goodput (its ratio
     only with ``goodput_ratio``)."""
+    from lens_core.efficiency import set_efficiency_sink
+
     providers = handle.providers
     if providers.meter_provider is None:
         set_efficiency_sink(None)

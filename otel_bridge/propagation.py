@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from lens_core.carrier import usable_carrier
-
 __all__ = ["extract_context", "inject_context"]
 
 
@@ -23,5 +21,7 @@ def extract_context(carrier):
     warned about once, see lens_core.carrier) gives a Context with no parent. Never
     raises for a bad carrier: the propagator only sees lens_core's canonical copy."""
     from opentelemetry import propagate
+
+    from lens_core.carrier import usable_carrier
 
     return propagate.extract(usable_carrier(carrier, "extract_context"))

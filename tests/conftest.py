@@ -53,8 +53,8 @@ _OTEL_EXPORTER_VARIABLE_PREFIX = "OTEL_EXPORTER_OTLP_"
 @pytest.fixture(scope="session")
 def otlp_receiver_session():
     """One real OTLP gRPC + HTTP receiver for the whole session (prefer ``otlp_receiver``)."""
-    pytest.importorskip("grpc")
-    pytest.importorskip("opentelemetry.proto")
+    pytest.importorskip("grpc", reason="needs grpcio: pip install 'lens-telemetry[otel]'")
+    pytest.importorskip("opentelemetry.proto", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
     from otlp_receiver import OTLPReceiver
 
     with OTLPReceiver() as receiver:

@@ -398,6 +398,68 @@ def test_private_upstream_names_appear_only_in_the_upstream_adapter():
     assert not wrong, "private upstream names outside otel_bridge/sdk/upstream.py:\n  " + "\n  ".join(wrong)
 
 
+_UPSTREAM = ("opentelemetry", "grpc", "ray", "google")
+
+
+def private_upstream_reaches(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each private name ``source`` takes from an upstream package through
+    its imports: a private module or name imported (``from opentelemetry.sdk import _logs``),
+    or an underscored attribute of something imported from upstream
+    (``sampling._get_from_env_or_default`` after ``from opentelemetry.sdk.trace import sampling``)."""
+    tree = ast.parse(source)
+    bound = set()  # names bound to upstream modules or objects by an import
+    found = []
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in _UPSTREAM:
+                    bound.add(alias.asname or alias.name.split(".")[0])
+                    if any(private(part) for part in alias.name.split(".")):
+                        found.append((node.lineno, alias.name))
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in _UPSTREAM:
+            private_module = any(private(part) for part in node.module.split("."))
+            for alias in node.names:
+                bound.add(alias.asname or alias.name)
+                if private_module or private(alias.name):
+                    found.append((node.lineno, f"{node.module}.{alias.name}"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in bound:
+                found.append((node.lineno, f"{ast.unparse(node.value)}.{node.attr}"))
+    return sorted(set(found))
+
+
+def test_the_private_upstream_finder_sees_an_underscored_name_of_an_upstream_import():
+    """The sampler read the SDK's sampler choice through ``sampling._get_from_env_or_default``
+    and the name pattern above missed it; the import-following finder names it."""
+    source = ("from opentelemetry.sdk.trace import sampling\n"
+              "import grpc as g\n"
+              "from opentelemetry.sdk._logs import LoggerProvider\n"
+              "from opentelemetry.trace import _Span\n"
+              "def f(exporter):\n"
+              "    exporter._private()  # not an import: the name pattern's job\n"
+              "    g.__version__\n"
+              "    return sampling._get_from_env_or_default(), g._cython.cygrpc\n")
+    assert private_upstream_reaches(source) == [
+        (3, "opentelemetry.sdk._logs.LoggerProvider"), (4, "opentelemetry.trace._Span"),
+        (8, "g._cython"), (8, "sampling._get_from_env_or_default")]
+
+
+def test_private_upstream_names_reached_through_imports_are_only_in_the_adapter():
+    """No module but otel_bridge/sdk/upstream.py takes a private name from an upstream import."""
+    wrong = [f"{module} line {line}: {what}"
+             for module, path in MODULES.items() if module not in _ALLOWED_PRIVATE
+             for line, what in private_upstream_reaches(path.read_text())]
+    assert not wrong, "private upstream names outside otel_bridge/sdk/upstream.py:\n  " + "\n  ".join(wrong)
+
+
 _HOOKS = re.compile(r"register_at_fork\s*\(|atexit\.register\s*\(|Finalize\s*\(")
 _LIFECYCLE = {"lens_core._lifecycle", "otel_bridge.lifecycle"}
 

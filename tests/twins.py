@@ -10,6 +10,8 @@ import os
 
 import pytest
 
+from lens_core.config import pure_python_requested
+
 __all__ = ["CASES", "IMPLEMENTATIONS", "PATHS", "Twin", "count", "encoder_pair", "gate_pair", "recorder_pair",
            "require_pair", "skip_in_pure_pass", "twin"]
 
@@ -26,7 +28,7 @@ IMPLEMENTATIONS = ("cython", "python")
 #: twin pair ("gate", "recorder", "encoder") -> generated cases fed to both twins this session
 CASES = {}
 
-_PURE_PASS = os.environ.get("LENS_PURE_PYTHON", "").strip() in ("1", "true", "yes", "on")
+_PURE_PASS = pure_python_requested()
 
 #: For tests that compare both twins themselves: CI's second pass (LENS_PURE_PYTHON=1) would
 #: only repeat them, so they run in the default pass.
@@ -100,7 +102,7 @@ def count(pair, n=1):
 def _missing_compiled(what):
     if os.environ.get("LENS_REQUIRE_CYTHON") == "1":
         pytest.fail(f"LENS_REQUIRE_CYTHON=1 but the compiled {what} did not load")
-    pytest.skip(f"the compiled {what} is not built")
+    pytest.skip(f"the compiled {what} is not built: LENS_BUILD_EXT=1 python setup.py build_ext --inplace")
 
 
 @pytest.fixture(params=["python"] if _PURE_PASS else list(IMPLEMENTATIONS))

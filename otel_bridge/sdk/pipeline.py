@@ -2,9 +2,10 @@
 
 Lens spans (native records) and SDK spans (turned into records by ``SdkSpanProcessor``)
 queue in the process's ``Recorder``. One export thread takes batches, encodes them with
-Lens's encoders and hands them to a sink: OTLP (the SDK exporters' transport, retries and
-``OTEL_EXPORTER_OTLP_*`` configuration, fed pre-encoded bytes), OTLP/JSON lines in a
-file, or any SDK ``SpanExporter`` (records turned back into ReadableSpans).
+Lens's encoders and hands them to a sink (``otel_bridge.sdk.sinks``): OTLP (the SDK
+exporters' transport, retries and ``OTEL_EXPORTER_OTLP_*`` configuration, fed pre-encoded
+bytes), OTLP/JSON lines in a file, or any SDK ``SpanExporter`` (records turned back into
+ReadableSpans). Bad values in a span are fixed and counted by ``otel_bridge.sdk.values``.
 
 Signal safety: an application thread never takes a lock the shutdown path needs (a
 SIGTERM handler runs shutdown on the interrupted thread). The export thread polls; a
@@ -18,7 +19,6 @@ thread; a multiprocessing child flushes before it exits (otel_bridge.handle).
 from __future__ import annotations
 
 import collections
-import functools
 import os
 import threading
 import time
@@ -29,18 +29,13 @@ from lens_core.redaction import redact_span_fields
 from otel_bridge._signals import signals_to_main_thread
 from otel_bridge.lifecycle import on_fork
 from otel_bridge.sdk import upstream
+from otel_bridge.sdk.values import ValueFixer
 
 __all__ = [
-    "DeferredSink",
-    "FileSink",
     "LossCounts",
-    "NullSink",
-    "OtlpSink",
     "ScopeTable",
-    "SdkExporterSink",
     "SdkSpanProcessor",
     "SpanPipeline",
-    "grpc_fork_support_disabled",
 ]
 
 _MISSING = object()
@@ -135,264 +130,6 @@ def _sdk_scope(key):
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
     return InstrumentationScope(key[0], key[1] or None, key[2] or None)
-
-
-# ---- sinks ---------------------------------------------------------------------------------
-
-
-class _Encoded:
-    """A pre-encoded batch handed through the SDK gRPC exporter's retry loop."""
-
-    __slots__ = ("data", "count")
-
-    def __init__(self, data, count):
-        self.data, self.count = data, count
-
-
-class OtlpSink:
-    """OTLP over the SDK exporter's own transport: the request bytes are Lens's."""
-
-    def __init__(self, factory, encoder):
-        self._factory = factory  # builds the SDK exporter (again in a forked child)
-        self._encode = encoder
-        self._exporter = None
-
-    @property
-    def exporter(self):
-        """The SDK exporter (built on first use)."""
-        if self._exporter is None:
-            self._exporter = _adapt_otlp(self._factory())
-        return self._exporter
-
-    #: Encoded requests can wait in the spool (otel_bridge.sdk.spool) and be sent later.
-    spoolable = True
-
-    def encode(self, pipeline, records):
-        """``records`` as one OTLP request (protobuf bytes)."""
-        return self._encode(pipeline.resource_pb, pipeline.scopes.pb, records, pipeline.resource_schema_url,
-                            pipeline.scopes.schema_urls)
-
-    def deliver(self, data, count):
-        """Send one encoded request: (ok, error, retryable); not retryable only when the
-        collector rejected the request itself (HTTP 4xx other than 408 and 429)."""
-        exporter = self.exporter
-        if hasattr(exporter, "_lens_grpc"):
-            result = upstream.grpc_export(exporter, _Encoded(data, count))
-            ok = getattr(result, "name", "") == "SUCCESS"
-            return ok, None if ok else f"{type(exporter).__name__} returned {getattr(result, 'name', result)}", True
-        result = upstream.http_export(exporter, data)
-        if result.success:
-            return True, None, False
-        code = result.status_code
-        detail = result.error or (f"HTTP {code} {result.reason or ''}".strip() if code else "")
-        retryable = not code or not 400 <= code < 500 or code in (408, 429)
-        return False, f"{type(exporter).__name__}: {detail or 'export failed'}", retryable
-
-    def shutdown(self, timeout_s):
-        if self._exporter is not None:
-            self._exporter.shutdown()
-
-    def for_child(self):
-        if hasattr(self._exporter, "_lens_grpc") and grpc_fork_support_disabled():
-            # gRPC's core cannot be used in a child forked after it started, with its fork
-            # support off (16 of 20 children segfaulted): the child's spans wait in the spool,
-            # and the parent (or the next process of the run, or `lens replay`) sends them.
-            return DeferredSink(self._encode)
-        return OtlpSink(self._factory, self._encode)
-
-    def before_fork(self):
-        # With GRPC_ENABLE_FORK_SUPPORT, gRPC's fork handlers reach into every channel it
-        # knows of, in the child, and can deadlock there on a lock one of gRPC's own threads
-        # held at the fork. The child never uses the parent's channel: take it off gRPC's
-        # list for the fork, so the child never touches it; the parent puts it back after.
-        self._hidden = None
-        channel = upstream.grpc_channel(self._exporter) if hasattr(self._exporter, "_lens_grpc") else None
-        if channel is not None:
-            try:
-                upstream.grpc_fork_unregister_channel(channel)
-                self._hidden = channel
-            except Exception:  # another gRPC: its fork handling stays as it is
-                pass
-
-    def after_fork_in_parent(self):
-        channel, self._hidden = getattr(self, "_hidden", None), None
-        if channel is not None:
-            upstream.grpc_fork_register_channel(channel)
-
-
-def grpc_fork_support_disabled(environ=os.environ) -> bool:
-    """True when GRPC_ENABLE_FORK_SUPPORT turns gRPC's fork support off explicitly (unset,
-    gRPC's core keeps its own fork handlers, and a forked child may build a channel)."""
-    return environ.get("GRPC_ENABLE_FORK_SUPPORT", "").strip().lower() in ("0", "false", "no", "off")
-
-
-class DeferredSink:
-    """A forked child's sink when it must not use its parent's transport: encoded requests
-    go to the spool only, for the parent (which adopts them once this process has ended),
-    the next process of the run or ``lens replay``."""
-
-    spoolable = True
-    deferred = True  # nothing is sent from this process
-
-    def __init__(self, encoder):
-        self._encode = encoder
-
-    def encode(self, pipeline, records):
-        """``records`` as one OTLP request (protobuf bytes)."""
-        return self._encode(pipeline.resource_pb, pipeline.scopes.pb, records, pipeline.resource_schema_url,
-                            pipeline.scopes.schema_urls)
-
-    def deliver(self, data, count):
-        """Never sends: (False, why, retryable)."""
-        return False, "this forked child cannot use gRPC (GRPC_ENABLE_FORK_SUPPORT is off): spooled", True
-
-    def shutdown(self, timeout_s):
-        pass
-
-    def for_child(self):
-        return self
-
-
-def _adapt_otlp(exporter):
-    """Let the SDK exporter send Lens's bytes: gRPC through its retry loop (the request is
-    parsed back into the protobuf message the stub wants), HTTP through its client."""
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    if upstream.adapt_grpc_exporter(exporter, ExportTraceServiceRequest.FromString):
-        exporter._lens_grpc = True
-        return exporter
-    upstream.http_exporter_ready(exporter)  # an exporter with neither hook fails setup, by name
-    return exporter
-
-
-class FileSink:
-    """OTLP/JSON lines in ``<dir>/<run_id>/traces-rank<R>-pid<P>-<tag>.jsonl``, each at most
-    ``max_line_bytes``: a batch that would write a longer line has its values past
-    ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` (1 MiB characters when unset) cut, listed in
-    ``lens.truncated_keys``, and is split (otel_bridge.exporters._file.write_records)."""
-
-    def __init__(self, writer, encoder, max_line_bytes: int = 8 << 20):
-        from otel_bridge.exporters._file import value_limit
-
-        self._writer = writer
-        self._encode = encoder
-        self.max_line_bytes = max_line_bytes
-        self.value_limit = value_limit()
-        self._lost_seen = 0
-        self._pipeline = None  # set by encode: the pipeline whose counts a lost file corrects
-
-    @property
-    def path(self):
-        return self._writer.path
-
-    def encode(self, pipeline, records):
-        """``records`` as OTLP/JSON lines that each fit ``max_line_bytes``: [(line, spans)]."""
-        from otel_bridge.exporters._file import fit_lines
-
-        self._pipeline = pipeline
-        encode = functools.partial(self._encode, resource_schema_url=pipeline.resource_schema_url,
-                                   scope_schema_urls=pipeline.scopes.schema_urls)
-        return fit_lines(encode, pipeline.resource_json, pipeline.scopes.json, records,
-                         max_line_bytes=self.max_line_bytes, limit=self.value_limit)
-
-    def deliver(self, lines, count):
-        """Append the lines: (ok, error, retryable)."""
-        try:
-            for line, spans in lines:
-                self._writer.write_line(line, spans)
-        except (OSError, ValueError) as exc:
-            return False, f"could not write {self._writer.path}: {exc}", False
-        finally:
-            # Spans already counted exported into a file that was deleted since (or whose
-            # directory was): lost after all. The loss record counts them as failed.
-            lost = self._writer.lost_spans - self._lost_seen
-            pipeline = self._pipeline
-            if lost and pipeline is not None:
-                self._lost_seen += lost
-                pipeline.exported -= lost
-                pipeline.failed += lost
-        return True, None, False
-
-    def shutdown(self, timeout_s):
-        self._writer.close()
-
-    def for_child(self):
-        return self  # the writer opens the child's own file on its first write
-
-
-class NullSink:
-    """``LENS_EXPORTER=none``: spans are recorded (for propagation) and discarded."""
-
-    def encode(self, pipeline, records):
-        """Nothing to encode."""
-        return None
-
-    def deliver(self, data, count):
-        """Discard: (True, None, False)."""
-        return True, None, False
-
-    def shutdown(self, timeout_s):
-        pass
-
-    def for_child(self):
-        return self
-
-
-class SdkExporterSink:
-    """Any SDK SpanExporter (console, in-memory, a user's): records become ReadableSpans."""
-
-    def __init__(self, exporter):
-        self.exporter = exporter
-
-    def encode(self, pipeline, records):
-        """``records`` as SDK ReadableSpans."""
-        return [_readable(pipeline, r) for r in records]
-
-    def deliver(self, spans, count):
-        """Hand the spans to the exporter: (ok, error, retryable)."""
-        try:
-            result = self.exporter.export(spans)
-        except Exception as exc:  # an exporter bug must not kill the export thread
-            return False, f"{type(self.exporter).__name__} raised {type(exc).__name__}: {exc}", False
-        ok = getattr(result, "name", "") == "SUCCESS"
-        return ok, None if ok else f"{type(self.exporter).__name__} returned {getattr(result, 'name', result)}", False
-
-    def shutdown(self, timeout_s):
-        self.exporter.shutdown()
-
-    def for_child(self):
-        return self
-
-
-def _readable(pipeline, r):
-    """A record as an SDK ReadableSpan."""
-    if r.sdk_span is not None:
-        return r.sdk_span
-    from opentelemetry.sdk.trace import Event, ReadableSpan
-    from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
-
-    def context(trace_id, span_id, remote, flags, state):
-        return SpanContext(trace_id, span_id, remote, TraceFlags(flags),
-                           TraceState.from_header([state]) if state else None)
-
-    attrs = dict(r.attrs)
-    if r.thread_name is not None:
-        attrs[semconv.THREAD_ID] = r.thread_id
-        attrs[semconv.THREAD_NAME] = r.thread_name
-    return ReadableSpan(
-        name=r.name,
-        context=context(r.trace_id, r.span_id, False, 1, r.trace_state),
-        parent=context(r.trace_id, r.parent_id, r.parent_remote, 1, None) if r.parent_id else None,
-        resource=pipeline.resource,
-        attributes=attrs,
-        events=[Event(name, attributes or None, ts) for name, ts, attributes in r.events or ()],
-        links=[Link(context(t, s, remote, 1, state), attributes or None) for t, s, state, attributes, remote in r.links or ()],
-        kind=SpanKind(r.kind - 1),
-        status=Status(StatusCode(r.status_code), r.status_msg),
-        start_time=r.start_ns,
-        end_time=r.end_ns,
-        instrumentation_scope=pipeline.scopes.objects[r.scope],
-    )
 
 
 # ---- SDK spans into the pipeline -----------------------------------------------------------
@@ -507,150 +244,11 @@ class SdkSpanProcessor:
         return self._pipeline.flush(timeout_millis / 1000)
 
 
-# ---- bad values ---------------------------------------------------------------------------
-
-_U64 = 1 << 64
-_I64_MAX = (1 << 63) - 1
-
-
-def _is_int(value) -> bool:
-    return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
-
-
-class _Fixer:
-    """Checks a span's values as OTLP needs them; a bad one is replaced or dropped and
-    counted (``fixed``; ``first`` says what the first one was). Used where SDK spans become
-    records, and on a native record the encoder refused."""
-
-    __slots__ = ("fixed", "first")
-
-    def __init__(self):
-        self.fixed = 0
-        self.first = None
-
-    def _bad(self, what):
-        self.fixed += 1
-        if self.first is None:
-            self.first = what
-
-    def text(self, value, what="a text"):
-        if value is None or type(value) is str:
-            return value
-        if isinstance(value, str):
-            return str.__str__(value)
-        self._bad(f"{what} of type {type(value).__name__}")
-        if isinstance(value, (bytes, bytearray)):
-            return bytes(value).decode("utf-8", "replace")
-        try:
-            return str(value)
-        except Exception:
-            return repr(type(value))
-
-    def description(self, value):
-        """A status description: a str, else dropped (as the SDK drops it)."""
-        if value is None or isinstance(value, str):
-            return self.text(value)
-        self._bad(f"a status description of type {type(value).__name__}")
-        return None
-
-    def name(self, value):
-        return self.text(value, "a span name") if value is not None else self._unnamed()
-
-    def _unnamed(self):
-        self._bad("a span name of None")
-        return "unnamed"
-
-    def kind(self, value):
-        if _is_int(value) and 1 <= value <= 5:
-            return value
-        self._bad(f"span kind {value!r}")
-        return 1
-
-    def status_code(self, value):
-        if _is_int(value) and 0 <= value <= 2:
-            return value
-        self._bad(f"status code {value!r}")
-        return 0
-
-    def count(self, value):
-        if _is_int(value) and 0 <= value < 1 << 31:
-            return value
-        self._bad(f"a dropped count {value!r}")
-        return 0
-
-    def time(self, value):
-        """``value`` if a valid OTLP time (int ns, 0 <= t <= int64 max), else None."""
-        return value if _is_int(value) and 0 <= value <= _I64_MAX else None
-
-    def times(self, start, end):
-        good_start, good_end = self.time(start), self.time(end)
-        if good_start is None:
-            self._bad(f"start time {start!r}")
-            good_start = good_end if good_end is not None else time.time_ns()
-        if good_end is None:
-            self._bad(f"end time {end!r}")
-            good_end = good_start
-        return good_start, good_end
-
-    def events(self, events, fallback_ns):
-        if not events:
-            return events
-        kept = []
-        for event in events:
-            try:
-                name, timestamp, attrs = event
-            except Exception:
-                self._bad("an event that is not (name, time, attributes)")
-                continue
-            if self.time(timestamp) is None:
-                self._bad(f"event time {timestamp!r}")
-                continue  # the event is dropped: a guessed time would misplace it
-            kept.append((self.text(name, "an event name") or "", timestamp,
-                         attrs if isinstance(attrs, dict) else {}))
-        return kept or None
-
-    def links(self, links):
-        if not links:
-            return links
-        kept = []
-        for link in links:
-            try:
-                trace_id, span_id, state, attrs, remote = link
-            except Exception:
-                self._bad("a link that is not a span context")
-                continue
-            if not (_is_int(trace_id) and 0 < trace_id < 1 << 128 and _is_int(span_id) and 0 < span_id < _U64):
-                self._bad(f"a link to trace {trace_id!r} span {span_id!r}")
-                continue
-            kept.append((trace_id, span_id, state if type(state) is str else None,
-                         attrs if isinstance(attrs, dict) else {}, bool(remote)))
-        return kept or None
-
-    def record(self, r):
-        """Fix a record in place (a native one the encoder refused)."""
-        r.name = self.name(r.name)
-        r.start_ns, r.end_ns = self.times(r.start_ns, r.end_ns)
-        r.events = self.events(r.events, r.start_ns)
-        r.links = self.links(r.links)
-        r.status_msg = self.description(r.status_msg) if r.status_code == 2 else None
-        if r.trace_state is not None and type(r.trace_state) is not str:
-            self._bad("a trace state that is not a str")
-            r.trace_state = None
-        if r.thread_name is not None and type(r.thread_name) is not str:
-            r.thread_name = self.text(r.thread_name, "a thread name")
-        if not isinstance(r.attrs, dict):
-            self._bad("attributes that are not a dict")
-            r.attrs = {}
-        elif any(type(k) is not str for k in r.attrs):
-            self._bad("an attribute key that is not a str")
-            r.attrs = {self.text(k): v for k, v in r.attrs.items()}
-
-
 # ---- the pipeline --------------------------------------------------------------------------
 
 _RETRY_S = (0.25, 0.5, 1.0, 2.0, 4.0)  # the sender's waits between tries of a request the collector did not take
-_RECORD_BYTES_GUESS = 512
-_ADOPT_EVERY_S = 2.0  # how often the sender looks for spool segments that ended processes left  # a record's size when the recorder does not say (an older recorder)
+_RECORD_BYTES_GUESS = 512  # a record's size when the recorder does not say (an older recorder)
+_ADOPT_EVERY_S = 2.0  # how often the sender looks for spool segments that ended processes left
 
 
 class _InOutbox:
@@ -746,7 +344,7 @@ class SpanPipeline:
     def record_of(self, span):
         """An SDK ReadableSpan as a record; bad values (a name, times, a status description,
         events, links) are dropped or replaced here, counted in ``fields_invalid``."""
-        fix = _Fixer()
+        fix = ValueFixer()
         ctx, parent = span.context, span.parent
         state = ctx.trace_state.to_header() if ctx.trace_state else None
         events = [(e.name, e.timestamp, dict(e.attributes or {})) for e in span.events] or None
@@ -945,7 +543,7 @@ class SpanPipeline:
                 continue
             except Exception as exc:
                 error = exc
-            fix = _Fixer()
+            fix = ValueFixer()
             try:
                 fix.record(r)
                 encode(self, [r])

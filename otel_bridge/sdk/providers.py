@@ -45,10 +45,10 @@ class Providers:
         self.recorder = recorder  # the native Recorder, when LENS_RECORDER=native
 
 
-def build_resource(config, *, run_id: str, rank: int, world_size: int, local_rank: int,
+def build_resource(*, service_name: str, user=None, run_id: str, rank: int, world_size: int, local_rank: int,
                    resource_attributes=None, environ=None):
     """The Resource: detected host/process/cluster attributes, then lens's own (service,
-    run, rank), then ``OTEL_RESOURCE_ATTRIBUTES``, then the caller's (which win)."""
+    user, run, rank), then ``OTEL_RESOURCE_ATTRIBUTES``, then the caller's (which win)."""
     from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 
     from lens_core.config import DEFAULT_SERVICE_NAME
@@ -71,7 +71,7 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
     # actor reports rank 0), as the seed resolves service.instance.id from nv.dl.rank
     instance_rank = caller.get(semconv.NV_DL_RANK, environment.get(semconv.NV_DL_RANK, rank))
     attrs.update({
-        semconv.SERVICE_NAME: config.service_name,
+        semconv.SERVICE_NAME: service_name,
         # service.version is the instrumented application's (OTEL_SERVICE_VERSION or the
         # caller's attributes); Lens names itself as the distribution instead.
         semconv.TELEMETRY_DISTRO_NAME: "lens",
@@ -82,12 +82,12 @@ def build_resource(config, *, run_id: str, rank: int, world_size: int, local_ran
         semconv.NV_DL_WORLD_SIZE: world_size,
         semconv.NV_DL_LOCAL_RANK: local_rank,
     })
-    if config.user:
-        attrs[semconv.NV_DL_USER] = config.user
+    if user:
+        attrs[semconv.NV_DL_USER] = user
     version = environ.get("OTEL_SERVICE_VERSION", "").strip()
     if version:
         environment.setdefault(semconv.SERVICE_VERSION, version)
-    if config.service_name != DEFAULT_SERVICE_NAME:
+    if service_name != DEFAULT_SERVICE_NAME:
         # the config already chose (LENS_SERVICE_NAME, else OTEL_SERVICE_NAME): keep it
         environment.pop(semconv.SERVICE_NAME, None)
     attrs.update(environment)
@@ -113,8 +113,8 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     exporters.set_file_mode(config.file_mode)
-    resource = build_resource(config, run_id=run_id, rank=rank, world_size=world_size,
-                              local_rank=local_rank, resource_attributes=resource_attributes)
+    resource = build_resource(service_name=config.service_name, user=config.user, run_id=run_id, rank=rank,
+                              world_size=world_size, local_rank=local_rank, resource_attributes=resource_attributes)
     # The exporter name goes to each signal's builder unresolved: ``auto`` is decided per
     # signal, so an endpoint set for metrics alone sends metrics over OTLP and keeps
     # traces and logs in files.
@@ -126,12 +126,17 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
             from otel_bridge.sdk.recording import build_span_pipeline
 
             tracer_provider, pipeline, recorder = build_span_pipeline(
-                config, name, resource, run_id=run_id, rank=rank, span_exporter=span_exporter,
-                sampler=_rank_sampler(config, rank, world_size, local_rank))
+                name, resource, recorder_kind=config.recorder, max_open_spans=config.max_open_spans,
+                buffer_mb=config.buffer_mb, file_dir=config.file_dir, file_line_mb=config.file_line_mb,
+                spool_dir=config.spool_dir, spool_mb=config.spool_mb, run_id=run_id, rank=rank,
+                span_exporter=span_exporter, sampler=_rank_sampler(config.trace_ranks, rank, world_size, local_rank))
         if config.metrics_enabled:
-            meter_provider = _build_meter_provider(config, name, resource, run_id, rank, metric_reader, built)
+            meter_provider = _build_meter_provider(name, resource, file_dir=config.file_dir,
+                                                   interval_ms=config.metric_export_interval_ms, run_id=run_id,
+                                                   rank=rank, metric_reader=metric_reader, built=built)
         if config.logs_enabled:
-            logger_provider = _build_logger_provider(config, name, resource, run_id, rank, built)
+            logger_provider = _build_logger_provider(name, resource, file_dir=config.file_dir, run_id=run_id,
+                                                     rank=rank, built=built)
     except BaseException:
         for provider in (tracer_provider, meter_provider, logger_provider):
             if provider is not None:
@@ -143,37 +148,37 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
     return Providers(tracer_provider, meter_provider, logger_provider, pipeline, built, resource, recorder=recorder)
 
 
-def _rank_sampler(config, rank, world_size, local_rank):
-    """A RankSampler when ``config.trace_ranks`` leaves ranks out; None (the SDK's sampler
-    from OTEL_TRACES_SAMPLER) when every rank records traces."""
-    if config.trace_ranks == ExportRanks():
+def _rank_sampler(trace_ranks, rank, world_size, local_rank):
+    """A RankSampler when ``trace_ranks`` leaves ranks out; None (the SDK's sampler from
+    OTEL_TRACES_SAMPLER) when every rank records traces."""
+    if trace_ranks == ExportRanks():
         return None
     from otel_bridge.sdk.sampling import RankSampler
 
-    return RankSampler(config.trace_ranks, rank, world_size, local_rank)
+    return RankSampler(trace_ranks, rank, world_size, local_rank)
 
 
-def _build_meter_provider(config, name, resource, run_id, rank, metric_reader, built):
+def _build_meter_provider(name, resource, *, file_dir, interval_ms, run_id, rank, metric_reader, built):
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
     reader = metric_reader
     if reader is None:
-        exporter = exporters.build_metric_exporter(name, file_dir=config.file_dir, run_id=run_id, rank=rank)
+        exporter = exporters.build_metric_exporter(name, file_dir=file_dir, run_id=run_id, rank=rank)
         if exporter is not None:
             built.append(exporter)
             reader = PeriodicExportingMetricReader(
-                exporter, export_interval_millis=config.metric_export_interval_ms)
+                exporter, export_interval_millis=interval_ms)
     readers = [reader] if reader is not None else []
     return MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
 
 
-def _build_logger_provider(config, name, resource, run_id, rank, built):
+def _build_logger_provider(name, resource, *, file_dir, run_id, rank, built):
     LoggerProvider = upstream.logs_module("sdk").LoggerProvider
     BatchLogRecordProcessor = upstream.logs_module("sdk.export").BatchLogRecordProcessor
 
     provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-    exporter = exporters.build_log_exporter(name, file_dir=config.file_dir, run_id=run_id, rank=rank)
+    exporter = exporters.build_log_exporter(name, file_dir=file_dir, run_id=run_id, rank=rank)
     if exporter is not None:
         built.append(exporter)
         provider.add_log_record_processor(BatchLogRecordProcessor(exporter))

@@ -12,8 +12,8 @@ from otel_bridge import exporters
 from otel_bridge.sdk import upstream
 from otel_bridge.sdk.failure import exception_attributes, record_failure
 from otel_bridge.sdk.identity import SeedIndependentIdGenerator, instance_id, lens_version
-from otel_bridge.sdk.pipeline import (FileSink, NullSink, OtlpSink, ScopeTable, SdkExporterSink, SdkSpanProcessor,
-                                      SpanPipeline)
+from otel_bridge.sdk.pipeline import ScopeTable, SdkSpanProcessor, SpanPipeline
+from otel_bridge.sdk.sinks import FileSink, NullSink, OtlpSink, SdkExporterSink
 
 __all__ = ["RECORDERS", "build_span_pipeline", "exception_attributes", "sampling_mode"]
 
@@ -22,16 +22,18 @@ __all__ = ["RECORDERS", "build_span_pipeline", "exception_attributes", "sampling
 RECORDERS = ("native", "sdk")
 
 
-def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_exporter=None, sampler=None):
-    """(tracer_provider, pipeline, native recorder or None) for ``config``; the pipeline's
-    export thread is running. ``exporter_name`` may be ``auto`` (decided for traces);
-    ``sampler`` None means the SDK's (OTEL_TRACES_SAMPLER)."""
+def build_span_pipeline(exporter_name, resource, *, recorder_kind, max_open_spans, buffer_mb, file_dir, file_line_mb,
+                        spool_dir, spool_mb, run_id, rank, span_exporter=None, sampler=None):
+    """(tracer_provider, pipeline, native recorder or None); the pipeline's export thread is
+    running. The keyword arguments are LensConfig's fields of the same names (``recorder_kind``
+    is ``recorder``); ``exporter_name`` may be ``auto`` (decided for traces); ``sampler`` None
+    means the SDK's (OTEL_TRACES_SAMPLER)."""
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 
     impl = _impl.recorder()
-    recorder = impl.Recorder(max_open=config.max_open_spans, buffer_bytes=config.buffer_mb << 20)
-    sink = _sink(exporters.resolve_exporter_name(exporter_name, signal="traces"), config, run_id, rank,
-                 span_exporter, impl)
+    recorder = impl.Recorder(max_open=max_open_spans, buffer_bytes=buffer_mb << 20)
+    sink = _sink(exporters.resolve_exporter_name(exporter_name, signal="traces"), span_exporter, impl,
+                 file_dir=file_dir, file_line_mb=file_line_mb, run_id=run_id, rank=rank)
     # One set of OpenTelemetry span limits (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT and the rest, the
     # SDK's 128 defaults) for SDK spans and the native recorder alike: both write the same data.
     limits = SpanLimits()
@@ -41,8 +43,8 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
                                      sampler=sampler, shutdown_on_exit=False, span_limits=limits)
     pipeline = SpanPipeline(recorder, sink, scopes=ScopeTable("lens", lens_version()), encoders=impl,
                             resource=resource, retarget=_retargeter(run_id),
-                            spool_factory=_spool_factory(config, run_id, rank))
-    pipeline.sdk = SdkSpanProcessor(pipeline, config.max_open_spans)
+                            spool_factory=_spool_factory(spool_dir, spool_mb, run_id, rank))
+    pipeline.sdk = SdkSpanProcessor(pipeline, max_open_spans)
     tracer_provider.add_span_processor(pipeline.sdk)
     # The recorder budgets every queued SDK span (record_size) on the thread that ends it:
     # read from the dicts behind its public views, 0.5 µs a span instead of 2.0-2.4 here
@@ -51,14 +53,14 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
     for span_type in span_types:
         set_record_reader(span_type, reader)
     native = None
-    if config.recorder == "native":
+    if recorder_kind == "native":
         _bind(recorder, tracer_provider, impl)
         native = recorder
     pipeline.start()
     return tracer_provider, pipeline, native
 
 
-def _sink(exporter_name, config, run_id, rank, span_exporter, impl):
+def _sink(exporter_name, span_exporter, impl, *, file_dir, file_line_mb, run_id, rank):
     if span_exporter is not None:
         return SdkExporterSink(span_exporter)
     if exporter_name == "none":
@@ -71,19 +73,19 @@ def _sink(exporter_name, config, run_id, rank, span_exporter, impl):
     if exporter_name == "file":
         from otel_bridge.exporters._file import JsonLinesWriter
 
-        return FileSink(JsonLinesWriter(config.file_dir or exporters.DEFAULT_FILE_DIR, run_id, rank, "traces"),
-                        impl.encode_traces_json, max_line_bytes=config.file_line_mb << 20)
+        return FileSink(JsonLinesWriter(file_dir or exporters.DEFAULT_FILE_DIR, run_id, rank, "traces"),
+                        impl.encode_traces_json, max_line_bytes=file_line_mb << 20)
     return SdkExporterSink(exporters.console_span_exporter())
 
 
-def _spool_factory(config, run_id, rank):
+def _spool_factory(spool_dir, spool_mb, run_id, rank):
     """() -> this process's Spool under ``<spool_dir>/<run_id>``; None when LENS_SPOOL_MB is 0."""
-    if not config.spool_mb:
+    if not spool_mb:
         return None
     from otel_bridge.sdk.spool import Spool, default_spool_dir, spool_run_dir
 
-    directory = os.path.join(config.spool_dir or default_spool_dir(), spool_run_dir(run_id))
-    return lambda: Spool(directory, config.spool_mb << 20, rank=rank)
+    directory = os.path.join(spool_dir or default_spool_dir(), spool_run_dir(run_id))
+    return lambda: Spool(directory, spool_mb << 20, rank=rank)
 
 
 def _retargeter(run_id):

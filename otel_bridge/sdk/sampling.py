@@ -6,11 +6,12 @@ on an exporting rank whose ``trace_ranks`` is not ``all``.
 
 from __future__ import annotations
 
-from opentelemetry.sdk.trace import sampling
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import get_current_span
 
 from lens_core.export_ranks import export_decision, parse_export_ranks
+
+from otel_bridge.sdk import upstream
 
 __all__ = ["RankSampler"]
 
@@ -37,7 +38,7 @@ class RankSampler(Sampler):
         self.selected = export_decision(ranks, rank, world_size, local_rank)
         #: The sampler that decides on a selected rank. The SDK's own reading of
         #: OTEL_TRACES_SAMPLER is what a TracerProvider given no sampler would use.
-        self.delegate = delegate if delegate is not None else sampling._get_from_env_or_default()
+        self.delegate = delegate if delegate is not None else upstream.sampler_from_env()
 
     def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None,
                       trace_state=None) -> SamplingResult:

@@ -34,6 +34,7 @@ __all__ = [
     "ray_kv_put",
     "ray_started_head",
     "runtime_contextvar",
+    "sampler_from_env",
     "sdk_span_reader",
     "span_key",
     "static_decision",
@@ -52,6 +53,7 @@ ASSUMPTIONS = {
     "context-runtime-contextvar": "runtime_contextvar",
     "sampler-static-decision": "static_decision",
     "sampler-parent-based-delegates": "parent_based_delegates",
+    "sampler-from-env": "sampler_from_env",
     "sdk-span-value-storage": "sdk_span_reader",
     "grpc-exporter-export-hooks": "adapt_grpc_exporter",
     "grpc-exporter-channel": "grpc_channel",
@@ -209,6 +211,20 @@ def parent_based_delegates(sampler):
     if missing:
         raise UpstreamChanged("sampler-parent-based-delegates", f"ParentBased has no {', '.join(missing)}")
     return tuple(getattr(sampler, n) for n in names)
+
+
+def sampler_from_env():
+    """The sampler ``OTEL_TRACES_SAMPLER`` / ``OTEL_TRACES_SAMPLER_ARG`` name, read as the SDK
+    reads them for a TracerProvider given none (``parentbased_always_on`` when unset).
+
+    Private: ``opentelemetry.sdk.trace.sampling._get_from_env_or_default`` (opentelemetry-sdk
+    1.45.0); the SDK has no public way to build the sampler its environment names."""
+    from opentelemetry.sdk.trace import sampling
+
+    read = getattr(sampling, "_get_from_env_or_default", None)
+    if read is None:
+        raise UpstreamChanged("sampler-from-env", "opentelemetry.sdk.trace.sampling has no _get_from_env_or_default")
+    return read()
 
 
 # ---- SDK spans' values -----------------------------------------------------------------------

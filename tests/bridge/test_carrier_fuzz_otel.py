@@ -3,7 +3,7 @@ takes one: nothing raises, no invalid context is adopted, a valid one always is.
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from opentelemetry import trace  # noqa: E402

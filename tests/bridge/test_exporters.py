@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
-pytest.importorskip("opentelemetry.exporter.otlp.proto.common")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
+pytest.importorskip("opentelemetry.exporter.otlp.proto.common",
+                    reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 from google.protobuf import json_format  # noqa: E402
 from opentelemetry._logs import LogRecord, SeverityNumber  # noqa: E402

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 # Fork handling differs between the recorder twins: each runs (tests/twins.py).
 pytestmark = [pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"), pytest.mark.usefixtures("twin")]
 

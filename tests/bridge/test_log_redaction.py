@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 from lens_core import LensConfig  # noqa: E402
 from otel_bridge import setup_telemetry  # noqa: E402

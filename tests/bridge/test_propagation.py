@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 # Recording paths: run under each gate-and-recorder twin (tests/twins.py).
 pytestmark = pytest.mark.usefixtures("twin")

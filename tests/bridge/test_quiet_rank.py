@@ -69,13 +69,14 @@ def test_the_ci_budget_script_fails_when_a_forbidden_module_is_loaded():
 
 
 def test_the_ci_budget_script_fails_over_budget():
-    result = _budget("--max-ms", "0")
+    result = _budget("--max-ms", "-1000")  # below any measure (a few rounds can measure less than pass)
     assert result.returncode == 1
 
 
 def test_the_ci_budget_script_gates_on_a_ratio_to_the_yardstick():
-    """The CI form: (import otel_bridge + setup) / import logging, median of paired rounds."""
+    """The CI form: what import otel_bridge + setup add to `python -c pass` over what import
+    dataclasses adds, medians of alternated rounds."""
     ok = _budget("--max-ratio", "1000", "--forbid", "opentelemetry")
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "/ import logging: " in ok.stdout and "median of 1 paired rounds" in ok.stdout
-    assert _budget("--max-ratio", "0").returncode == 1
+    assert "/ import dataclasses: " in ok.stdout and "medians of 1 alternated rounds" in ok.stdout
+    assert _budget("--max-ratio", "-1000").returncode == 1

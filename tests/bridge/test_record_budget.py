@@ -7,12 +7,13 @@ import os
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 from lens_core import _native  # noqa: E402
 from lens_core._native import _shared  # noqa: E402
+from lens_core.config import pure_python_requested  # noqa: E402
 
-_PURE = os.environ.get("LENS_PURE_PYTHON", "").strip() in ("1", "true", "yes", "on")
+_PURE = pure_python_requested()
 
 
 @pytest.fixture(params=["python"] if _PURE else ["cython", "python"])
@@ -23,7 +24,7 @@ def impl(request):
     except ImportError:
         if os.environ.get("LENS_REQUIRE_CYTHON") == "1":
             pytest.fail("LENS_REQUIRE_CYTHON=1 but the compiled recorder did not load")
-        pytest.skip("the compiled recorder is not built")
+        pytest.skip("the compiled recorder is not built: LENS_BUILD_EXT=1 python setup.py build_ext --inplace")
 
 
 @pytest.fixture

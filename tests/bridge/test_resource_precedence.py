@@ -2,7 +2,7 @@
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 from lens_core import LensConfig  # noqa: E402
 from otel_bridge.sdk.providers import build_resource  # noqa: E402
@@ -13,8 +13,8 @@ def _service(config, monkeypatch, caller=None, **env):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    resource = build_resource(config, run_id="r", rank=0, world_size=1, local_rank=0,
-                              resource_attributes=caller)
+    resource = build_resource(service_name=config.service_name, user=config.user, run_id="r", rank=0,
+                              world_size=1, local_rank=0, resource_attributes=caller)
     return resource.attributes["service.name"]
 
 
@@ -38,7 +38,7 @@ def _resource(monkeypatch, caller=None, **env):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    return build_resource(LensConfig(), run_id="r", rank=0, world_size=1, local_rank=0,
+    return build_resource(service_name="lens", run_id="r", rank=0, world_size=1, local_rank=0,
                           resource_attributes=caller).attributes
 
 

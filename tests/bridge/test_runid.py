@@ -69,7 +69,7 @@ assert handle.shutdown()
 """
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (torchrun)")
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (torchrun): pip install 'lens-telemetry[torch]'")
 def test_every_rank_started_by_torchrun_reports_under_its_rendezvous_id(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(_WORKER)

@@ -3,7 +3,7 @@ recording path of the OpenTelemetry backend, and the span still records the fail
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 # Recording paths: run under each gate-and-recorder twin (tests/twins.py).
 pytestmark = pytest.mark.usefixtures("twin")

@@ -247,14 +247,27 @@ def test_resolve_strict_reports_unknown_entries_on_stderr_too():
     assert_one_line_error(proc, "unknown span-group spec entries: nonsense")
 
 
-def test_import_budget_against_a_yardstick_gates_on_the_median_paired_ratio():
-    """The CI form: `import MODULE` over `import YARDSTICK` in the same rounds; a generous ratio
-    passes and a tiny one fails, with the ratio and its range on stdout."""
-    ok = lens("import-budget", "lens_core", "--yardstick", "logging", "--max-ratio", "1000", "--runs", "3")
+def test_import_budget_against_a_yardstick_gates_on_the_whole_process_ratio():
+    """The CI form: what `import MODULE` adds to `python -c pass` over what `import YARDSTICK` adds,
+    medians of alternated rounds; a generous ratio passes and a tiny one fails, with the ratio
+    and the three medians on stdout."""
+    ok = lens("import-budget", "lens_core.spans", "--yardstick", "dataclasses", "--max-ratio", "1000", "--runs", "3")
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert ok.stdout.startswith("import lens_core / import logging: ") and "median of 3 paired rounds" in ok.stdout
-    over = lens("import-budget", "lens_core", "--yardstick", "logging", "--max-ratio", "0.0001", "--runs", "1")
+    assert ok.stdout.startswith("import lens_core.spans / import dataclasses: ")
+    assert "medians of 3 alternated rounds: pass " in ok.stdout
+    over = lens("import-budget", "lens_core.spans", "--yardstick", "dataclasses", "--max-ratio", "-1000",
+                "--runs", "3")
     assert over.returncode == 1 and "top offenders" in over.stdout
+
+
+def test_whole_process_ratio_tells_a_heavier_import_from_a_lighter_one():
+    """The gate's measure sees what it is asked to: `import dataclasses` adds far more CPU time
+    to `python -c pass` than `import keyword` (one small module), in the same rounds."""
+    from lens_ci.importbudget import whole_process_ratio
+
+    light, medians = whole_process_ratio("import keyword", "import dataclasses", runs=5)
+    assert set(medians) == {"pass", "probe", "yardstick"} and medians["yardstick"] > medians["pass"]
+    assert light < 0.5, (light, medians)
 
 
 def test_import_budget_needs_a_budget_and_a_yardstick_for_a_ratio():

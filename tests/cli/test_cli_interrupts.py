@@ -168,7 +168,7 @@ def test_the_console_script_watches_ctrl_c_before_importing_any_command(lens):
     proc = subprocess.run([sys.executable, "-c", _ORDER_PROBE.replace("ENTRY_MODULE", module).replace("ENTRY_FUNCTION", function)],
                           env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
     seen = eval(proc.stderr.strip().splitlines()[-1])  # noqa: S307  the probe's own dict literal
-    assert seen["handler"] == "lens_core._console" and seen["wakeup_fd"], seen
+    assert seen["handler"] == "lens_core.interrupts" and seen["wakeup_fd"], seen
 
 
 def test_ctrl_c_while_the_report_imports_its_engine_is_one_line(lens, inputs, tmp_path):
@@ -295,7 +295,7 @@ def test_ctrl_c_removes_a_report_database_the_command_did_not_guard(tmp_path):
     the report command's guarded folder); a Ctrl-C then left that database behind. A store's
     folder is now removed by any Ctrl-C the watch sees, while the main thread waits in C."""
     proc = _python("import os, signal, threading\n"
-                   "from lens_core._console import watch_interrupts\n"
+                   "from lens_core.interrupts import watch_interrupts\n"
                    "from lens_report import TraceStore\n"
                    "assert watch_interrupts('lens demo')\n"
                    "store = TraceStore()\n"
@@ -311,14 +311,14 @@ def test_a_line_the_command_writes_while_the_watch_removes_its_folders_comes_bef
     the main thread ran on and finished the page. The line now comes last, right before the exit.
     Here a thread of the command writes its line while the folder is removed (the removal waits for it)."""
     proc = _python("import os, signal, threading, tempfile\n"
-                   "from lens_core import _console\n"
+                   "from lens_core import interrupts\n"
                    "wrote, removing = threading.Event(), threading.Event()\n"
-                   "remove = _console._remove_all\n"
+                   "remove = interrupts._remove_all\n"
                    "def slow_remove():\n"
                    "    removing.set(); wrote.wait(10); remove()\n"
-                   "_console._remove_all = slow_remove\n"
-                   "assert _console.watch_interrupts('lens report')\n"
-                   "_console.remove_on_interrupt(tempfile.mkdtemp(prefix='lens-report-'))\n"
+                   "interrupts._remove_all = slow_remove\n"
+                   "assert interrupts.watch_interrupts('lens report')\n"
+                   "interrupts.remove_on_interrupt(tempfile.mkdtemp(prefix='lens-report-'))\n"
                    "threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
                    "def work():  # the command's work, still running while the folder goes\n"
                    "    removing.wait(30); os.write(2, b'lens report: wrote page.html (0.3 MB)\\n'); wrote.set()\n"

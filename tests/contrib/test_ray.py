@@ -15,7 +15,7 @@ from otel_bridge.contrib.ray import (
     ray_cluster_source,
 )
 
-ray = pytest.importorskip("ray")
+ray = pytest.importorskip("ray", reason="needs Ray: pip install 'lens-telemetry[ray]'")
 
 GET_TIMEOUT_S = 60
 

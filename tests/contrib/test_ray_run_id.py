@@ -9,7 +9,7 @@ from lens_core import LensConfig, span_cm
 from otel_bridge import setup_telemetry
 from otel_bridge.contrib.ray import publish_run_id
 
-ray = pytest.importorskip("ray")
+ray = pytest.importorskip("ray", reason="needs Ray: pip install 'lens-telemetry[ray]'")
 
 GET_TIMEOUT_S = 60
 

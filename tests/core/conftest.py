@@ -1,12 +1,11 @@
 """Run every core test against both gate implementations (compiled and pure Python)."""
 
-import os
-
 import pytest
 
 from lens_core import _impl
+from lens_core.config import pure_python_requested
 
-_PURE = os.environ.get("LENS_PURE_PYTHON", "").strip() in ("1", "true", "yes", "on")
+_PURE = pure_python_requested()
 IMPLEMENTATIONS = ["python"] if _PURE else ["cython", "python"]
 
 

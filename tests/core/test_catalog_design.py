@@ -81,7 +81,8 @@ def test_every_rl_name_in_the_design_text_is_known():
     """Walk the whole design text: each ``rl.x.y`` it spells is a catalogued span or a semconv attribute/metric."""
     seeds = sorted(SEEDS.glob("000_*.txt")) if SEEDS.is_dir() else []
     if not seeds:
-        pytest.skip(f"the design text is not at {SEEDS} (the checked-in extract is tested above)")
+        pytest.skip(f"needs the seed design text (000_*.txt) in {SEEDS}, beside a workspace checkout; "
+                    "the checked-in extract is tested above")
     text = seeds[0].read_text(encoding="utf-8")
     names = set(re.findall(r"\brl\.[a-z_0-9]+(?:\.[a-z_0-9]+)*", text))
     names = {name.rstrip(".") for name in names if "<" not in name}

@@ -316,3 +316,31 @@ def test_a_config_survives_copy_deepcopy_and_pickle():
     for clone in (copy.copy(config), copy.deepcopy(config), pickle.loads(pickle.dumps(config)),
                   pickle.loads(pickle.dumps(config, protocol=0))):
         assert clone == config and type(clone.export_ranks) is type(config.export_ranks)
+
+
+# ---- LENS_PURE_PYTHON -----------------------------------------------------------------------------
+
+
+def test_lens_pure_python_is_read_as_a_boolean_in_any_case():
+    """Regression: ``LENS_PURE_PYTHON=TRUE`` (or ``Yes``) chose the compiled twins, while
+    ``LENS_ENABLED=TRUE`` meant on: the gate and the report's reader each compared the raw
+    text with lowercase spellings of their own."""
+    from lens_core.config import pure_python_requested
+
+    assert [pure_python_requested({"LENS_PURE_PYTHON": v}) for v in ("1", "TRUE", " Yes ", "on")] == [True] * 4
+    assert [pure_python_requested({"LENS_PURE_PYTHON": v}) for v in ("", "  ", "0", "Off")] == [False] * 4
+    assert pure_python_requested({}) is False
+
+
+@pytest.mark.parametrize("where", ["from lens_core import managed_span", "from lens_report.engine import compiled_reader; compiled_reader()"])
+def test_a_lens_pure_python_that_is_not_a_boolean_is_an_error_naming_it(where):
+    """Regression: ``LENS_PURE_PYTHON=maybe`` silently chose the compiled gate and the compiled
+    report reader (neither place validated it); now both read it through
+    ``lens_core.config.pure_python_requested``, which names the variable and what it allows."""
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("LENS_")}
+    env["LENS_PURE_PYTHON"] = "maybe"
+    out = subprocess.run([sys.executable, "-c", where], capture_output=True, text=True, timeout=60, env=env,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines()[-1] == (
+        "ValueError: LENS_PURE_PYTHON='maybe': expected a boolean (one of 1, true, yes, on, 0, false, no, off)")

@@ -214,7 +214,7 @@ def test_the_selected_gate_is_the_one_in_use(gate_implementation):
     assert lens_core.is_span_group_enabled is _impl.gate.is_enabled
 
 
-@pytest.mark.skipif(_gate is None, reason="compiled gate not built")
+@pytest.mark.skipif(_gate is None, reason="compiled gate not built: LENS_BUILD_EXT=1 python setup.py build_ext --inplace")
 def test_both_gate_modules_expose_the_same_public_names():
     """The compiled gate is the small accelerated surface: exactly the pure gate's names
     (the recorder and encoders live in lens_core._native, not in the gate)."""
@@ -224,7 +224,7 @@ def test_both_gate_modules_expose_the_same_public_names():
         assert hasattr(_gate, name) and hasattr(_gate_py, name), name
 
 
-@pytest.mark.skipif(_gate is None, reason="compiled gate not built")
+@pytest.mark.skipif(_gate is None, reason="compiled gate not built: LENS_BUILD_EXT=1 python setup.py build_ext --inplace")
 def test_both_native_wing_modules_expose_the_same_names_as_their_twins():
     from lens_core._native import _encode, _encode_py, _recorder, _recorder_py
 
@@ -256,7 +256,7 @@ def test_switching_implementation_keeps_the_enabled_set(recorder, gate_implement
     enable("on")
     other = "python" if gate_implementation == "cython" else "cython"
     if other == "cython" and _gate is None:
-        pytest.skip("compiled gate not built")
+        pytest.skip("compiled gate not built: LENS_BUILD_EXT=1 python setup.py build_ext --inplace")
     try:
         _impl.use(other)
         assert lens_core.is_span_group_enabled("on") is True

@@ -69,7 +69,8 @@ def _run(module, make, specs, split):
     return steps, rollup.totals, rollup.bounds, rollup.pending
 
 
-@pytest.mark.skipif(_goodput is None, reason="the compiled native wing is not built")
+@pytest.mark.skipif(_goodput is None,
+                    reason="compiled native wing not built: LENS_BUILD_EXT=1 python setup.py build_ext --inplace")
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("split", [1, 7, 10_000])
 def test_the_compiled_rollup_and_its_pure_twin_agree(seed, split):

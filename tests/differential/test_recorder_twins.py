@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from secret_cases import SECRET_CASES, VISIBLE_CASES
 from twins import count, recorder_pair, require_pair, skip_in_pure_pass
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 import lens_core  # noqa: E402
 from lens_core import _impl, spans, state  # noqa: E402

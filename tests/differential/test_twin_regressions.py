@@ -8,7 +8,7 @@ import math
 import pytest
 from twins import encoder_pair, recorder_pair, require_pair
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 
 def _record(twin, **fields):
@@ -51,7 +51,7 @@ def test_a_float_subclass_from_an_sdk_span_is_written_as_its_value():
 def test_a_numpy_float_attribute_is_written_as_its_value():
     """Regression (the real type): numpy.float64 on a raw OTel span made invalid OTLP/JSON
     under the pure encoder."""
-    numpy = pytest.importorskip("numpy")
+    numpy = pytest.importorskip("numpy", reason="needs NumPy: pip install numpy")
     compiled, pure = _encode_both(attrs={"loss": numpy.float64(0.25)})
     assert compiled == pure
     assert '"doubleValue":0.25' in pure[1]

@@ -1,7 +1,9 @@
-"""The README's examples run as real processes (torchrun with gloo on CPU; a plain
-trainer) and write the traces the README promises; ``lens report`` reads them."""
+"""The examples of docs/guide/multi-process.md run as real processes, with the commands the page shows
+(torchrun with gloo on CPU; a plain trainer), and write the traces it promises; ``lens report`` reads them."""
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 from collections import defaultdict
@@ -11,11 +13,30 @@ import pytest
 from lens_core import semconv
 from trace_files import REPO_ROOT, read_spans
 from child_env import without_settings  # noqa: E402
+from doc_pages import REPO as DOCS_REPO, marked  # noqa: E402
 
-pytest.importorskip("torch")
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("torch", reason="needs PyTorch: pip install 'lens-telemetry[torch]'")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 ITERATION = semconv.RL_ITERATION
+
+
+PAGE = "docs/guide/multi-process.md"
+
+
+def _page_command(program):
+    """The page's command that runs ``program``: its ``VAR=value`` settings and the interpreter's arguments
+    (``python X`` runs X; ``torchrun ...`` runs ``-m torch.distributed.run ...``)."""
+    (block,) = marked(DOCS_REPO / PAGE, "tested by tests/examples/test_examples.py")
+    (line,) = [line for line in block.text.replace("\\\n", " ").splitlines() if program in line and "lens report" not in line]
+    words = shlex.split(line)
+    settings = {}
+    while re.match(r"^[A-Z_]+=", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        settings[name] = value
+    command = words.pop(0)
+    assert command in ("python", "torchrun"), line
+    return settings, (["-m", "torch.distributed.run"] if command == "torchrun" else []) + words
 
 
 def _run(args, file_dir, run_id, timeout=180, **env):
@@ -40,8 +61,9 @@ def _report_exits_0(directory):
 
 @pytest.mark.engines  # torchrun starts torch.distributed processes (~2 min at load ~15)
 def test_the_torchrun_example_is_one_trace_rooted_on_rank_0_that_the_other_ranks_join(tmp_path):
-    _run(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "examples/torchrun_trace.py"],
-         tmp_path, "first-job", EXAMPLE_STEPS="3", LENS_METRICS_ENABLED="0")
+    settings, args = _page_command("examples/torchrun_trace.py")
+    assert settings == {"LENS_ENABLED": "1", "LENS_SPAN_GROUPS": "per_step", "LENS_RUN_ID": "first-job"}
+    _run(args, tmp_path, "first-job", EXAMPLE_STEPS="3", LENS_METRICS_ENABLED="0")
     spans = read_spans(tmp_path / "first-job")
     assert {s["trace_id"] for s in spans} == {spans[0]["trace_id"]}, "the ranks' spans are not one trace"
     (job,) = [s for s in spans if not s["parent_span_id"]]
@@ -70,7 +92,9 @@ def test_the_torchrun_example_is_one_trace_rooted_on_rank_0_that_the_other_ranks
 
 @pytest.mark.slow  # trains a real torch model in a child process (~2 min at load ~15)
 def test_the_generic_trainer_has_steps_carrying_their_iteration_and_bucketed_leaves(tmp_path):
-    _run(["examples/generic_trainer.py"], tmp_path, "trainer", EXAMPLE_STEPS="4")
+    settings, args = _page_command("examples/generic_trainer.py")
+    assert settings == {"LENS_ENABLED": "1", "LENS_SPAN_GROUPS": "per_step", "LENS_RUN_ID": "trainer"}
+    _run(args, tmp_path, "trainer", EXAMPLE_STEPS="4")
     spans = read_spans(tmp_path / "trainer")
     steps = {s["attributes"][ITERATION]: s for s in spans if s["name"] == "train.step"}
     assert sorted(steps) == [1, 2, 3, 4]

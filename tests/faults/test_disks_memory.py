@@ -12,7 +12,7 @@ from trace_files import count_spans, final_losses, read_spans
 from .figures import record_figure
 from .processes import start
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 
 def test_a_disk_that_fills_then_frees_loses_only_what_failed_and_counts_it(tmp_path, recorder):

@@ -8,7 +8,7 @@ import pytest
 from .figures import record_figure
 from .processes import start
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 
 def test_an_exception_recorded_on_each_of_1000_nested_spans_costs_linear_time(tmp_path, recorder):

@@ -17,7 +17,7 @@ from trace_files import final_losses, read_spans
 from .figures import record_figure
 from .processes import child_environ, program, start
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 
 def _run(case, out, recorder, timeout=300, **env):

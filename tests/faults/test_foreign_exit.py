@@ -8,7 +8,7 @@ import pytest
 from .figures import record_figure
 from .processes import start
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 
 def test_a_with_block_exited_on_another_thread_warns_once_and_leaves_no_foreign_current_span(recorder):

@@ -8,7 +8,7 @@ from trace_files import final_losses, read_spans
 from .figures import record_figure
 from .processes import start
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 
 @pytest.mark.parametrize("child_spans", [0, 10])

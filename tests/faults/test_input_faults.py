@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 from carrier_fuzz import expected_parent, fuzzed_carriers, remote_sampled  # noqa: E402
 from secret_cases import SECRET_CASES, VISIBLE_CASES  # noqa: E402

@@ -8,7 +8,8 @@ import pytest
 from .figures import record_figure
 from .processes import start
 
-pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http",
+                    reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 BUFFER_MB = 16
 
@@ -54,7 +55,7 @@ def test_the_buffer_holds_bytes_not_records(implementation):
     try:
         impl = _native.load(implementation)
     except ImportError:
-        pytest.skip("compiled recorder not built")
+        pytest.skip("compiled recorder not built: LENS_BUILD_EXT=1 python setup.py build_ext --inplace")
     rec = impl.Recorder(buffer_bytes=1 << 20)
 
     def record(value):

@@ -12,7 +12,7 @@ from trace_files import count_spans, final_losses, read_spans
 from .figures import record_figure
 from .processes import start
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 CASES = ["name-none", "name-int", "name-bytes", "event-negative", "event-huge", "event-str",
          "status-int-description", "update-name-int", "link-huge-trace-id", "raw-link-huge-trace-id",

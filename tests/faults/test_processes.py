@@ -16,7 +16,7 @@ from trace_files import REPO_ROOT, count_spans, final_losses
 from .figures import record_figure
 from .processes import child_environ, program, start
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 
 # ---- pickling -------------------------------------------------------------------------------
@@ -179,7 +179,7 @@ _RAY_MAIN = textwrap.dedent("""
 def test_a_ray_actor_and_task_defined_in_main_use_lens_spans(tmp_path):
     """Regression: an actor defined in a script (pickled by value) that called managed_span
     died on the worker with "failed to import" under the compiled gate."""
-    pytest.importorskip("ray")
+    pytest.importorskip("ray", reason="needs Ray: pip install 'lens-telemetry[ray]'")
     script = tmp_path / "ray_main.py"
     script.write_text(_RAY_MAIN)
     proc = subprocess.run([sys.executable, str(script), str(tmp_path / "out")], env=child_environ(), cwd=tmp_path,
@@ -299,8 +299,8 @@ def test_a_forked_child_names_its_own_pid_and_instance(tmp_path, recorder):
 def test_a_killed_rank_is_named_by_the_report_and_the_ranks_that_shut_down_are_not(tmp_path, recorder):
     """SIGKILL leaves no loss record behind: what the killed rank still held is counted nowhere.
     Its output lacks the final loss record every rank writes at shutdown, and the report names it."""
-    pytest.importorskip("duckdb")
-    from lens_report import report_files
+    pytest.importorskip("duckdb", reason="needs DuckDB: pip install 'lens-telemetry[report]'")
+    import lens_report
 
     out = tmp_path / "traces"
     env = dict(LENS_EXPORTER="file", LENS_FILE_DIR=out, LENS_RUN_ID="job", LENS_RECORDER=recorder)
@@ -316,7 +316,7 @@ def test_a_killed_rank_is_named_by_the_report_and_the_ranks_that_shut_down_are_n
         out_text, err = proc.communicate(timeout=60)
         if rank not in killed:
             assert (proc.returncode, out_text.strip()) == (0, "True"), err
-    report = report_files([out])
+    report = lens_report.report(out)
     unfinished = {u.rank: u for u in report.unfinished}
     assert sorted(unfinished) == [f"rank {r}" for r in sorted(killed)]
     assert all(u.spans == 5 * 40 for u in unfinished.values())  # what they flushed before the kill was read

@@ -12,7 +12,7 @@ from .figures import record_figure
 from .processes import start
 from trace_files import decoded_attributes
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 
 _attrs = decoded_attributes  # OTLP/JSON key-values, compared span by span

@@ -14,7 +14,7 @@ from trace_files import read_logs, read_spans, run_script
 
 from .figures import record_figure
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 TESTS = str(Path(__file__).resolve().parents[1])
 

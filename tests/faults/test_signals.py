@@ -15,7 +15,7 @@ from trace_files import count_spans, final_losses
 from .figures import record_figure
 from .processes import child_environ, start
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 TRIALS = int(__import__("os").environ.get("LENS_FAULT_SIGTERM_TRIALS", "60"))
 DEADLINE_MS = 2000

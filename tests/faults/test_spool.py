@@ -14,7 +14,8 @@ import pytest
 from .figures import record_figure
 from .processes import child_environ, start
 
-pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http",
+                    reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 from otlp_receiver import OTLPReceiver  # noqa: E402
 

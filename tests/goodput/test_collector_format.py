@@ -18,10 +18,12 @@ from lens_core import (
     umbrella_span,
 )
 from lens_core.catalogs.rl import RLSpanGroup as G
-from lens_report import read_spans, report_files
+import lens_report
+from lens_report import read_spans
 
-pytest.importorskip("opentelemetry.sdk")
-json_format = pytest.importorskip("google.protobuf.json_format")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
+json_format = pytest.importorskip("google.protobuf.json_format",
+                                  reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 
 @pytest.fixture
@@ -135,7 +137,7 @@ def test_collector_json_and_file_exporter_output_give_the_same_spans_and_rollup(
     assert len(from_collector.spans) == len(sdk_spans)
     assert _without_location(from_collector) == _without_location(from_ours)
 
-    collector_report, our_report = report_files([collector_file]), report_files([ours])
+    collector_report, our_report = lens_report.report(collector_file), lens_report.report(ours)
     assert _rollup(collector_report) == _rollup(our_report)
     assert [step.iteration for step in our_report.steps] == [1, 2, 3]
     assert our_report.run.bucket_ns["productive"] > 0 and our_report.run.bucket_ns["idle"] > 0

@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("torch", reason="needs PyTorch: pip install 'lens-telemetry[torch]'")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 # `lens demo` trains a real torch model in child processes: minutes on a loaded 2-core
 # machine (2 min for one case). The README's test command leaves it out; .ci/run runs it.
 pytestmark = pytest.mark.slow
 
 from lens_cli.demo import run_demo  # noqa: E402
-from lens_report import read_spans, report_files  # noqa: E402
+import lens_report  # noqa: E402
+from lens_report import read_spans  # noqa: E402
 from child_env import IMPLEMENTATION_SWITCHES, without_settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +82,7 @@ def test_checkpoints_are_real_torch_files_of_the_triggering_step(run):
 
 def test_a_fresh_report_over_the_files_has_no_violations_and_no_problems(run):
     read = read_spans(run.trace_files)
-    report = report_files(run.trace_files)
+    report = lens_report.report(run.trace_files)
     assert read.problems == () and report.violations == () and report.problems == ()
     assert report.orphan_count == 0
     assert [step.iteration for step in report.steps] == [1, 2, 3]

@@ -14,7 +14,8 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from lens_core.exitcodes import EXIT_OK, EXIT_USAGE  # noqa: E402
-from lens_report import AttemptChoiceError, TraceStore, build_report, list_attempts  # noqa: E402
+from lens_report import AttemptChoiceError, TraceStore, build_report  # noqa: E402
+from lens_report.rollup import list_attempts  # noqa: E402
 from lens_report.cli import main  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,7 +53,7 @@ def two_launches(tmp_path_factory) -> Path:
 
 def test_two_launches_under_one_run_id_are_refused_with_each_attempts_goodput(two_launches, capsys):
     """Regression: two launches with a fixed LENS_RUN_ID read as one run whose goodput was averaged over both and the
-    gap between them (20 % here, 0.2 % for the README's torchrun example), with no warning, even with --strict."""
+    gap between them (20 % here, 0.2 % for examples/torchrun_trace.py), with no warning, even with --strict."""
     with TraceStore() as store:
         store.load([two_launches])
         attempts = list_attempts(store)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lens_core.exitcodes import EXIT_FAILED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
-from lens_report.cli import build_parser, int_set, main, memory_size
+from lens_report.cli import build_parser, build_schema_parser, int_set, main, memory_size
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,6 +66,26 @@ def test_a_mistyped_path_among_good_ones_is_a_usage_error(two_step_file, tmp_pat
     assert streams.err.strip() == f"lens report: {tmp_path / 'nowhere'}: no such file or directory"
 
 
+def test_a_directory_of_metrics_and_logs_only_says_so(tmp_path, capsys):
+    """Regression: a directory holding the file exporter's metrics-* and logs-* files but no
+    traces (span groups off, or the traces exported elsewhere) said "no .jsonl, .json, ...
+    files found", beside the .jsonl files it held. It now says what it found and what is read."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics-rank0-pid1.jsonl").write_text('{"resourceMetrics": []}\n')
+    (run / "logs-rank0-pid1.jsonl").write_text('{"resourceLogs": []}\n')
+    assert main([str(run)]) == EXIT_USAGE
+    streams = capsys.readouterr()
+    assert streams.out == ""
+    assert streams.err.strip() == (f"lens report: {run}: holds 2 metrics/logs files (metrics-*, logs-*) and no "
+                                   "trace file: lens report reads traces (the file exporter's traces-*.jsonl)")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([str(empty)]) == EXIT_USAGE
+    assert capsys.readouterr().err.strip() == (f"lens report: {empty}: no trace files found (lens report reads "
+                                               ".jsonl, .json, .jsonl.gz, .json.gz, .jsonl.zst, .json.zst)")
+
+
 def test_step_pattern_option_changes_which_spans_are_steps(tmp_path, otlp, capsys):
     path = otlp.write(tmp_path / "a.jsonl", otlp.request([
         otlp.span(1, "train_iter", 0, 4, iteration=7),
@@ -88,16 +108,16 @@ def test_bad_option_values_are_usage_errors(two_step_file, capsys):
 
 
 def test_memory_limit_reaches_the_engine_and_bad_sizes_are_usage_errors(two_step_file, capsys, monkeypatch):
-    from lens_report import engine
+    from lens_report import store
 
     limits = []
-    set_up = engine.TraceStore.__init__
+    set_up = store.TraceStore.__init__
 
     def spy(self, **kwargs):
         set_up(self, **kwargs)
         limits.append(self.con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
 
-    monkeypatch.setattr(engine.TraceStore, "__init__", spy)
+    monkeypatch.setattr(store.TraceStore, "__init__", spy)
     assert main([str(two_step_file), "--memory-limit", "300MB"]) == EXIT_OK
     assert main([str(two_step_file)]) == EXIT_OK
     # the engine reads within the limit less what the process holds besides it (DuckDB reports MiB)
@@ -130,6 +150,22 @@ def test_build_parser_adds_a_report_subcommand_that_runs_via_func(two_step_file,
     assert args.command == "report"
     assert args.func(args) == EXIT_OK
     assert json.loads(capsys.readouterr().out)["spans"] == 7
+
+
+def test_clickhouse_schema_prints_the_ddl_and_refuses_a_bad_table_name_in_one_line(capsys):
+    """``lens clickhouse-schema`` (built by lens_report.cli with the report's other commands):
+    the exporter's table, then the columns and the rollup, for the table named; a name that is
+    not NAME or DB.NAME is one line on stderr and status 2, nothing on stdout."""
+    lens = argparse.ArgumentParser(prog="lens")
+    build_schema_parser(lens.add_subparsers(dest="command"))
+    args = lens.parse_args(["clickhouse-schema", "--table", "otel.spans", "--exporter-table"])
+    assert args.func(args) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.index("CREATE TABLE") < out.index("ALTER TABLE") and "`otel`.`spans`" in out
+    args = lens.parse_args(["clickhouse-schema", "--table", "spans; DROP TABLE x"])
+    assert args.func(args) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and err.startswith("lens clickhouse-schema: ")
 
 
 def _lens_report(*args, stderr_tty=False, env=None):
@@ -168,7 +204,8 @@ def test_without_duckdb_the_report_says_how_to_install_it(two_step_file, tmp_pat
     (tmp_path / "duckdb.py").write_text("raise ImportError('No module named duckdb')\n")
     code, out, err = _lens_report(two_step_file, env={"PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])})
     assert (code, out) == (EXIT_FAILED, "")
-    assert err.strip() == ("lens report: lens report needs DuckDB, which is not installed: "
+    # regression: the line said "lens report: lens report needs DuckDB, ..." (the prefix twice)
+    assert err.strip() == ("lens report: DuckDB, the engine lens report runs on, is not installed: "
                            "pip install 'lens-telemetry[report]'")
 
 
@@ -181,12 +218,12 @@ def test_ctrl_c_stops_the_report_with_one_line_and_status_130_and_leaves_no_data
 
     from lens_cli.main import main as lens_main
     from lens_core.exitcodes import EXIT_INTERRUPTED
-    from lens_report import engine
+    from lens_report import store
 
     def interrupted(self, cursor, batch, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(engine.TraceStore, "_ingest_files" if reader == "sql" else "_insert_scanned", interrupted)
+    monkeypatch.setattr(store.TraceStore, "_ingest_files" if reader == "sql" else "_insert_scanned", interrupted)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the store's database goes
     try:  # an escaping KeyboardInterrupt would stop the whole pytest run, not fail this test
         statuses = [main([str(two_step_file)]), lens_main(["report", str(two_step_file)])]

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lens_report import TraceStore, engine
+from lens_report import TraceStore, engine, ingest
+from lens_report import store as trace_store
 from report_helpers import Otlp, report_of
 
 
@@ -237,7 +238,7 @@ def test_a_file_left_after_part_of_it_was_inserted_keeps_no_row_twice(tmp_path, 
     """A file whose bad line comes after statements already inserted its first spans (the compiled
     reader inserts every few spans here): those rows are removed and the SQL reader reads the
     file; the files read with it, before and after, keep theirs exactly once."""
-    monkeypatch.setattr(engine, "_SCAN_SPANS", 7)
+    monkeypatch.setattr(trace_store, "_SCAN_SPANS", 7)
     lines = [_line([_span(1000 + 3 * i + k, "x", i, i + 1) for k in range(3)]) for i in range(20)]
     _write(tmp_path / "a-good.jsonl", *lines)
     _write(tmp_path / "b-late-bad.jsonl", *lines, _LEFT["escaped-name"], *lines[:2])
@@ -266,10 +267,10 @@ def test_a_full_sink_ends_a_statement_and_a_later_bad_line_takes_those_rows_back
     """The compiled reader holds at most ``_SCAN_HELD`` bytes of columns for one statement (1 MiB
     here: a few thousand spans): a file larger than that is inserted over several statements, and
     one whose bad line comes after some of them has those rows deleted and is read by SQL."""
-    monkeypatch.setattr(engine, "_SCAN_HELD", 1 << 20)
+    monkeypatch.setattr(trace_store, "_SCAN_HELD", 1 << 20)
     statements = []
-    insert = engine.TraceStore._insert_scanned
-    monkeypatch.setattr(engine.TraceStore, "_insert_scanned",
+    insert = TraceStore._insert_scanned
+    monkeypatch.setattr(TraceStore, "_insert_scanned",
                         lambda self, cursor, sink: statements.append(sink.spans) or insert(self, cursor, sink))
     lines = [_line([_span(10_000 + 50 * i + k, "rl.vllm.generate", i, i + 1) for k in range(50)]) for i in range(300)]
     _write(tmp_path / "a-good.jsonl", *lines)
@@ -278,13 +279,13 @@ def test_a_full_sink_ends_a_statement_and_a_later_bad_line_takes_those_rows_back
     (spans, _, _, duplicates), compiled = _both([tmp_path], monkeypatch)
     assert compiled == {"a-good.jsonl", "c-good.jsonl"}
     assert len(spans) + duplicates == 15_000 + 12_501 + 10_000
-    assert len(statements) >= 4 and max(statements) < engine._SCAN_SPANS  # the bytes ended them, not the spans
+    assert len(statements) >= 4 and max(statements) < trace_store._SCAN_SPANS  # the bytes ended them, not the spans
 
 
 def _sink_and_scanner(path, file_index=0):
     scan = engine.compiled_reader()
-    sink = scan.ArrowSink(*engine.SCAN_FIELD_COLUMNS)
-    return sink, scan.SpanScanner(str(path), file_index, 1 << 24, engine.SCAN_SPAN_FIELDS, engine.SCAN_RESOURCE_FIELDS)
+    sink = scan.ArrowSink(*ingest.SCAN_FIELD_COLUMNS)
+    return sink, scan.SpanScanner(str(path), file_index, 1 << 24, ingest.SCAN_SPAN_FIELDS, ingest.SCAN_RESOURCE_FIELDS)
 
 
 @pytest.mark.usefixtures("need_compiled")
@@ -343,7 +344,7 @@ def test_a_rewound_sink_hands_over_only_the_rows_before_its_mark(tmp_path):
     table = pa.table(batch)
     table.validate(full=True)
     assert table.column("name").to_pylist() == ["kept", "after"]
-    fields = {key: table.column(f"a{i}").to_pylist() for i, (key, field) in enumerate(engine.SCAN_SPAN_FIELDS)
+    fields = {key: table.column(f"a{i}").to_pylist() for i, (key, field) in enumerate(ingest.SCAN_SPAN_FIELDS)
               if field == 0}
     assert (fields["thread.name"], fields["rl.bucket"]) == (["a", "b"], [None, "y"])
     assert pa.table(resources).num_rows == 2
@@ -361,7 +362,7 @@ def test_a_sink_refuses_what_it_cannot_hold_with_what_is_allowed():
     with pytest.raises(ValueError, match="given twice"):
         scan.ArrowSink(["name"], [])
     sink = scan.ArrowSink(["a0"], ["run"])
-    scanner = scan.SpanScanner(__file__, 0, 1 << 20, engine.SCAN_SPAN_FIELDS, engine.SCAN_RESOURCE_FIELDS)
+    scanner = scan.SpanScanner(__file__, 0, 1 << 20, ingest.SCAN_SPAN_FIELDS, ingest.SCAN_RESOURCE_FIELDS)
     with pytest.raises(ValueError, match="the sink holds 1 span and 1 resource fields"):
         scanner.read(sink, 10)
     scanner.close()

@@ -16,7 +16,7 @@ from report_helpers import Otlp, report_of
 from lens_core.exitcodes import EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 from lens_report import TraceStore
 from lens_report.cli import main
-from lens_report.engine import EXPORTER_MAX_LINE, max_line_bytes
+from lens_report.plan import EXPORTER_MAX_LINE, max_line_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -185,7 +185,7 @@ def test_the_steps_join_in_parts_and_rank_steps_in_slices_give_the_same_report(t
     from trace_synth import write_run
 
     from lens_report import rollup
-    from lens_report.engine import STEP_ROW_BYTES
+    from lens_report.plan import STEP_ROW_BYTES
     from lens_report.rollup import build_report
 
     write_run(tmp_path / "run", 3, 40)
@@ -283,7 +283,7 @@ def test_a_file_read_in_pieces_reads_the_same_spans_problems_and_line_numbers_as
     span, problem, line number and duplicate must be what reading it whole finds."""
     import gzip
 
-    from lens_report import engine
+    from lens_report import store as trace_store
 
     cap = max_line_bytes("256MB", 1)
     text = "\n".join(_hostile_file_lines(cap)) + "\n"
@@ -291,7 +291,7 @@ def test_a_file_read_in_pieces_reads_the_same_spans_problems_and_line_numbers_as
     path.write_bytes(gzip.compress(text.encode()) if suffix.endswith(".gz") else text.encode())
 
     def read(piece_bytes):
-        monkeypatch.setattr(engine, "_PIECE_BYTES", piece_bytes)
+        monkeypatch.setattr(trace_store, "_PIECE_BYTES", piece_bytes)
         with TraceStore(memory_limit="256MB", threads=1) as store:
             store.load([path])
             spans = store.rows("SELECT file, line, name, span FROM spans ORDER BY line")
@@ -314,14 +314,14 @@ def test_a_cut_compressed_file_read_in_pieces_keeps_what_came_before_the_damage(
     file may go the piece path; it must keep the spans before the damage and say where it broke."""
     import gzip
 
-    from lens_report import engine
+    from lens_report import store as trace_store
 
     text = "".join(json.dumps(Otlp.request([Otlp.span(n, f"s{n}", n, n + 1, note="y" * 2000 + str(n))])) + "\n"
                    for n in range(1, 400))
     data = gzip.compress(text.encode())
     path = tmp_path / "cut.jsonl.gz"
     path.write_bytes(data[: len(data) // 2])
-    monkeypatch.setattr(engine, "_PIECE_BYTES", 5000)
+    monkeypatch.setattr(trace_store, "_PIECE_BYTES", 5000)
     with TraceStore(threads=1) as store:
         store.load([path])
         names = [name for (name,) in store.rows("SELECT name FROM spans ORDER BY line")]
@@ -363,7 +363,7 @@ def test_pieces_cut_at_line_ends_and_count_the_lines_duckdb_numbers(tmp_path):
     import io
     import random
 
-    from lens_report.engine import _pieces
+    from lens_report.ingest import _pieces
 
     rng = random.Random(7)
     for _ in range(600):
@@ -416,10 +416,10 @@ def test_the_steps_join_runs_in_parts_of_anchors_within_the_rollups_memory(monke
     and bucket sums) needed 60-80 MB for the 500,000 anchors of a 10M-span run, and now and then
     ran out of the default plan's 100 MB: it then ran again with 200 MB and the report peaked at
     303-321 MiB against its 256 MB budget. It now runs in parts of anchor ids
-    (:data:`~lens_report.engine.STEP_ROW_BYTES`). Here the rollup gets 50 MB: in one statement
+    (:data:`~lens_report.plan.STEP_ROW_BYTES`). Here the rollup gets 50 MB: in one statement
     the join needs more (the control), in parts it does not, and the rows are the same."""
     from lens_report import rollup
-    from lens_report.engine import STEP_ROW_BYTES
+    from lens_report.plan import STEP_ROW_BYTES
 
     with TraceStore(memory_limit="181MB", threads=2) as store:
         assert store.plan.rollup_bytes == 50_000_000
@@ -472,7 +472,7 @@ def test_the_step_bucket_sums_run_in_parts_of_anchors_within_the_rollups_memory(
     rollup gets 50 MB: in one statement the sums need more (the control), in parts they do not,
     and the sums are the same."""
     from lens_report import rollup
-    from lens_report.engine import STEP_ROW_BYTES
+    from lens_report.plan import STEP_ROW_BYTES
 
     with TraceStore(memory_limit="181MB", threads=2) as store:
         assert store.plan.rollup_bytes == 50_000_000
@@ -487,7 +487,7 @@ def test_the_step_bucket_sums_run_in_parts_of_anchors_within_the_rollups_memory(
 
 def test_the_steps_join_parts_grow_with_the_anchors():
     """One part up to 160,000 step anchors at the default budget (a 3.2M-span run), four at 500,000."""
-    from lens_report.engine import STEP_ROW_BYTES
+    from lens_report.plan import STEP_ROW_BYTES
 
     with TraceStore(threads=2) as small, TraceStore(memory_limit="1GB", threads=2) as large:
         assert [small.join_parts(n, STEP_ROW_BYTES) for n in (0, 150_000, 190_000, 500_000)] == [1, 1, 2, 4]
@@ -500,7 +500,7 @@ def test_the_parent_join_parts_count_an_interior_row_at_its_hash_table_size():
     training run's interior of 1M spans then joined in one part and now and then ran out of the
     rollup's 80 MB: one report in three ran it again with 152 MB, peaked at 280-297 MiB and said
     so in a note. One part now holds up to 800,000 interior spans at the default budget."""
-    from lens_report.engine import PARENT_ROW_BYTES
+    from lens_report.plan import PARENT_ROW_BYTES
 
     with TraceStore(threads=2) as store:
         assert [store.join_parts(n, PARENT_ROW_BYTES) for n in (0, 300_000, 800_000, 1_000_000, 3_000_000)] == \
@@ -560,7 +560,7 @@ def test_a_limit_lowered_for_the_pages_figures_runs_the_engine_on_fewer_threads(
     the engine: on two threads it ran out, ran again with 80 MB, peaked at 240 MiB and printed a
     note. On one thread it fits (48 MB was enough for two). The engine's threads now follow a
     lowered limit, and come back with a full one."""
-    from lens_report.engine import _THREAD_BYTES
+    from lens_report.plan import _THREAD_BYTES
 
     def threads(store):
         return store.value("SELECT current_setting('threads')")

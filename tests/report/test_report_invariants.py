@@ -6,15 +6,7 @@ import pytest
 
 from report_helpers import report_of
 
-from lens_report import (
-    RULE_BAD_TIMING,
-    RULE_BUCKETED_OVERLAP,
-    RULE_BUCKETED_UMBRELLA,
-    RULE_NESTED_BUCKET,
-    RULE_PARENT_CYCLE,
-    RULE_STEP_OVERFLOW,
-    RULE_TIMER_ONLY,
-)
+from lens_report import Rule
 from lens_report.cli import main
 
 S = 1_000_000_000
@@ -38,7 +30,7 @@ def test_a_bucketed_umbrella_is_flagged_and_not_counted(tmp_path, otlp):
                                     '[{"key": "rl.bucket", "value": {"stringValue": "productive"}}]')
     path.write_text(text)
     report = report_of(path)
-    assert [(v.rule, v.span_name) for v in report.violations] == [(RULE_BUCKETED_UMBRELLA, "rl.grpo.job")]
+    assert [(v.rule, v.span_name) for v in report.violations] == [(Rule.BUCKETED_UMBRELLA, "rl.grpo.job")]
     assert report.violations[0].reason.startswith("umbrella span of group job carries rl.bucket=productive")
     assert report.run.bucket_ns["productive"] == 4 * S
     assert main([str(path), "--strict"]) == 1
@@ -50,7 +42,7 @@ def test_a_bucketed_collector_loop_wait_is_flagged_and_not_added_to_idle(tmp_pat
     path = _one_step(otlp, tmp_path, otlp.span(4, "rl.idle.refit_event_wait", 0, 10, 1, bucket="idle",
                                                 rl_efficiency_category="idle/refit_event_wait"))
     report = report_of(path)
-    assert [(v.rule, v.span_name) for v in report.violations] == [(RULE_BUCKETED_OVERLAP, "rl.idle.refit_event_wait")]
+    assert [(v.rule, v.span_name) for v in report.violations] == [(Rule.BUCKETED_OVERLAP, "rl.idle.refit_event_wait")]
     assert "collector-loop wait" in report.violations[0].reason
     assert report.run.bucket_ns["idle"] == 0
 
@@ -62,14 +54,14 @@ def test_a_bucketed_startup_span_and_a_bucketed_finalize_are_flagged(tmp_path, o
                      otlp.span(6, "rl.checkpoint.finalize", 5.5, 15, 5, bucket="overhead", iteration=1))
     report = report_of(path)
     found = sorted((v.rule, v.span_name) for v in report.violations)
-    assert found == [(RULE_BUCKETED_OVERLAP, "rl.checkpoint.finalize"), (RULE_BUCKETED_UMBRELLA, "rl.setup.workers")]
+    assert found == [(Rule.BUCKETED_OVERLAP, "rl.checkpoint.finalize"), (Rule.BUCKETED_UMBRELLA, "rl.setup.workers")]
     assert report.steps[0].totals.bucket_ns["overhead"] == S  # only the staging span
 
 
 def test_a_timer_only_category_emitted_as_a_bucketed_span_is_flagged(tmp_path, otlp):
     path = _one_step(otlp, tmp_path, otlp.span(4, "rl.idle.validation", 5, 7, 2, bucket="idle", iteration=1))
     report = report_of(path)
-    assert [(v.rule, v.span_name) for v in report.violations] == [(RULE_TIMER_ONLY, "rl.idle.validation")]
+    assert [(v.rule, v.span_name) for v in report.violations] == [(Rule.TIMER_ONLY, "rl.idle.validation")]
     assert report.violations[0].reason.startswith("efficiency category idle/validation is timer-only")
 
 
@@ -81,7 +73,7 @@ def test_lens_group_and_umbrella_stamps_classify_spans_the_catalog_does_not_know
                      # stamped as a leaf of an RL group: the stamp wins over the catalog's name
                      otlp.span(6, "rl.grpo.generation", 6, 7, 2, bucket="productive", lens_group="generation"))
     report = report_of(path)
-    assert [(v.rule, v.span_name) for v in report.violations] == [(RULE_BUCKETED_UMBRELLA, "my.trainer.epoch")]
+    assert [(v.rule, v.span_name) for v in report.violations] == [(Rule.BUCKETED_UMBRELLA, "my.trainer.epoch")]
     assert report.violations[0].reason.startswith("umbrella span of group epoch carries")
     assert report.steps[0].totals.bucket_ns["productive"] == 6 * S
 
@@ -92,7 +84,7 @@ def test_nested_bucketed_spans_and_step_overflow_are_flagged(tmp_path, otlp):
                      otlp.span(5, "side.work", 4, 11, 2, bucket="overhead", iteration=1))
     report = report_of(path)
     assert sorted((v.rule, v.span_name) for v in report.violations) == [
-        (RULE_NESTED_BUCKET, "rl.grpo.policy_training"), (RULE_STEP_OVERFLOW, "rl.grpo.step")]
+        (Rule.NESTED_BUCKET, "rl.grpo.policy_training"), (Rule.STEP_OVERFLOW, "rl.grpo.step")]
 
 
 def test_cycles_and_bad_times_are_flagged_and_never_a_traceback(tmp_path, otlp, capsys):
@@ -108,8 +100,8 @@ def test_cycles_and_bad_times_are_flagged_and_never_a_traceback(tmp_path, otlp, 
     assert "[bad-timing] backwards" in text and "ends 1.000000 s before it starts; skipped" in text
     report = report_of(path)
     assert sorted((v.rule, v.span_name) for v in report.violations) == [
-        (RULE_BAD_TIMING, "backwards"), (RULE_BAD_TIMING, "far.future"),
-        (RULE_PARENT_CYCLE, "loop.a"), (RULE_PARENT_CYCLE, "loop.b")]
+        (Rule.BAD_TIMING, "backwards"), (Rule.BAD_TIMING, "far.future"),
+        (Rule.PARENT_CYCLE, "loop.a"), (Rule.PARENT_CYCLE, "loop.b")]
     assert report.run.bucket_ns["productive"] == 4 * S
 
 
@@ -117,4 +109,4 @@ def test_cycles_and_bad_times_are_flagged_and_never_a_traceback(tmp_path, otlp, 
 def test_violations_are_all_counted_but_listed_up_to_the_limit(tmp_path, otlp, limit):
     spans = [otlp.span(n, f"bad{n}", 2, 1) for n in range(1, 6)]
     report = report_of(otlp.write(tmp_path / "t.jsonl", otlp.request(spans)), max_violations=limit)
-    assert (report.violation_count, len(report.violations), report.rule_counts) == (5, limit, {RULE_BAD_TIMING: 5})
+    assert (report.violation_count, len(report.violations), report.rule_counts) == (5, limit, {Rule.BAD_TIMING: 5})

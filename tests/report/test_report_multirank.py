@@ -156,7 +156,7 @@ def test_the_engine_gives_up_the_figures_memory_before_they_are_read(ddp, monkey
     were read into Python, so its limit no longer bounded the peak while they were read (a
     10M-span report peaked at 245 MiB there, against a 256 MB budget)."""
     from lens_report import build_report
-    from lens_report.engine import TraceStore
+    from lens_report.store import TraceStore
     from lens_report.rollup import CELL_BYTES
 
     folder, _ = ddp

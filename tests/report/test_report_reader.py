@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from lens_report import TraceStore, build_report, read_spans
-from lens_report import engine
-from lens_report.engine import MemoryPlan
+from lens_report import plan
+from lens_report import store as trace_store
+from lens_report.plan import MemoryPlan
 
 
 def test_reads_ids_times_attributes_and_kept_resource_keys(tmp_path, otlp):
@@ -310,9 +311,7 @@ def test_files_read_by_concurrent_statements_keep_lines_problems_and_first_copie
     """Batches of files are read by several statements at once (one per engine thread): line
     numbers stay per file, problems come in file order, a damaged file is salvaged by its own
     worker, and a span exported twice keeps its copy from the first file, as when read in one go."""
-    from lens_report import engine
-
-    monkeypatch.setattr(engine, "_BATCH_BYTES", 1)  # every file its own statement
+    monkeypatch.setattr(plan, "_BATCH_BYTES", 1)  # every file its own statement
     names = [f"r{n:02d}.jsonl" for n in range(12)]
     for n, name in enumerate(names):
         requests = [otlp.request([otlp.span(100 * n + k, f"{name}:{k}", 0, 1)]) for k in range(1, 4)]
@@ -321,7 +320,7 @@ def test_files_read_by_concurrent_statements_keep_lines_problems_and_first_copie
                     for k in range(1, 100))
     data = gzip.compress(lines.encode())
     (tmp_path / "r05b.jsonl.gz").write_bytes(data[: len(data) // 2])
-    with engine.TraceStore(detail=True, threads=2) as store:
+    with TraceStore(detail=True, threads=2) as store:
         store.load([tmp_path])
         spans = list(store.spans())
         problems = list(store.problems)
@@ -344,7 +343,7 @@ def test_files_read_by_concurrent_statements_keep_lines_problems_and_first_copie
 def test_the_memory_plan_reads_with_one_statement_per_256_mb_and_two_for_small_files(tmp_path):
     """The default 256 MB budget: the engine reads within 200 MB and rolls up within 80 MB, one
     reading statement (its JSON buffers take ~115 MB for 5 MB files), two when every file is small."""
-    from lens_report.engine import memory_plan
+    from lens_report.plan import memory_plan
 
     assert memory_plan("256MB", 2) == MemoryPlan(200 * 10**6, 80 * 10**6, 1)
     assert memory_plan("1GB", 2).readers == 2 and memory_plan("1GB", 1).readers == 1
@@ -370,13 +369,11 @@ def _rank_files(folder, otlp, files, spans):
 def _pool_after_each_emptying(monkeypatch, evict):
     """The engine's pool in bytes each time the store empties it (one file a statement); with
     ``evict`` False the store is asked to empty it but does not."""
-    import lens_report.engine as engine
-
-    monkeypatch.setattr(engine, "_ROW_GROUP_SIZE", 2048)  # rows enough for whole row groups
-    monkeypatch.setattr(engine, "_EVICT_TO", "128KB")
-    monkeypatch.setattr(engine, "_BATCH_BYTES", 1)
+    monkeypatch.setattr(trace_store, "_ROW_GROUP_SIZE", 2048)  # rows enough for whole row groups
+    monkeypatch.setattr(trace_store, "_EVICT_TO", "128KB")
+    monkeypatch.setattr(plan, "_BATCH_BYTES", 1)
     seen = []
-    empty_pool = engine.TraceStore._empty_pool
+    empty_pool = TraceStore._empty_pool
 
     def spy(self):
         if evict:
@@ -384,7 +381,7 @@ def _pool_after_each_emptying(monkeypatch, evict):
         with self._limit_lock:  # readers share the connection
             seen.append(self.con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0])
 
-    monkeypatch.setattr(engine.TraceStore, "_empty_pool", spy)
+    monkeypatch.setattr(TraceStore, "_empty_pool", spy)
     return seen
 
 
@@ -396,7 +393,7 @@ def test_reading_alone_empties_the_pool_after_each_statement(tmp_path, otlp, mon
     the control shows the rows piling up without it. (The compiled reader's statements take
     3,000 spans here, so it also runs one a file.)"""
     _rank_files(tmp_path, otlp, 8, 3000)
-    monkeypatch.setattr(engine, "_SCAN_SPANS", 3000)
+    monkeypatch.setattr(trace_store, "_SCAN_SPANS", 3000)
     seen = _pool_after_each_emptying(monkeypatch, evict)
     with TraceStore(threads=1) as store:
         store.load([tmp_path])

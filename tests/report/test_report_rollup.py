@@ -8,16 +8,7 @@ import random
 
 from report_helpers import ENGINES_ENV, report_of
 
-from lens_report import (
-    RULE_BAD_TIMING,
-    RULE_NESTED_BUCKET,
-    RULE_PARENT_CYCLE,
-    RULE_RANK_OVERFLOW,
-    RULE_STEP_OVERFLOW,
-    RULE_UNKNOWN_BUCKET,
-    TraceStore,
-    build_report,
-)
+from lens_report import Rule, TraceStore, build_report
 
 S = 1_000_000_000
 
@@ -132,11 +123,11 @@ def test_each_violated_invariant_is_listed_with_the_span_that_breaks_it(tmp_path
     ]))
     report = report_of(path)
     assert [(v.rule, v.span_id, v.span_name, v.trace_id, v.file, v.line) for v in report.violations] == [
-        (RULE_BAD_TIMING, otlp.sid(9), "rl.inverted", otlp.TRACE, str(path), 1),
-        (RULE_BAD_TIMING, otlp.sid(11), "rl.no_end", otlp.TRACE, str(path), 1),
-        (RULE_NESTED_BUCKET, otlp.sid(3), "rl.outer", otlp.TRACE, str(path), 1),
-        (RULE_STEP_OVERFLOW, otlp.sid(5), "rl.step", otlp.TRACE, str(path), 1),
-        (RULE_UNKNOWN_BUCKET, otlp.sid(10), "rl.weird", otlp.TRACE, str(path), 1),
+        (Rule.BAD_TIMING, otlp.sid(9), "rl.inverted", otlp.TRACE, str(path), 1),
+        (Rule.BAD_TIMING, otlp.sid(11), "rl.no_end", otlp.TRACE, str(path), 1),
+        (Rule.NESTED_BUCKET, otlp.sid(3), "rl.outer", otlp.TRACE, str(path), 1),
+        (Rule.STEP_OVERFLOW, otlp.sid(5), "rl.step", otlp.TRACE, str(path), 1),
+        (Rule.UNKNOWN_BUCKET, otlp.sid(10), "rl.weird", otlp.TRACE, str(path), 1),
     ]
     reasons = [v.reason for v in report.violations]
     assert reasons[0] == "ends 1.000000 s before it starts; skipped"
@@ -159,7 +150,7 @@ def test_step_overflow_allows_one_microsecond_of_rounding(tmp_path, otlp):
     within = report_of(otlp.write(tmp_path / "within.jsonl", step_with_leaf_ending_at(1.0000005)))
     beyond = report_of(otlp.write(tmp_path / "beyond.jsonl", step_with_leaf_ending_at(1.000002)))
     assert [v.rule for v in within.violations] == []
-    assert [v.rule for v in beyond.violations] == [RULE_STEP_OVERFLOW]
+    assert [v.rule for v in beyond.violations] == [Rule.STEP_OVERFLOW]
 
 
 def test_two_busy_ranks_read_full_goodput_not_twice_the_wall_clock(tmp_path, otlp):
@@ -178,7 +169,7 @@ def test_bucketed_spans_overlapping_within_one_rank_overflow_it(tmp_path, otlp):
         otlp.span(1, "train", 0, 10, bucket="productive", thread_id=1),
         otlp.span(2, "train", 0, 10, bucket="productive", thread_id=2)], nv_dl_rank=0))
     report = report_of(path)
-    assert [(v.rule, v.rank) for v in report.violations] == [(RULE_RANK_OVERFLOW, "rank 0")]
+    assert [(v.rule, v.rank) for v in report.violations] == [(Rule.RANK_OVERFLOW, "rank 0")]
     assert report.violations[0].reason == "buckets of rank 0 sum to 20.000000 s, more than its wall time 10.000000 s"
 
 
@@ -202,7 +193,7 @@ def test_parent_cycles_in_bad_input_are_flagged_and_do_not_hang_the_rollup(tmp_p
     report = report_of(path)
     assert report.steps[0].totals.bucket_ns["idle"] == S
     assert sorted((v.rule, v.span_name) for v in report.violations) == [
-        (RULE_PARENT_CYCLE, "loop"), (RULE_PARENT_CYCLE, "rl.step")]
+        (Rule.PARENT_CYCLE, "loop"), (Rule.PARENT_CYCLE, "rl.step")]
     assert report.violations[0].reason == "parent ids form a cycle of 2 span(s); no root"
 
 
@@ -214,7 +205,7 @@ def test_a_deep_parent_chain_attributes_the_leaf_to_its_step(tmp_path, otlp):
     report = report_of(otlp.write(tmp_path / "a.jsonl", otlp.request(chain)))
     (step,) = report.steps
     assert step.totals.bucket_ns == {"productive": 2 * S, "overhead": 0, "idle": S, "wasted": 0}
-    assert [(v.rule, v.span_name) for v in report.violations] == [(RULE_NESTED_BUCKET, "leaf")]
+    assert [(v.rule, v.span_name) for v in report.violations] == [(Rule.NESTED_BUCKET, "leaf")]
 
 
 def _walk_up(k_rows):

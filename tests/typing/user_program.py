@@ -1,4 +1,4 @@
-"""A typed program that uses Lens the way the README shows: registration, spans, scopes,
+"""A typed program that uses Lens the way docs/guide/instrumenting.md shows: registration, spans, scopes,
 efficiency spans, trace_fn on every kind of callable, config and setup.
 
 tests/typing/test_typing.py checks it with ``mypy --strict`` and ``pyright --strict`` (the

@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.sdk", reason="needs OpenTelemetry: pip install 'lens-telemetry[otel]'")
 
 from otel_bridge.sdk import upstream  # noqa: E402
 
@@ -151,6 +151,30 @@ def test_sampler_parent_based_delegates_in_order():
     assert [upstream.static_decision(p) for p in parts[1:]] == [
         sampling.Decision.RECORD_AND_SAMPLE, sampling.Decision.RECORD_AND_SAMPLE,
         sampling.Decision.DROP, sampling.Decision.DROP]
+
+
+def test_sampler_from_env_reads_otel_traces_sampler(monkeypatch):
+    from opentelemetry.sdk.trace import sampling
+
+    monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
+    monkeypatch.delenv("OTEL_TRACES_SAMPLER_ARG", raising=False)
+    default = upstream.sampler_from_env()
+    assert isinstance(default, sampling.ParentBased)
+    assert upstream.static_decision(upstream.parent_based_delegates(default)[0]) is sampling.Decision.RECORD_AND_SAMPLE
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    assert upstream.static_decision(upstream.sampler_from_env()) is sampling.Decision.DROP
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "traceidratio")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.25")
+    ratio = upstream.sampler_from_env()
+    assert isinstance(ratio, sampling.TraceIdRatioBased) and ratio.rate == 0.25
+
+
+def test_sampler_from_env_missing_is_named(monkeypatch):
+    from opentelemetry.sdk.trace import sampling
+
+    monkeypatch.delattr(sampling, "_get_from_env_or_default")
+    with pytest.raises(upstream.UpstreamChanged, match="'sampler-from-env' broke"):
+        upstream.sampler_from_env()
 
 
 # ---- SDK spans' values -----------------------------------------------------------------------
@@ -368,13 +392,13 @@ def test_logging_handler_get_attributes_missing_refuses_to_load():
 
 
 def test_ray_global_worker_exists():
-    ray = pytest.importorskip("ray")
+    ray = pytest.importorskip("ray", reason="needs Ray: pip install 'lens-telemetry[ray]'")
     worker = upstream.ray_global_worker(ray)
     assert hasattr(worker, "mode") and hasattr(ray, "WORKER_MODE")
 
 
 def test_ray_internal_kv_functions_exist():
-    pytest.importorskip("ray")
+    pytest.importorskip("ray", reason="needs Ray: pip install 'lens-telemetry[ray]'")
     kv = upstream._internal_kv()
     assert callable(kv._internal_kv_get) and callable(kv._internal_kv_put)
 
@@ -382,7 +406,7 @@ def test_ray_internal_kv_functions_exist():
 def test_ray_keeps_its_node_where_ray_started_head_looks():
     """ray_cluster_source reads whether ray.init() booted the head from the worker module's
     _global_node (None before init) and the node's ``head`` attribute: both must still exist."""
-    pytest.importorskip("ray")
+    pytest.importorskip("ray", reason="needs Ray: pip install 'lens-telemetry[ray]'")
     import inspect
 
     from ray._private import node, worker
@@ -395,7 +419,7 @@ def test_ray_keeps_its_node_where_ray_started_head_looks():
 @pytest.mark.engines
 def test_ray_internal_kv_round_trip_in_a_local_cluster():
     """The driver's published run id is what a reader gets back (a local one-CPU Ray)."""
-    ray = pytest.importorskip("ray")
+    ray = pytest.importorskip("ray", reason="needs Ray: pip install 'lens-telemetry[ray]'")
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         upstream.ray_kv_put(b"lens/test/key", b"run-123")
