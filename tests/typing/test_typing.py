@@ -91,13 +91,13 @@ def test_a_copy_of_the_fallbacks_checks_clean_in_a_strictly_typed_library(tmp_pa
         '"""A strictly typed library for which lens is optional."""\n'
         "from __future__ import annotations\n\n"
         + pattern.text + "\n"
-        # NeMo Lens's names since our pin, from their fallbacks when lens is not installed
+        # NeMo Lens's names since our pin, from their fallbacks when lens is not installed (no
+        # ignore needed: the fallbacks' types are the real ones)
         "try:\n"
         "    from lens_core import enabled_span_groups, pending_span_groups\n"
         "    from otel_bridge.resources import encode_resource_attributes\n"
         "except ImportError:  # lens is optional for mylib\n"
-        "    from ._lens_fallbacks import (enabled_span_groups,  # type: ignore[assignment]\n"
-        "                                  encode_resource_attributes, pending_span_groups)\n\n"
+        "    from ._lens_fallbacks import enabled_span_groups, encode_resource_attributes, pending_span_groups\n\n"
         'SpanRegistry.register("mylib", ["work"])\n\n\n'
         '@trace_fn("work")\n'
         "def double(x: int) -> int:\n"
