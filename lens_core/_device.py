@@ -129,6 +129,15 @@ class StandInDevice(DeviceBackend):
         """The device clock's reading at host time ``host_ns``."""
         return self.offset_ns + round((host_ns - self._origin) * (1.0 + self.drift_ppm * 1e-6))
 
+    def launch(self, duration_ns: int) -> int:
+        """Queue ``duration_ns`` of work on the current device's stream (from any thread, as
+        autograd's engine thread launches backward kernels); the host time it completes."""
+        now = self.clock()
+        device = self.current
+        done = max(now + self._lag(now), self._tail[device]) + int(duration_ns)
+        self._tail[device] = done
+        return done
+
     def device(self) -> int:
         return self.current
 
