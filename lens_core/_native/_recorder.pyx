@@ -136,6 +136,8 @@ def _after_fork_ids():
 
 
 from lens_core import _lifecycle
+from lens_core.registry import SpanRegistry as _Registry
+from lens_core.semconv import LENS_GROUP as _K_GROUP
 _lifecycle.on_fork("lens_core.recorder", after_in_child=_after_fork_ids)
 
 
@@ -615,8 +617,11 @@ cdef class Recorder:
         self._link(span)
         span._state = _OPEN
         self.created += 1
-        if self._device is not None:
-            span.dev_mark = self._device.enter(span.attrs)
+        if self._device is not None and type(span.attrs) is dict:
+            # a host-only group costs a lookup here, not a call (device timing on)
+            found = PyDict_GetItem(span.attrs, _K_GROUP)
+            if found is not NULL and <object>found in _Registry._view.device_timed:
+                span.dev_mark = self._device.begin()
         return 0
 
     cdef bint _sample_root(self, Span span) except -1:
