@@ -617,6 +617,8 @@ cdef class Recorder:
         self._link(span)
         span._state = _OPEN
         self.created += 1
+        if self._nvtx_push is not None:
+            self._nvtx_push(span.name)
         if self._device is not None and type(span.attrs) is dict:
             # a host-only group costs a lookup here, not a call (device timing on)
             found = PyDict_GetItem(span.attrs, _K_GROUP)
@@ -647,6 +649,8 @@ cdef class Recorder:
         span.end_ns = end_ns if end_ns else _now_ns()
         if span.dev_mark is not None and span.dev_mark:
             self._device.exit(span.dev_mark)
+        if self._nvtx_pop is not None and span.sampled and span._pid == _pid:
+            self._nvtx_pop()
         if not span.sampled or span._pid != _pid:  # unsampled, or started before a fork
             return 0
         if self._limits is not None and (self._value_limited or span.links is not None
