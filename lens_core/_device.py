@@ -426,6 +426,25 @@ class DeviceTimer:
             free = self._free.setdefault(device, [])
         free.append(event)
 
+    def hand_over(self, span_id, mark) -> None:
+        """Keep ``mark`` for the record the SDK recorder will make of span ``span_id`` (settle
+        claims it). Bounded: past a quarter of the pool's events in marks the oldest is given up
+        (host-only, counted), so marks whose records never arrive (dropped at a full queue)
+        cannot keep the pool's events from the spans that follow."""
+        keyed = self.keyed
+        if len(keyed) >= max(1, self.capacity // 4):
+            try:
+                old = keyed.pop(next(iter(keyed)))
+            except (StopIteration, KeyError, RuntimeError):  # emptied or changed by the export thread
+                old = None
+            if old:
+                with self._lock:
+                    self.untimed += 1
+                for event in (old[1], old[2]):
+                    if event is not None:
+                        self._give(old[0], event)
+        keyed[span_id] = mark
+
     # ---- the export thread --------------------------------------------------------------------
 
     @property

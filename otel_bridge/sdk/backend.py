@@ -165,7 +165,7 @@ class _LiveOTelSpan(LiveSpan):
         if mark:  # the device's end event first, then the span's end (as the native recorders)
             device = self._backend._device
             device.exit(mark)
-            device.keyed[self._span.get_span_context().span_id] = mark
+            device.hand_over(self._span.get_span_context().span_id, mark)
         try:
             if _get_ident() == self._thread:
                 self._backend._detach(self._token)
