@@ -229,8 +229,10 @@ class CudaDriver(DeviceBackend):
         self._torch_stream = getattr(cuda_c, "_cuda_getCurrentRawStream", None)
         self._contexts = {}
         self._streams = {}
-        if self.device() < 0:
-            raise OSError("no CUDA context is current on this thread")
+        if self.device() < 0:  # no torch and no context on this thread: device 0's primary context
+            self._context(0)
+            if self.device() < 0:
+                raise OSError("no CUDA context is current on this thread")
 
     def _check(self, code, what):
         if code != 0:
