@@ -104,7 +104,8 @@ class SpanRegistry:
     @classmethod
     def register(cls, namespace: str, groups: Iterable[str], presets: Optional[Mapping[str, Iterable[str]]] = None,
                  *, buckets: Optional[Mapping[str, str]] = None, umbrellas: Optional[Iterable[str]] = None,
-                 allow_override: bool = False, bucket_key: str = "rl.bucket") -> None:
+                 allow_override: bool = False, bucket_key: str = "rl.bucket",
+                 device_timed: Optional[Iterable[str]] = None) -> None:
         """No-op."""
 
     @classmethod
@@ -141,6 +142,11 @@ class SpanRegistry:
     def is_umbrella(cls, group: str) -> bool:
         """Always False."""
         return False
+
+    @classmethod
+    def device_timed_groups(cls) -> FrozenSet[str]:
+        """Always empty."""
+        return frozenset()
 
 
 def is_span_group_enabled(group: str) -> bool:

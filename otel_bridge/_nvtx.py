@@ -20,7 +20,7 @@ def find_nvtx():
     imported (Lens never imports torch); None, with one warning, when neither works here."""
     reasons = []
     try:
-        import nvtx  # the NVIDIA package (pip install nvtx); optional
+        import nvtx  # the NVIDIA nvtx package, optional
 
         return _probe(nvtx.push_range, nvtx.pop_range)
     except Exception as exc:  # not installed, or its library cannot be loaded
