@@ -59,7 +59,8 @@ class DeviceBackend:
     """The protocol a device implements (events are opaque handles of the backend's).
 
     Application thread (cheap, never waits): ``device()``, ``create(device)`` (rare: the pool
-    grows to its bound), ``record(event)`` (on the current stream of the current device).
+    grows to its bound), ``record(event, device)`` (on the current stream of ``device``, the
+    current one, which ``device()`` just gave).
     Export thread: ``query(event)`` (has the device reached it?), ``elapsed_ns(a, b)`` (device
     time from ``a`` to ``b``, both reached), ``anchor(device)`` (``(host_ns, event)``: an event
     the device reached at host time ``host_ns``, on the host clock spans use), ``destroy``."""
@@ -74,8 +75,8 @@ class DeviceBackend:
         """A new event on ``device``."""
         raise NotImplementedError
 
-    def record(self, event) -> None:
-        """Record ``event`` on the current stream of the current device."""
+    def record(self, event, device: int) -> None:
+        """Record ``event`` on the current stream of ``device`` (the current device)."""
         raise NotImplementedError
 
     def query(self, event) -> bool:
@@ -148,13 +149,12 @@ class StandInDevice(DeviceBackend):
         self._done.append(None)
         return self._next
 
-    def record(self, event) -> None:
+    def record(self, event, device: int) -> None:
         # on the current device (as CUDA requires of an event: the device it was made on)
         now = self.clock()
         lag = self.lag
         done = now + (lag if type(lag) is int else int(lag(now)))
         tail = self._tail
-        device = self.current
         if done < tail[device]:
             done = tail[device]  # in order: after the work queued before it
         tail[device] = done
@@ -260,9 +260,8 @@ class CudaDriver(DeviceBackend):
         self._check(self._lib.cuEventCreate(self._ct.byref(event), 0), "cuEventCreate")
         return event.value
 
-    def record(self, event) -> None:
-        stream = self._torch_stream(self._torch_device()) if self._torch_stream is not None else 0
-        self._record(event, stream)
+    def record(self, event, device: int) -> None:
+        self._record(event, self._torch_stream(device) if self._torch_stream is not None else 0)
 
     def query(self, event) -> bool:
         return self._query(event) == 0  # CUDA_SUCCESS; CUDA_ERROR_NOT_READY (600) while pending
@@ -373,7 +372,7 @@ class DeviceTimer:
             event = self._grow(device)
             if event is None:
                 return UNTIMED
-        backend.record(event)
+        backend.record(event, device)
         return [device, event, None]
 
     def _probe(self):
@@ -404,7 +403,7 @@ class DeviceTimer:
                 self._give(device, mark[1])  # re-recorded later; the device may still be reaching it
                 mark[1] = None
                 return
-        self.backend.record(event)
+        self.backend.record(event, device)
         mark[2] = event
 
     def _grow(self, device):
