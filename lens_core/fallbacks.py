@@ -110,7 +110,8 @@ class SpanRegistry:
     @classmethod
     def register(cls, namespace: str, groups: Iterable[str], presets: Optional[Mapping[str, Iterable[str]]] = None,
                  *, buckets: Optional[Mapping[str, str]] = None, umbrellas: Optional[Iterable[str]] = None,
-                 allow_override: bool = False, bucket_key: str = "rl.bucket") -> None:
+                 allow_override: bool = False, bucket_key: str = "rl.bucket",
+                 device_timed: Optional[Iterable[str]] = None) -> None:
         """No-op."""
 
     @classmethod
@@ -159,6 +160,11 @@ class SpanRegistry:
         of ``spec`` (stripped, lower-cased) is pending, as lens answers before any registration."""
         parts = () if spec is None else spec.split(",") if isinstance(spec, str) else spec
         return frozenset(), frozenset(part.strip().lower() for part in parts if part.strip())
+
+    @classmethod
+    def device_timed_groups(cls) -> FrozenSet[str]:
+        """Always empty."""
+        return frozenset()
 
 
 def is_span_group_enabled(group: str) -> bool:
