@@ -304,9 +304,9 @@ def _steps_section(report: Report) -> list[str]:
 def _stragglers(report: Report, top: int) -> list[str]:
     rows = straggler_rows(report, top)
     if not rows:
-        return ["<p>No straggler: every rank took its step's median time.</p>" if report.multi_rank
-                else "<p>No straggler: one rank.</p>"]
-    worst = {s.rank: s.individual_step if s.flagged_by == "individual" else None for s in report.aggregates.top(top)}
+        return ["<p>No straggler: no rank's busy time stood apart from its peers' or from its own.</p>"
+                if report.multi_rank else "<p>No straggler: one rank.</p>"]
+    worst = {s.rank: s.since_step for s in report.aggregates.top(top)}
     head = "".join(f"<th>{escape(cell)}</th>" for cell in STRAGGLER_HEADER)
     body = []
     for row in rows:
@@ -314,9 +314,10 @@ def _stragglers(report: Report, top: int) -> list[str]:
         step = worst[label] if worst[label] is not None else ""
         body.append(f'<tr class="pick" data-rank="{escape(label)}" data-step="{step}">'
                     + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>")
-    return ["<p>Relative: the median over its steps of the rank's step time over the step's median rank (a rank "
-            "always slow). Individual: its slowest step over its own median step, at that step (a rank that became "
-            "slow). Click a row for its waterfall.</p>",
+    return ["<p>Busy time: the step's wall time less the rank's waiting. Relative: the median over its steps of "
+            "the rank's busy time over the step's median rank (a rank always slow). Individual: after a sustained "
+            "change in its own busy time, its median after over before (a rank that became slow), since that step. "
+            "Click a row for its waterfall.</p>",
             f"<table><tr>{head}</tr>{''.join(body)}</table>"]
 
 
