@@ -14,7 +14,7 @@ __all__ = [
     "Aggregates",
     "BADPUT_PARTS",
     "Badput",
-    "CHANGE_SIGMAS",
+    "CHANGE_NOISE",
     "MIN_SLOWDOWN",
     "MIN_SUSTAINED",
     "NOISE_SIGMAS",
@@ -111,16 +111,18 @@ MIN_SLOWDOWN = 0.05
 score reaches 1.05. A rank within ±3 % of its peers is never a straggler, however many there are."""
 
 NOISE_SIGMAS = 6.0
-"""And only when its relative score stands this many robust standard deviations (1.4826 × the
-median absolute deviation over ranks) above the median rank's: noisy runs raise the bar."""
-
-CHANGE_SIGMAS = 4.0
-"""A change in a rank's own busy time counts when its CUSUM statistic (the largest distance of the
-cumulated ratios from their straight line, over σ·√n: a Brownian bridge's maximum without a
-change, beyond 4 with odds of about 1 in 10¹³) reaches this."""
+"""And only when its score stands this many robust standard deviations (1.4826 × the median
+absolute deviation over ranks) above the median rank's: the ranks that are not stragglers show
+what noise alone gives (jitter, few steps), so a noisy or short run raises the bar by itself."""
 
 MIN_SUSTAINED = 3
 """Steps a change must hold on both sides of where it began: one slow step is not a change."""
+
+CHANGE_NOISE = 4.0
+"""A change in a rank's own busy time stands out when its size in noise units (the change of its
+mean over √(1/steps before + 1/steps after)) is this many times the median rank's. Without
+stragglers, the largest of 4,000 ranks' is 2.2-3.4 times the median (±3 % jitter, 8-100 steps);
+a 10 % slowdown from the middle of the run is 4.6-16 times."""
 
 SLOWEST_STEPS = 5
 """How many slowest steps the text report lists by default."""
@@ -132,14 +134,16 @@ class StragglerScore:
 
     ``relative``: the median over its steps of its busy time over the median rank's busy time at
     the same step (1.30: it typically works 30 % longer than its peers; finds a rank always slow).
-    ``individual``: after a sustained change in its own busy time (over the step's median, so a
-    change every rank shares moves no one), its median after the change over its median before
-    (1.30: it became 30 % slower at ``change_step``; 1.0 when no change was found). Where a
-    relative score measures against a peer (nvidia-resiliency-ext: the fastest rank's median;
-    here the median rank, which jitter does not move), both are slowdowns: 1.0 is normal, higher
-    is worse. ``flagged`` says whether either score passed its threshold (see
-    :data:`MIN_SLOWDOWN`, :data:`NOISE_SIGMAS`, :data:`CHANGE_SIGMAS`); ``waited_ns`` is the
-    rank-seconds the other ranks waited for it, in the steps where it alone was the busiest.
+    ``individual``: the size of the largest sustained change in its own busy time (taken over
+    the step's median, so a change every rank shares moves no one): its median after the change
+    over its median before (1.30: it became 30 % slower; ``change_step`` says where, when it
+    slowed by :data:`MIN_SLOWDOWN` or more). nvidia-resiliency-ext scores a rank's median time
+    against the fastest rank's (relative) and against its own best (individual), as
+    performance from 0 to 1; here both are slowdowns (1.0 normal, higher worse), against the
+    median rank, which one fast or slow rank does not move. ``flagged_by`` names the scores
+    that passed their threshold (see :data:`MIN_SLOWDOWN`, :data:`NOISE_SIGMAS`,
+    :data:`CHANGE_NOISE`); ``waited_ns``
+    is the rank-seconds the other ranks waited for it, in the steps where it alone was busiest.
     """
 
     rank: str
@@ -165,7 +169,7 @@ class StragglerScore:
     @property
     def since_step(self) -> int:
         """The step its slowness began: where a sustained change began, else its first step."""
-        return self.change_step if self.change_step is not None and self.individual > 1.0 else self.first_step
+        return self.change_step if self.change_step is not None else self.first_step
 
     def to_json(self) -> dict[str, Any]:
         """The scores as a JSON-ready dict."""
@@ -246,6 +250,9 @@ class Aggregates:
     slowest_steps: tuple[SlowStep, ...] = ()
     step_times: StepTimes | None = None
     relative_threshold: float = 1 + MIN_SLOWDOWN
+    """The relative score a rank must reach to be flagged (see :data:`NOISE_SIGMAS`)."""
+    change_threshold: float = 0.0
+    """The size in noise units a change must pass to be flagged (see :data:`CHANGE_NOISE`)."""
 
     @property
     def flagged(self) -> tuple[StragglerScore, ...]:
@@ -263,7 +270,7 @@ class Aggregates:
         return {"badput": self.badput.to_json(), "step_time": [s.to_json() for s in self.steps],
                 "straggler_scores": [s.to_json() for s in stragglers],
                 "straggler_threshold": {"relative": self.relative_threshold, "individual": 1 + MIN_SLOWDOWN,
-                                        "change_sigmas": CHANGE_SIGMAS},
+                                        "change_noise_units": self.change_threshold},
                 "slowest_steps": [s.to_json() for s in self.slowest_steps],
                 "step_times": None if self.step_times is None else self.step_times.to_json()}
 
@@ -278,29 +285,22 @@ def _cells_by(keys: Sequence[int]) -> dict[int, array]:
     return cells
 
 
-def change_point(values: Sequence[float], min_side: int = MIN_SUSTAINED) -> tuple[int, float] | None:
-    """(where a sustained shift in ``values`` began, its CUSUM statistic in noise sigmas), or None.
+def change_point(values: Sequence[float], min_side: int = MIN_SUSTAINED) -> int | None:
+    """Where the one sustained shift in level that best explains ``values`` began (an index, at
+    least ``min_side`` from either end), or None when there is no such split or no shift.
 
-    The split is where the cumulated deviations from the mean stray furthest from zero (the
-    single shift that explains the series best); at least ``min_side`` values on either side.
-    The noise is estimated from successive differences (1.4826 × their median absolute value
-    / √2), which a shift in level barely moves; an exactly constant series with one shift has
-    no noise, and its statistic is infinite."""
+    The split is where the cumulated deviations from the mean stray furthest from zero (CUSUM).
+    It only locates a change: whether the change matters is judged against the other ranks'."""
     n = len(values)
     if n < 2 * min_side:
         return None
     mean = math.fsum(values) / n
-    best, where, running = 0.0, -1, 0.0
-    for i in range(n - 1):
+    best, where, running = 0.0, None, 0.0
+    for i in range(n - min_side):
         running += values[i] - mean
-        if min_side <= i + 1 <= n - min_side and abs(running) > best:
+        if i + 1 >= min_side and abs(running) > best:
             best, where = abs(running), i + 1
-    if where < 0 or best == 0.0:
-        return None
-    diffs = sorted(abs(values[i + 1] - values[i]) for i in range(n - 1))
-    sigma = 1.4826 * quantile(diffs, 0.5) / math.sqrt(2)
-    statistic = math.inf if sigma == 0 else best / (sigma * math.sqrt(n))
-    return where, statistic
+    return where
 
 
 def _spread_of(values: Sequence[float]) -> float:
@@ -361,29 +361,37 @@ def aggregate(report: Any) -> Aggregates:
     waited = {r.rank: r.straggler_cost_ns for r in getattr(report, "ranks", ())}
     raw = []
     for rank, cells in per_rank.items():
-        ratios = array("d", (busy_of[i] / busy_median[it_of[i]] for i in cells if busy_median[it_of[i]] > 0))
+        timed = [i for i in cells if busy_median[it_of[i]] > 0]
+        ratios = array("d", (busy_of[i] / busy_median[it_of[i]] for i in timed))
         relative = _median(ratios) if ratios else 1.0
-        individual, change = 1.0, None
-        found = change_point(ratios) if ratios else None
-        if found is not None and found[1] >= CHANGE_SIGMAS:
-            where, _ = found
-            before = _median(ratios[:where])
-            if before > 0:
-                individual = _median(ratios[where:]) / before
-                timed = [it_of[i] for i in cells if busy_median[it_of[i]] > 0]
-                change = timed[where]
-        typical = _median([busy_of[i] for i in cells])
-        raw.append((rank, len(cells), relative, individual, change, it_of[cells[0]], typical))
-    # the bar for the relative score: 5 % at least, higher when the ranks' scores spread widely
-    spread = _spread_of([r[2] for r in raw]) if len(raw) > 1 else 0.0
-    centre = _median([r[2] for r in raw]) if raw else 1.0
-    threshold = max(1 + MIN_SLOWDOWN, centre + NOISE_SIGMAS * spread)
+        shift, noise_units, change = 1.0, 0.0, None
+        where = change_point(ratios)
+        if where is not None and (before := _median(ratios[:where])) > 0:
+            # its size by medians (a spike or two does not move them: sustained), its weight by means
+            shift = _median(ratios[where:]) / before
+            after_mean, before_mean = (math.fsum(part) / len(part) for part in (ratios[where:], ratios[:where]))
+            noise_units = (after_mean / before_mean - 1) / math.sqrt(1 / where + 1 / (len(ratios) - where))
+            change = it_of[timed[where]]
+        raw.append((rank, len(cells), relative, shift, noise_units, change, it_of[cells[0]],
+                    _median([busy_of[i] for i in cells])))
+    # each bar: 5 % at least, and 6 robust sigmas above the median rank, from what noise gives the others
+    peers = len(raw) > 1
+
+    def bar(values: list[float]) -> float:
+        return max(1 + MIN_SLOWDOWN, _median(values) + NOISE_SIGMAS * _spread_of(values)) if peers else 1 + MIN_SLOWDOWN
+
+    relative_bar = bar([r[2] for r in raw])
+    change_bar = CHANGE_NOISE * _median([abs(r[4]) for r in raw]) if raw else 0.0
     scores = []
-    for rank, steps, relative, individual, change, first, typical in raw:
-        by = [name for name, hit in (("relative", len(raw) > 1 and relative >= threshold),
-                                     ("individual", individual >= 1 + MIN_SLOWDOWN)) if hit]
-        scores.append(StragglerScore(labels[rank], steps, relative, individual, change, first, typical,
-                                     "+".join(by), waited.get(labels[rank], 0)))
+    for rank, steps, relative, shift, noise_units, change, first, typical in raw:
+        changed = shift >= 1 + MIN_SLOWDOWN and noise_units > change_bar
+        by = [name for name, hit in (("relative", peers and relative >= relative_bar),
+                                     ("individual", peers and changed)) if hit]
+        # where it began: its change, when the change stood out, or when it is flagged and slowed by 5 %
+        if not (changed or (by and shift >= 1 + MIN_SLOWDOWN)):
+            change = None
+        scores.append(StragglerScore(labels[rank], steps, relative, shift, change, first, typical, "+".join(by),
+                                     waited.get(labels[rank], 0)))
     order = {label: i for i, label in enumerate(labels)}
     scores.sort(key=lambda s: (not s.flagged, -s.score, -s.waited_ns, order[s.rank]))
 
@@ -405,4 +413,4 @@ def aggregate(report: Any) -> Aggregates:
             SlowStep(it, step_time[it], step_time[it] / median_time if median_time > 0 else None, *busiest[it],
                      {name: per_rank_buckets[it][name] - typical_buckets[name] for name in typical_buckets})
             for it in candidates[:max(SLOWEST_STEPS, 50)])
-    return Aggregates(badput, tuple(spreads), tuple(scores), slowest, times, threshold)
+    return Aggregates(badput, tuple(spreads), tuple(scores), slowest, times, relative_bar, change_bar)

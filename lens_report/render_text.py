@@ -208,8 +208,8 @@ def _stragglers(report: Report, top: int) -> list[str]:
     lines = [f"stragglers: {len(flagged)} of {len(report.ranks)} ranks flagged, worst first",
              f"  busy: step wall less waiting; relative: busy / the step's median rank's, median over steps "
              f"(flagged >= {agg.relative_threshold:.2f})",
-             f"  individual: own busy after a sustained change / before, since that step (flagged >= "
-             f"{1 + MIN_SLOWDOWN:.2f})"]
+             f"  individual: own busy after its largest sustained change / before, since that step (flagged >= "
+             f"{1 + MIN_SLOWDOWN:.2f} when the change stands out of the ranks' noise)"]
     rows = straggler_rows(report, top)
     if rows:
         lines += table(STRAGGLER_HEADER, rows)

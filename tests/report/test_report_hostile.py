@@ -205,20 +205,20 @@ def test_figures_the_report_holds_in_python_come_off_the_engines_limit(tmp_path)
     """Regression: a 10M-span report peaked at 272 MiB after the step-bucket join was split, past
     its 256 MB budget: the rollup's engine kept its whole 100 MB while the report held the
     500,000 (rank, step) figures beside it. Once they are read back, the engine's limit is the
-    plan's less what they take (72 bytes a cell, 32 more for an HTML page), never below half
+    plan's less what they take (80 bytes a cell (CELL_BYTES), 32 more for an HTML page), never below half
     the plan's."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from trace_synth import write_run
 
     from lens_report.render_html import render_html
-    from lens_report.rollup import build_report
+    from lens_report.rollup import CELL_BYTES, build_report
 
-    write_run(tmp_path / "run", 40, 100)  # 4,000 cells: 288 KB, past the 0.1 MiB DuckDB shows
+    write_run(tmp_path / "run", 40, 100)  # 4,000 cells: 320 KB, past the 0.1 MiB DuckDB shows
     with TraceStore(threads=2) as store:
         store.load([tmp_path / "run"])
         report = build_report(store)
-        held = len(report.rank_steps) * 72
-        assert held == 40 * 100 * 72
+        held = len(report.rank_steps) * CELL_BYTES
+        assert held == 40 * 100 * 80
 
         def engine_limit_mib() -> float:  # DuckDB shows it as '95.3 MiB'
             text = store.value("SELECT current_setting('memory_limit')")
@@ -230,7 +230,7 @@ def test_figures_the_report_holds_in_python_come_off_the_engines_limit(tmp_path)
         hold = store.hold_outside
         store.hold_outside = lambda nbytes: (asked.append(nbytes), hold(nbytes))
         render_html(report, store)  # and the page's figures besides (32 bytes a cell)
-        assert asked == [40 * 100 * (72 + 32)]
+        assert asked == [40 * 100 * (80 + 32)]
         store.hold_outside(10**12)
         assert engine_limit_mib() == pytest.approx(store.plan.rollup_bytes // 2 / 2**20, abs=0.1)
 
