@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._units import NS_PER_S
@@ -249,6 +249,8 @@ class Aggregates:
     stragglers: tuple[StragglerScore, ...]
     slowest_steps: tuple[SlowStep, ...] = ()
     step_times: StepTimes | None = None
+    busy_median_ns: dict[int, float] = field(default_factory=dict)
+    """Each step's median busy time over its ranks (what the relative score and the page's heatmap compare with)."""
     relative_threshold: float = 1 + MIN_SLOWDOWN
     """The relative score a rank must reach to be flagged (see :data:`NOISE_SIGMAS`)."""
     change_threshold: float = 0.0
@@ -413,4 +415,4 @@ def aggregate(report: Any) -> Aggregates:
             SlowStep(it, step_time[it], step_time[it] / median_time if median_time > 0 else None, *busiest[it],
                      {name: per_rank_buckets[it][name] - typical_buckets[name] for name in typical_buckets})
             for it in candidates[:max(SLOWEST_STEPS, 50)])
-    return Aggregates(badput, tuple(spreads), tuple(scores), slowest, times, relative_bar, change_bar)
+    return Aggregates(badput, tuple(spreads), tuple(scores), slowest, times, busy_median, relative_bar, change_bar)

@@ -360,7 +360,23 @@ def _html(store: Store, report: Any, args: argparse.Namespace, out: TextIO) -> N
     from .render_html import render_html
 
     steps = frozenset().union(*args.step) if args.step else None
-    out.write(render_html(report, store, steps=steps, ranks=args.ranks, top=args.top))
+    out.write(render_html(report, store, steps=steps, ranks=args.ranks, top=args.top, rerun=_rerun(args)))
+
+
+def _rerun(args: argparse.Namespace) -> str:
+    """The command line that made this page, without --step/--ranks (the page adds them): a click on
+    what the page does not carry says it. A ClickHouse URL is shown with its password masked."""
+    import shlex
+
+    if args.clickhouse:
+        from .clickhouse import display_url
+
+        words = ["--clickhouse", display_url(args.clickhouse), "--table", args.table]
+    else:
+        words = [str(p) for p in args.paths]
+    words += [*(["--run", args.run] if args.run else []), *(["--attempt", str(args.attempt)] if args.attempt else []),
+              "--html", args.html]
+    return "lens report " + " ".join(shlex.quote(w) for w in words)
 
 
 def _perfetto(store: Store, report: Any, args: argparse.Namespace, out: TextIO) -> None:

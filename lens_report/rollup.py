@@ -41,6 +41,7 @@ __all__ = [
     "TOLERANCE_NS",
     "WaterfallSelection",
     "build_report",
+    "cell_spans",
     "list_attempts",
     "list_runs",
     "waterfall_spans",
@@ -860,22 +861,56 @@ def choose_spans(store: Store, report: Report, *, steps: frozenset[int] | None, 
 
 
 def waterfall_spans(store: Store, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
-                    small_run: int, default_ranks: int, limit: int) -> WaterfallSelection:
+                    small_run: int, default_ranks: int, limit: int,
+                    name_chars: int | None = None) -> WaterfallSelection:
     """The spans of the chosen steps (by ``rl.iteration`` of their step spans) and ranks (numbers).
 
     Defaults: the whole run when it has at most ``small_run`` spans, else the slowest step;
     up to ``default_ranks`` ranks, the stragglers of the chosen steps first. Call right after
-    :func:`build_report` on the same store.
+    :func:`build_report` on the same store. ``name_chars`` reads at most that many characters
+    of each name (a page cuts longer ones; the engine, not Python, holds the rest).
     """
-    db = store
-    d = db.dialect
     order, chosen_steps, chosen = choose_spans(store, report, steps=steps, ranks=ranks, small_run=small_run,
                                                default_ranks=default_ranks)
+    total = store.value("SELECT count(*) FROM wf_ids")
+    return WaterfallSelection(_chosen_spans(store, limit, name_chars), order, chosen_steps, chosen, total)
+
+
+def cell_spans(store: Store, report: Report, cells: list[tuple[int, str]], *, limit: int,
+               name_chars: int | None = None) -> WaterfallSelection:
+    """The spans of each (iteration, rank label) of ``cells``: the rank's spans that overlap its
+    own step window (a straggler at the step it began, a slow step's busiest rank), in one
+    query whatever the number of cells. Call right after :func:`build_report` on the same store."""
+    db = store
+    labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
+    db.create_columns("wf_cells", "iteration BIGINT, rank_label VARCHAR")
+    db.insert("wf_cells", [[int(it), label] for it, label in dict.fromkeys(cells)])
+    db.create("wf_cell_windows", """
+        SELECT s.iteration AS iteration, s.rank_label AS rank_label, min(k.start_ns) AS lo, max(k.end_ns) AS hi
+        FROM steps s JOIN wf_cells w ON w.iteration = s.iteration AND w.rank_label = s.rank_label
+        JOIN anchors a ON a.anchor = s.anchor JOIN cands k ON k.id = a.cand GROUP BY s.iteration, s.rank_label
+    """)
+    kept = "k.id AS id, k.start_ns AS start_ns, k.end_ns AS end_ns, k.bucket AS bucket, k.iteration AS iteration, " \
+           "k.rank_label AS rank_label, k.error AS error"
+    db.create("wf_ids", f"""
+        SELECT DISTINCT {kept} FROM k JOIN wf_cell_windows w ON w.rank_label = k.rank_label
+        WHERE k.ok AND k.start_ns < w.hi AND k.end_ns > w.lo
+    """)
     total = db.value("SELECT count(*) FROM wf_ids")
+    order = {label: i for i, label in enumerate(labels)}
+    steps = sorted({it for it, _ in cells})
+    ranks = sorted({label for _, label in cells}, key=lambda label: order.get(label, len(order)))
+    return WaterfallSelection(_chosen_spans(db, limit, name_chars), order, steps, ranks, total)
+
+
+def _chosen_spans(db: Store, limit: int, name_chars: int | None) -> list[dict[str, Any]]:
+    """The first ``limit`` spans of ``wf_ids`` by start, with what a waterfall draws of each."""
+    d = db.dialect
+    name = "s.name" if name_chars is None else d.prefix("s.name", name_chars)
     spans = []
     for columns, rows in db.stream(f"""
         WITH chosen AS (SELECT * FROM wf_ids ORDER BY start_ns, id LIMIT {int(limit)})
-        SELECT c.id AS id, p.pid AS pid, s.name AS name, c.start_ns AS start_ns, c.end_ns AS end_ns,
+        SELECT c.id AS id, p.pid AS pid, {name} AS name, c.start_ns AS start_ns, c.end_ns AS end_ns,
                c.bucket AS bucket, c.iteration AS iteration, c.rank_label AS rank_label, s.process AS process,
                coalesce(s.thread || coalesce(' ' || s.thread_name, ''), s.thread_name, '') AS thread_label,
                coalesce(s.thread_name, s.thread, '') AS thread_short,
@@ -885,4 +920,4 @@ def waterfall_spans(store: Store, report: Report, *, steps: frozenset[int] | Non
         ORDER BY c.start_ns, c.id
     """):
         spans += [dict(zip(columns, row)) for row in rows]
-    return WaterfallSelection(spans, order, chosen_steps, chosen, total)
+    return spans
