@@ -494,7 +494,7 @@ def render_html(report: Report, store: Any, *, steps: frozenset[int] | None = No
         "<h2>Stragglers</h2>", *_stragglers(report, top),
         *(["<h2>Slowest steps</h2>", *_slow_steps(report)] if report.multi_rank else []),
         "<h2>Rank × step</h2>", *heatmap,
-        '<h2 id="waterfall-title">Waterfall</h2>', f'<p id="waterfall-note">{_html_escape(note)}</p>',
+        '<h2 id="waterfall-title">Waterfall</h2>', f'<p id="waterfall-note">{escape(note)}</p>',
         _legend(),
         f'<div class="waterfall" id="waterfall-box">{svg}</div>',
         "<h2>Goodput buckets</h2>", *_steps_section(report),

@@ -573,3 +573,69 @@ def test_a_limit_lowered_for_the_pages_figures_runs_the_engine_on_fewer_threads(
         assert (store._base, threads(store)) == (50_000_000, 2)
         store.hold_outside(0)
         assert (store._base, threads(store)) == (80_000_000, 2)
+
+
+_BIDI = "\u202e\u2066\u200f\x1b"
+
+
+def test_bidi_and_control_characters_from_the_input_are_escaped_on_the_page(tmp_path):
+    """Regression (issue 40): a span name with a right-to-left override (U+202E) reached the HTML
+    page raw, so the names after it read reversed (the text report escaped it). Now every text
+    from the input, in the tables, the SVG and the script's data, shows them as visible escapes."""
+    from report_helpers import html_of
+
+    path = tmp_path / "bidi.jsonl"
+    spans = [Otlp.span(1, f"rl.grpo.step{_BIDI}evil", 0, 10, iteration=1),
+             Otlp.span(2, f"work{_BIDI}gpj.exe", 0, 9, 1, bucket="bogus", iteration=1)]
+    path.write_text(json.dumps(Otlp.request(spans, nemo_run_id=f"run{_BIDI}", service_instance_id=f"p{_BIDI}"))
+                    + "\n")
+    page = html_of(path, step_pattern="step")
+    for raw in _BIDI:
+        assert raw not in page, hex(ord(raw))
+    assert "work\\u202e\\u2066\\u200f\\x1bgpj.exe" in page  # the violation's span name, in a table
+    assert page.count("\\\\u202e") >= 2  # and in the script's JSON (names, lanes), as text
+
+
+def _long_names(path, spans: int, chars: int) -> None:
+    """``spans`` spans in 10 steps of one rank, each with its own name ``chars`` characters long."""
+    step = spans // 10
+    lines = []
+    for batch in range(0, spans, 500):
+        out = []
+        for n in range(batch, min(spans, batch + 500)):
+            it = n // step + 1
+            if n % step == 0:
+                out.append(Otlp.span(n + 1, "rl.grpo.step", it * 100, it * 100 + 99, iteration=it))
+            else:
+                name = f"{n:07d}" + "x" * (chars - 7)
+                parent = (it - 1) * step + 1
+                start = it * 100 + (n % step) * 99 / step
+                out.append(Otlp.span(n + 1, name, start, start + 0.001, parent, bucket="productive", iteration=it))
+        lines.append(Otlp.request(out, nemo_run_id="long", service_instance_id="long-rank0", nv_dl_rank=0))
+    Otlp.write(path, *lines)
+
+
+def test_a_page_of_30000_spans_with_2000_character_names_stays_under_5_mb_and_the_memory_limit(tmp_path):
+    """Regression (issue 40): --html on 30,000 spans with 2,000-character names wrote an 88 MB page
+    and peaked at 539 MiB under --memory-limit 256MB: the page's budget assumed ~80 bytes a span.
+    Names are cut on the page (the engine reads no more of them than it shows), the budget counts
+    the bytes written, and the page is at most 5 MB, the peak within the limit."""
+    from lens_report.render_html import CUT_MARK, PAGE_LIMIT
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _long_names(run / "long.jsonl", 30_000, 2_000)
+    page = tmp_path / "page.html"
+    code = ("import sys; from lens_report.cli import main; rc = main(sys.argv[1:]); "
+            "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]; "
+            "sys.stderr.write('peak %d\\n' % int(hwm.split()[1])); sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code, str(run), "--html", str(page), "--step", "1-10",
+                           "--memory-limit", "256MB"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == EXIT_OK, done.stderr[-2000:]
+    size = page.stat().st_size
+    assert size <= PAGE_LIMIT, size
+    text = page.read_text(encoding="utf-8")
+    assert CUT_MARK in text and "x" * 200 not in text
+    peak_kib = int(done.stderr.rsplit("peak ", 1)[1])
+    assert peak_kib * 1024 <= 256 * 10**6, f"peak RSS {peak_kib / 1024:.0f} MiB"
