@@ -11,6 +11,10 @@ slow on one rank (``k * 7919 % ranks``), so every step has a straggler. Strings 
 directly (no json.dumps per span): 10 million spans take a few seconds per core.
 
     python bench/trace_synth.py OUT --ranks 1000 --steps 500 [--jobs 2]
+
+``write_sync_run`` (``--sync``) writes a synchronous run instead, with known stragglers:
+
+    python bench/trace_synth.py OUT --sync --ranks 64 --steps 40 --slow 53:1.15 --slow 41:1.3:20
 """
 
 from __future__ import annotations
@@ -275,8 +279,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--run", default="synth")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--sync", action="store_true",
+                        help="a synchronous run (every rank waits at the all-reduce), +-3 %% jitter; see --slow")
+    parser.add_argument("--slow", action="append", default=[], metavar="RANK:FACTOR[:STEP]",
+                        help="with --sync: RANK computes FACTOR times longer from STEP on (default 1), e.g. 41:1.3:20")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    count = write_run(args.out, args.ranks, args.steps, args.run, args.jobs)
+    if args.sync:
+        slow = {}
+        for text in args.slow:
+            rank, factor, *since = text.split(":")
+            slow[int(rank)] = (float(factor), int(since[0]) if since else 1)
+        count = write_sync_run(args.out, args.ranks, args.steps, seed=args.seed, slow=slow, run=args.run)
+    else:
+        count = write_run(args.out, args.ranks, args.steps, args.run, args.jobs)
     print(f"wrote {count} spans under {Path(args.out) / args.run}")
     return 0
 

@@ -38,7 +38,8 @@ from .render_text import (
     straggler_rows,
 )
 
-__all__ = ["CELL_BUDGET", "MAX_WATERFALL_SPANS", "PAGE_BUDGET", "SMALL_RUN_SPANS", "cell_data", "pack_rows", "png", "render_html"]
+__all__ = ["CELL_BUDGET", "CUT_MARK", "HEATMAP_WIDTH", "MAX_WATERFALL_SPANS", "NAME_CHARS", "PAGE_BUDGET", "PAGE_LIMIT",
+           "PAGE_ROWS", "SMALL_RUN_SPANS", "cell_data", "pack_rows", "png", "render_html"]
 
 MAX_WATERFALL_SPANS = 20_000
 """The most spans one waterfall draws; narrow it with ``--step`` and ``--ranks``."""
@@ -88,7 +89,7 @@ def _page_text(text: Any) -> str:
     return terminal_safe(_cut(text))
 
 
-def escape(text: Any) -> str:
+def _escape(text: Any) -> str:
     """``text`` for HTML: control and bidi characters written as visible escapes (as the text report
     writes them), then ``&``, ``<``, ``>`` and quotes escaped."""
     return _html_escape("\n".join(map(terminal_safe, str(text).split("\n"))))  # a line break is safe in HTML
@@ -188,7 +189,7 @@ def _axes(labels: tuple[str, ...], iterations: list[int], cell_w: int, cell_h: i
     for i in range(0, len(labels), every):
         y = _HM_TOP + i * cell_h + cell_h / 2
         parts.append(f'<line x1="{left - 4}" x2="{left}" y1="{y:.1f}" y2="{y:.1f}"/>'
-                     f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(_fit(_short_rank(labels[i]), left - 30))}</text>')
+                     f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_escape(_fit(_short_rank(labels[i]), left - 30))}</text>')
     every = _nice(len(iterations), max(1, width // 48))
     # ticks at round step numbers (10, 20, ...), and the first step
     ticks = [i for i, it in enumerate(iterations) if it % every == 0 or i == 0]
@@ -292,11 +293,11 @@ def _heatmap_section(report: Report) -> list[str]:
 
 
 def _table(header: list[str], rows: list[list[str]], *, last_row_class: str = "") -> str:
-    head = "".join(f"<th>{escape(cell)}</th>" for cell in header)
+    head = "".join(f"<th>{_escape(cell)}</th>" for cell in header)
     lines = [f"<table><tr>{head}</tr>"]
     for i, row in enumerate(rows):
         css = f' class="{last_row_class}"' if last_row_class and i == len(rows) - 1 else ""
-        lines.append(f"<tr{css}>" + "".join(f"<td>{escape(_cut(cell))}</td>" for cell in row) + "</tr>")
+        lines.append(f"<tr{css}>" + "".join(f"<td>{_escape(_cut(cell))}</td>" for cell in row) + "</tr>")
     lines.append("</table>")
     return "\n".join(lines)
 
@@ -332,9 +333,9 @@ def _badput_section(report: Report) -> list[str]:
         return ["<p>No time to split: no span with a valid duration.</p>"]
     parts = [("productive", badput.productive_ns)] + [(p, badput.parts_ns[p]) for p in BADPUT_LABELS]
     bar = "".join(f'<span class="b-{name}" style="width: {100 * ns / badput.total_ns:.3f}%" '
-                  f'title="{escape(BADPUT_LABELS.get(name, name))}: {_pct(ns / badput.total_ns)}"></span>'
+                  f'title="{_escape(BADPUT_LABELS.get(name, name))}: {_pct(ns / badput.total_ns)}"></span>'
                   for name, ns in parts if ns > 0)
-    return [f'<p class="lead">{escape(badput_line(report))}</p>', f'<div class="badput">{bar}</div>']
+    return [f'<p class="lead">{_escape(badput_line(report))}</p>', f'<div class="badput">{bar}</div>']
 
 
 def _steps_section(report: Report) -> list[str]:
@@ -357,13 +358,13 @@ def _stragglers(report: Report, top: int) -> list[str]:
         return ["<p>No straggler: no rank's busy time stood apart from its peers' or from its own.</p>"
                 if report.multi_rank else "<p>No straggler: one rank.</p>"]
     worst = {s.rank: s.since_step for s in report.aggregates.top(top)}
-    head = "".join(f"<th>{escape(cell)}</th>" for cell in STRAGGLER_HEADER)
+    head = "".join(f"<th>{_escape(cell)}</th>" for cell in STRAGGLER_HEADER)
     body = []
     for row in rows:
         label = row[0]
         step = worst[label] if worst[label] is not None else ""
-        body.append(f'<tr class="pick" data-rank="{escape(label)}" data-step="{step}">'
-                    + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>")
+        body.append(f'<tr class="pick" data-rank="{_escape(label)}" data-step="{step}">'
+                    + "".join(f"<td>{_escape(cell)}</td>" for cell in row) + "</tr>")
     return ["<p>Busy time: the step's wall time less the rank's waiting. Relative: the median over its steps of "
             "the rank's busy time over the step's median rank (a rank always slow). Individual: after a sustained "
             "change in its own busy time, its median after over before (a rank that became slow), since that step. "
@@ -386,12 +387,12 @@ def _slow_steps(report: Report) -> list[str]:
     rows = slow_step_rows(report, SLOWEST_STEPS)
     if not rows:
         return ["<p>No step took longer than the median step.</p>"] if report.steps else []
-    head = "".join(f"<th>{escape(cell)}</th>" for cell in SLOW_STEP_HEADER)
+    head = "".join(f"<th>{_escape(cell)}</th>" for cell in SLOW_STEP_HEADER)
     body = []
     for row, step in zip(rows, report.aggregates.slowest_steps):
         rank = step.busiest or _first_rank(report)
-        body.append(f'<tr class="pick" data-rank="{escape(rank)}" data-step="{step.iteration}">'
-                    + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>")
+        body.append(f'<tr class="pick" data-rank="{_escape(rank)}" data-step="{step.iteration}">'
+                    + "".join(f"<td>{_escape(cell)}</td>" for cell in row) + "</tr>")
     return ["<p>A step's time is its longest rank's; what made it slow: its busiest rank when it stood out, and the "
             "bucket that grew most against a typical step. Click a row for its waterfall.</p>",
             f"<table><tr>{head}</tr>{''.join(body)}</table>"]
@@ -486,15 +487,15 @@ def render_html(report: Report, store: Any, *, steps: frozenset[int] | None = No
     base = {**cells, "initial": {"steps": selection.steps, "ranks": selection.ranks}, "rerun": rerun}
     body = [
         "<h1>lens report</h1>",
-        f"<p>Run {escape(report.run_id or '(no run id)')}: {len(report.ranks)} rank(s), {report.span_count} spans "
+        f"<p>Run {_escape(report.run_id or '(no run id)')}: {len(report.ranks)} rank(s), {report.span_count} spans "
         f"in {report.trace_count} traces from {len(report.files)} files; {report.orphan_count} orphaned, "
         f"{report.duplicate_count} duplicates dropped, {report.error_count} with error status. "
-        f"{escape(step_method_summary(report))}.</p>",
+        f"{_escape(step_method_summary(report))}.</p>",
         "<h2>Goodput</h2>", *_badput_section(report),
         "<h2>Stragglers</h2>", *_stragglers(report, top),
         *(["<h2>Slowest steps</h2>", *_slow_steps(report)] if report.multi_rank else []),
         "<h2>Rank × step</h2>", *heatmap,
-        '<h2 id="waterfall-title">Waterfall</h2>', f'<p id="waterfall-note">{escape(note)}</p>',
+        '<h2 id="waterfall-title">Waterfall</h2>', f'<p id="waterfall-note">{_escape(note)}</p>',
         _legend(),
         f'<div class="waterfall" id="waterfall-box">{svg}</div>',
         "<h2>Goodput buckets</h2>", *_steps_section(report),
@@ -640,7 +641,7 @@ def _tooltip(span: dict[str, Any]) -> str:
         f"trace {span['trace']} span {span['span']}",
         f"kind {span['kind']}" + (", ERROR" if span["error"] else ""),
     ]
-    return escape("\n".join(lines))
+    return _escape("\n".join(lines))
 
 
 def pack_rows(spans: list[dict[str, Any]]) -> dict[int, int]:
@@ -724,8 +725,8 @@ def _waterfall(spans: list[dict[str, Any]], rank_order: dict[str, int],
         row_of = pack_rows(lane)
         height = (max(row_of.values()) + 1) * _ROW_H
         parts.append(f'<line class="sep" x1="0" x2="{label_w + _PLOT_W}" y1="{y}" y2="{y}"/>')
-        parts.append(f'<text class="lane" x="4" y="{y + 11}"><title>{escape(fulls[key])}</title>'
-                     f"{escape(_fit(shorts[key], label_w - 8))}</text>")
+        parts.append(f'<text class="lane" x="4" y="{y + 11}"><title>{_escape(fulls[key])}</title>'
+                     f"{_escape(_fit(shorts[key], label_w - 8))}</text>")
         for span in lane:
             start, end = max(span["start_ns"], t0), min(span["end_ns"], t1)
             left, top = x(start), y + 1 + row_of[span["id"]] * _ROW_H
@@ -740,7 +741,7 @@ def _waterfall(spans: list[dict[str, Any]], rank_order: dict[str, int],
                                       f"clipped: ends {(span['end_ns'] - t1) / NS_PER_S:.3f} s after the step"
                                       if span["end_ns"] > t1 else "") if text)
             parts.append(f'<rect class="{css}" x="{left:.2f}" y="{top}" width="{width:.2f}" height="{_ROW_H - 2}">'
-                         f"<title>{_tooltip(span)}{escape(note)}</title></rect>")
+                         f"<title>{_tooltip(span)}{_escape(note)}</title></rect>")
             if span["start_ns"] < t0:
                 parts.append(f'<path class="clip-mark" d="M{left + 5:.2f} {top} l-5 {(_ROW_H - 2) / 2} l5 '
                              f'{(_ROW_H - 2) / 2} z"/>')
@@ -748,10 +749,10 @@ def _waterfall(spans: list[dict[str, Any]], rank_order: dict[str, int],
                 parts.append(f'<path class="clip-mark" d="M{left + width - 5:.2f} {top} l5 {(_ROW_H - 2) / 2} l-5 '
                              f'{(_ROW_H - 2) / 2} z"/>')
             if width > 30:
-                parts.append(f'<text x="{left + 2:.2f}" y="{top + 10}">{escape(_fit(_cut(span["name"]), width - 4))}</text>')
+                parts.append(f'<text x="{left + 2:.2f}" y="{top + 10}">{_escape(_fit(_cut(span["name"]), width - 4))}</text>')
         y += height + _LANE_GAP
     what = "step start" if window is not None else "start"
-    axis = [f'<text x="4" y="12">{what} {escape(_started(t0))}</text>']
+    axis = [f'<text x="4" y="12">{what} {_escape(_started(t0))}</text>']
     step = _tick_step(span_ns)
     for tick in range(0, span_ns + 1, step):
         tx = x(t0 + tick)

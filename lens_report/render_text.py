@@ -206,10 +206,10 @@ def _stragglers(report: Report, top: int) -> list[str]:
     agg = report.aggregates
     flagged = agg.flagged
     lines = [f"stragglers: {len(flagged)} of {len(report.ranks)} ranks flagged, worst first",
-             f"  busy: step wall less waiting; relative: busy / the step's median rank's, median over steps "
+             "  busy: step wall less waiting; relative: busy / the step's median rank's, median over steps "
              f"(flagged >= {agg.relative_threshold:.2f})",
-             f"  individual: own busy after its largest sustained change / before, since that step (flagged >= "
-             f"{1 + MIN_SLOWDOWN:.2f} when the change stands out of the ranks' noise)"]
+             "  individual: own busy after its largest lasting change / before, since that step "
+             f"(flagged >= {1 + MIN_SLOWDOWN:.2f}, past the ranks' noise)"]
     rows = straggler_rows(report, top)
     if rows:
         lines += table(STRAGGLER_HEADER, rows)
