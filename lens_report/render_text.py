@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from .aggregates import MIN_SLOWDOWN, SLOWEST_STEPS, quantile
+from .aggregates import MIN_SLOWDOWN, SLOWEST_STEPS
 from .model import BUCKETS, NS_PER_S, BucketTotals, Report, RunInfo
 
 __all__ = ["BADPUT_LABELS", "EXAMPLES", "RANK_HEADER", "RANK_STEP_HEADER", "SHORT_RUN_STEPS", "SLOW_STEP_HEADER",
@@ -160,11 +160,7 @@ def rank_detail(report: Report, ranks: frozenset[str], steps: frozenset[int] | N
                  f"{scores[r.rank].individual:.2f}" if r.rank in scores else "-"]
                 for r in report.ranks if r.rank in ranks]
     rs = report.rank_steps
-    median: dict[int, list[int]] = {}
-    for it, busy in zip(rs.iterations, rs.busy_ns):
-        if steps is None or it in steps:
-            median.setdefault(it, []).append(busy)
-    step_median = {it: quantile(sorted(values), 0.5) for it, values in median.items()}
+    step_median = report.aggregates.busy_median_ns
     cells = []
     for it, r, wall, busy, *buckets in zip(rs.iterations, rs.ranks, rs.wall_ns, rs.busy_ns, rs.productive_ns,
                                            rs.overhead_ns, rs.idle_ns, rs.wasted_ns):

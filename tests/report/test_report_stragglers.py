@@ -153,3 +153,21 @@ def test_the_text_report_stays_within_80_lines_however_long_the_run_and_however_
     assert "violations: 2007 (nested-bucket 7, step-overflow 2000)" in text
     assert [s.rank for s in big.aggregates.flagged] == ["rank 5"] and big.aggregates.flagged[0].since_step == 4000
     assert len(render_text(big, every_step=True).splitlines()) > 10_000
+
+
+def test_the_page_says_the_real_command_for_what_it_does_not_carry(issue_run, tmp_path):
+    """Regression: 99 of 100 heatmap columns showed 'lens report PATH... --html OUT --step N' with
+    placeholder paths. The page carries the command that made it (its real input and output), to
+    which a click on what is not carried adds --step and --ranks."""
+    import json
+    import re
+
+    from lens_core.exitcodes import EXIT_OK
+    from lens_report.cli import main
+
+    out = tmp_path / "page.html"
+    assert main([str(issue_run), "--html", str(out), "--run", "sync64"]) == EXIT_OK
+    page = out.read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="lens-data">(.*?)</script>', page, re.S)[1])
+    assert data["rerun"] == f"lens report {issue_run} --run sync64 --html {out}"
+    assert "PATH..." not in page and " OUT " not in page
