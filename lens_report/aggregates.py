@@ -414,5 +414,5 @@ def aggregate(report: Any) -> Aggregates:
         slowest = tuple(
             SlowStep(it, step_time[it], step_time[it] / median_time if median_time > 0 else None, *busiest[it],
                      {name: per_rank_buckets[it][name] - typical_buckets[name] for name in typical_buckets})
-            for it in candidates[:max(SLOWEST_STEPS, 50)])
+            for it in candidates[:SLOWEST_STEPS])
     return Aggregates(badput, tuple(spreads), tuple(scores), slowest, times, busy_median, relative_bar, change_bar)
