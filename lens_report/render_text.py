@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from .aggregates import MIN_SLOWDOWN, SLOWEST_STEPS
 from .model import BUCKETS, NS_PER_S, BucketTotals, Report, RunInfo
 
-__all__ = ["BADPUT_LABELS", "EXAMPLES", "RANK_HEADER", "RANK_STEP_HEADER", "SHORT_RUN_STEPS", "SLOW_STEP_HEADER",
+__all__ = ["BADPUT_LABELS", "EXAMPLES", "NAME_CHARS", "RANK_HEADER", "RANK_STEP_HEADER", "SHORT_RUN_STEPS", "SLOW_STEP_HEADER",
            "SPREAD_HEADER", "STRAGGLER_HEADER", "TABLE_HEADER", "UNFINISHED_LISTED", "badput_line", "bucket_cells",
            "number_ranges", "rank_detail", "render_runs", "render_text", "slow_step_rows", "step_method_summary",
            "step_spread_rows", "step_time_line", "straggler_rows", "table", "terminal_safe"]
@@ -190,9 +190,17 @@ EXAMPLES = 3
 """How many examples of each kind of trouble (loss, unfinished processes, problems, violations) the text lists."""
 
 
+NAME_CHARS = 80
+"""Characters of a span name the text shows (a longer one ends in ``…[cut]``; the JSON keeps it whole)."""
+
+
+def _cut(text: str, chars: int = NAME_CHARS) -> str:
+    return text[:chars] + "…[cut]" if len(text) > chars else text
+
+
 def _examples(title: str, rows: list[str], total: int, more: str = "all in --json") -> list[str]:
-    """``title``, then up to :data:`EXAMPLES` indented rows, then how many more there are."""
-    lines = ["", title, *(f"  {row}" for row in rows[:EXAMPLES])]
+    """``title``, then up to :data:`EXAMPLES` indented rows (each cut to a few lines' worth), then how many more."""
+    lines = ["", title, *(f"  {_cut(row, 4 * NAME_CHARS)}" for row in rows[:EXAMPLES])]
     if total > min(len(rows), EXAMPLES):
         lines.append(f"  ... {total - min(len(rows), EXAMPLES):,} more ({more})")
     return lines
@@ -288,7 +296,7 @@ def render_text(report: Report, *, top: int = 10, ranks: frozenset[str] | None =
     lines += ["", f"top {len(report.top_spans)} spans by total time"]
     lines += table(
         ["name", "count", "total s", "mean s"],
-        [[t.name, str(t.count), _s(t.total_ns), _s(t.mean_ns)] for t in report.top_spans],
+        [[_cut(t.name), str(t.count), _s(t.total_ns), _s(t.mean_ns)] for t in report.top_spans],
     )
     if report.loss:
         lost = sum(row.lost for row in report.loss)

@@ -639,3 +639,15 @@ def test_a_page_of_30000_spans_with_2000_character_names_stays_under_5_mb_and_th
     assert CUT_MARK in text and "x" * 200 not in text
     peak_kib = int(done.stderr.rsplit("peak ", 1)[1])
     assert peak_kib * 1024 <= 256 * 10**6, f"peak RSS {peak_kib / 1024:.0f} MiB"
+
+
+def test_the_text_report_cuts_2000_character_names(tmp_path, capsys):
+    """A 2,000-character span name made 2,000-character lines of the text report's top spans and
+    violations; the text cuts names (the JSON keeps them whole)."""
+    path = tmp_path / "long.jsonl"
+    _long_names(path, 100, 2_000)
+    assert main([str(path)]) == EXIT_OK
+    text = capsys.readouterr().out
+    assert "…[cut]" in text and max(map(len, text.splitlines())) < 500
+    assert main([str(path), "--json"]) == EXIT_OK
+    assert "x" * 1_990 in capsys.readouterr().out
