@@ -11,6 +11,10 @@ slow on one rank (``k * 7919 % ranks``), so every step has a straggler. Strings 
 directly (no json.dumps per span): 10 million spans take a few seconds per core.
 
     python bench/trace_synth.py OUT --ranks 1000 --steps 500 [--jobs 2]
+
+``write_sync_run`` (``--sync``) writes a synchronous run instead, with known stragglers:
+
+    python bench/trace_synth.py OUT --sync --ranks 64 --steps 40 --slow 53:1.15 --slow 41:1.3:20
 """
 
 from __future__ import annotations
@@ -123,6 +127,68 @@ def write_run(out: str | os.PathLike[str], ranks: int, steps: int, run: str = "s
                             [steps] * ranks, [extra] * ranks, chunksize=max(1, ranks // (4 * jobs))))
 
 
+SYNC_STEP_NS = 1 * S
+"""A synchronous step's compute on a rank with no jitter and no slowdown (:func:`write_sync_run`)."""
+
+
+def write_sync_run(out: str | os.PathLike[str], ranks: int, steps: int, *, jitter: float = 0.03, seed: int = 0,
+                   slow: dict[int, tuple[float, int]] | None = None, run: str = "sync",
+                   ranks_per_file: int = 100) -> int:
+    """A synchronous data-parallel run with known stragglers; returns the number of spans.
+
+    Every step, each rank computes for ``SYNC_STEP_NS`` × (1 ± ``jitter``, uniform, from
+    ``random.Random(seed)``) × its slowdown (``slow``: rank -> (factor, first step), e.g.
+    ``{41: (1.3, 20)}``), then waits at the all-reduce (an ``idle`` span) until the slowest
+    rank is done; so every rank's step takes the same wall time. Per rank and step: the step
+    umbrella, ``rl.grpo.policy_training`` (productive) and ``rl.idle.barrier`` (idle), under a
+    job span; ``ranks_per_file`` ranks share a file (one request line per rank).
+    """
+    import random
+
+    rng = random.Random(seed)
+    slow = slow or {}
+    compute = [[SYNC_STEP_NS * (1 + rng.uniform(-jitter, jitter))
+                * (slow[r][0] if r in slow and step >= slow[r][1] else 1.0) for r in range(ranks)]
+               for step in range(1, steps + 1)]
+    walls = [int(max(row)) + 1000 for row in compute]
+    starts = [T0 + sum(walls[:i]) + i * 1000 for i in range(steps)]
+    directory = Path(out) / run
+    directory.mkdir(parents=True, exist_ok=True)
+    template = ('{"traceId":"%s","spanId":"%016x"%s,"name":"%s","kind":1,"startTimeUnixNano":"%d",'
+                '"endTimeUnixNano":"%d","attributes":[%s]}')
+    step_attrs = _attr("lens.group", "step") + "," + _attr("lens.umbrella", True)
+    work_attrs = _attr("lens.group", "policy_update") + "," + _attr("rl.bucket", "productive")
+    wait_attrs = (_attr("lens.group", "efficiency") + "," + _attr("rl.bucket", "idle") + ","
+                  + _attr("rl.efficiency.category", "idle/barrier"))
+    total = 0
+    for first in range(0, ranks, ranks_per_file):
+        lines = []
+        for rank in range(first, min(ranks, first + ranks_per_file)):
+            trace = "%016x%016x" % (0x5A1C + rank, 0xC0FFEE)
+            base = (rank + 1) << 32
+            end = starts[-1] + walls[-1]
+            spans = [template % (trace, base, "", "rl.grpo.job", T0, end,
+                                 _attr("lens.group", "job") + "," + _attr("lens.umbrella", True))]
+            for i in range(steps):
+                it = _attr("rl.iteration", i + 1) + ","
+                step_id, start, busy = base + 1 + 3 * i, starts[i], int(compute[i][rank])
+                parent = ',"parentSpanId":"%016x"'
+                spans += [template % (trace, step_id, parent % base, "rl.grpo.step", start, start + walls[i],
+                                      it + step_attrs),
+                          template % (trace, step_id + 1, parent % step_id, "rl.grpo.policy_training", start,
+                                      start + busy, it + work_attrs),
+                          template % (trace, step_id + 2, parent % step_id, "rl.idle.barrier", start + busy,
+                                      start + walls[i], it + wait_attrs)]
+            total += len(spans)
+            head = ('{"resourceSpans":[{"resource":{"attributes":' + _resource(run, rank, ranks)
+                    + '},"scopeSpans":[{"scope":{"name":"lens","version":"0.1.0"},"spans":[')
+            lines.append(head + ",".join(spans) + "]}]}]}\n")
+        with open(directory / f"traces-ranks{first}-{first + ranks_per_file - 1}.jsonl", "w",
+                  encoding="utf-8") as f:
+            f.writelines(lines)
+    return total
+
+
 def write_chain(path: str | os.PathLike[str], depth: int) -> None:
     """One line of ``depth`` spans, each the parent of the next (a pathological trace)."""
     spans = []
@@ -213,8 +279,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--run", default="synth")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--sync", action="store_true",
+                        help="a synchronous run (every rank waits at the all-reduce), +-3 %% jitter; see --slow")
+    parser.add_argument("--slow", action="append", default=[], metavar="RANK:FACTOR[:STEP]",
+                        help="with --sync: RANK computes FACTOR times longer from STEP on (default 1), e.g. 41:1.3:20")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    count = write_run(args.out, args.ranks, args.steps, args.run, args.jobs)
+    if args.sync:
+        slow = {}
+        for text in args.slow:
+            rank, factor, *since = text.split(":")
+            slow[int(rank)] = (float(factor), int(since[0]) if since else 1)
+        count = write_sync_run(args.out, args.ranks, args.steps, seed=args.seed, slow=slow, run=args.run)
+    else:
+        count = write_run(args.out, args.ranks, args.steps, args.run, args.jobs)
     print(f"wrote {count} spans under {Path(args.out) / args.run}")
     return 0
 

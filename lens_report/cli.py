@@ -131,6 +131,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ranks", type=int_set, metavar="LIST",
                         help="ranks the HTML waterfall draws and the Perfetto file holds, e.g. 0-7,12 (default: the "
                              "waterfall draws up to 16, the stragglers first; the Perfetto file holds every rank)")
+    parser.add_argument("--steps", action="store_true",
+                        help="the text lists every step (step time over ranks, the busiest rank, the wait for it); "
+                             "by default the slowest steps and the distribution of step time")
     parser.add_argument("--top", type=non_negative_int, default=DEFAULT_TOP_N, metavar="N",
                         help="span names (and stragglers) to list")
     parser.add_argument("--max-violations", type=non_negative_int, default=DEFAULT_MAX_VIOLATIONS, metavar="N",
@@ -349,7 +352,7 @@ def _report(store: Store, args: argparse.Namespace, progress: _Progress) -> int:
         report.write_json(sys.stdout, top=args.top, ranks=ranks, indent=None if report.multi_rank else 2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_text(report, top=args.top, ranks=ranks, steps=steps))
+        sys.stdout.write(render_text(report, top=args.top, ranks=ranks, steps=steps, every_step=args.steps))
     return EXIT_FAILED if args.strict and report.violation_count else EXIT_OK
 
 
@@ -357,7 +360,23 @@ def _html(store: Store, report: Any, args: argparse.Namespace, out: TextIO) -> N
     from .render_html import render_html
 
     steps = frozenset().union(*args.step) if args.step else None
-    out.write(render_html(report, store, steps=steps, ranks=args.ranks, top=args.top))
+    out.write(render_html(report, store, steps=steps, ranks=args.ranks, top=args.top, rerun=_rerun(args)))
+
+
+def _rerun(args: argparse.Namespace) -> str:
+    """The command line that made this page, without --step/--ranks (the page adds them): a click on
+    what the page does not carry says it. A ClickHouse URL is shown with its password masked."""
+    import shlex
+
+    if args.clickhouse:
+        from .clickhouse import display_url
+
+        words = ["--clickhouse", display_url(args.clickhouse), "--table", args.table]
+    else:
+        words = [str(p) for p in args.paths]
+    words += [*(["--run", args.run] if args.run else []), *(["--attempt", str(args.attempt)] if args.attempt else []),
+              "--html", args.html]
+    return "lens report " + " ".join(shlex.quote(w) for w in words)
 
 
 def _perfetto(store: Store, report: Any, args: argparse.Namespace, out: TextIO) -> None:

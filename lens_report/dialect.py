@@ -107,6 +107,12 @@ class Dialect:
         hashed = f"cityHash64({expr})" if self.clickhouse else f"hash({expr})"
         return f"{hashed} % {int(parts)} = {int(i)}"
 
+    def prefix(self, expr: str, chars: int) -> str:
+        """SQL: the first ``chars`` characters of text ``expr`` (NULL stays NULL): a page shows long names cut."""
+        if self.clickhouse:
+            return f"substringUTF8({expr}, 1, {int(chars)})"
+        return f"substr({expr}, 1, {int(chars)})"
+
     def any_value(self, expr: str) -> str:
         """SQL: any one value of ``expr`` in the group."""
         return f"any({expr})" if self.clickhouse else f"any_value({expr})"

@@ -24,12 +24,17 @@ def require_duckdb() -> Any:
     return duckdb
 
 
-def compiled_reader() -> Any | None:
-    """The compiled reader (``lens_report._scan``), or None: not built, or ``LENS_PURE_PYTHON=1``
-    (then the SQL reader reads every file: the same rows, more CPU)."""
+def compiled_reader(detail: bool = False) -> Any | None:
+    """The reader of plain trace files: the compiled one (``lens_report._scan``), or None for DuckDB's
+    own (the SQL reader, which reads every file the compiled one leaves: compressed, damaged, hostile).
+
+    This is the one place the choice is made. None when it is not built, under
+    ``LENS_PURE_PYTHON=1``, or for a store with ``detail`` (``--perfetto``: the attributes, events
+    and links only the SQL reader keeps). The SQL reader alone gives the same rows for ~2.2-2.4x the
+    report's CPU at 1M and 3M spans (docs/performance-reader.md)."""
     from lens_core.config import pure_python_requested
 
-    if pure_python_requested():
+    if detail or pure_python_requested():
         return None
     try:
         from . import _scan

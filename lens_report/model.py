@@ -405,8 +405,10 @@ class RankSteps:
     overhead_ns: array = field(default_factory=lambda: array("q"))
     idle_ns: array = field(default_factory=lambda: array("q"))
     wasted_ns: array = field(default_factory=lambda: array("q"))
+    busy_ns: array = field(default_factory=lambda: array("q"))
+    """The rank's busy time in the step: wall less waiting (see :data:`lens_report.rollup.BUSY_NS`)."""
 
-    COLUMNS = ("iteration", "rank", "wall_s", "productive_s", "overhead_s", "idle_s", "wasted_s")
+    COLUMNS = ("iteration", "rank", "wall_s", "productive_s", "overhead_s", "idle_s", "wasted_s", "busy_s")
 
     def __len__(self) -> int:
         return len(self.iterations)
@@ -419,10 +421,11 @@ class RankSteps:
         """The rows of :meth:`to_json`, one at a time."""
         keep = None if ranks is None else {i for i, label in enumerate(self.rank_labels) if label in ranks}
         labels = self.rank_labels
-        for it, r, w, p, o, i, x in zip(self.iterations, self.ranks, self.wall_ns, self.productive_ns,
-                                        self.overhead_ns, self.idle_ns, self.wasted_ns):
+        for it, r, w, p, o, i, x, b in zip(self.iterations, self.ranks, self.wall_ns, self.productive_ns,
+                                           self.overhead_ns, self.idle_ns, self.wasted_ns, self.busy_ns):
             if keep is None or r in keep:
-                yield [it, labels[r], w / NS_PER_S, p / NS_PER_S, o / NS_PER_S, i / NS_PER_S, x / NS_PER_S]
+                yield [it, labels[r], w / NS_PER_S, p / NS_PER_S, o / NS_PER_S, i / NS_PER_S, x / NS_PER_S,
+                       b / NS_PER_S]
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,20 @@ import math
 import re
 import struct
 import zlib
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timezone
-from html import escape
+from html import escape as _html_escape
 from importlib import resources
 from typing import Any
 
+from .aggregates import SLOWEST_STEPS
 from .model import BUCKETS, NS_PER_S, Report
 from .render_text import (
+    SLOW_STEP_HEADER,
+    slow_step_rows,
+    terminal_safe,
     BADPUT_LABELS,
     RANK_HEADER,
     RANK_STEP_HEADER,
@@ -33,7 +38,8 @@ from .render_text import (
     straggler_rows,
 )
 
-__all__ = ["CELL_BUDGET", "MAX_WATERFALL_SPANS", "PAGE_BUDGET", "SMALL_RUN_SPANS", "cell_data", "pack_rows", "png", "render_html"]
+__all__ = ["CELL_BUDGET", "CUT_MARK", "HEATMAP_WIDTH", "MAX_WATERFALL_SPANS", "NAME_CHARS", "PAGE_BUDGET", "PAGE_LIMIT",
+           "PAGE_ROWS", "SMALL_RUN_SPANS", "cell_data", "pack_rows", "png", "render_html"]
 
 MAX_WATERFALL_SPANS = 20_000
 """The most spans one waterfall draws; narrow it with ``--step`` and ``--ranks``."""
@@ -47,6 +53,21 @@ CELL_BUDGET = 3_000_000
 PAGE_BUDGET = 4_600_000
 """Bytes the heatmap, its figures and the spans the script can draw may take together (the page stays under 5 MB)."""
 
+PAGE_LIMIT = 5_000_000
+"""Bytes the page never exceeds, counted on the text it writes (spans drop out of the script's data until it fits)."""
+
+NAME_CHARS = 120
+"""Characters of a span name (or any text from the input) the page shows; a longer one ends in :data:`CUT_MARK`."""
+
+CUT_MARK = "…[cut]"
+"""What ends a name the page shows cut (the text and JSON reports keep it whole)."""
+
+PAGE_ROWS = 100
+"""Violations and problems the page lists (all are counted; the JSON lists up to --max-violations)."""
+
+HEATMAP_WIDTH = 930
+"""Pixels the heatmap (rank labels and grid) takes at most: it fits a 1,024-pixel-wide window."""
+
 _DEFAULT_RANKS = 16
 _LABEL_MAX = 420  # lane labels longer than this end in "…" (the whole label is the tooltip)
 _PLOT_W = 1100  # with the labels, the waterfall fits a 1,400 px window without scrolling
@@ -54,6 +75,24 @@ _ROW_H = 14
 _LANE_GAP = 10
 _AXIS_H = 36  # two lines: when the axis starts, then the tick labels
 _CHAR_W = 7.0  # a generous width of an 11 px system-ui character: labels must fit, not overflow
+
+
+def _cut(text: Any) -> str:
+    """A name or other text from the input cut to :data:`NAME_CHARS`, ending in :data:`CUT_MARK` when it was longer."""
+    text = "" if text is None else str(text)
+    return text[:NAME_CHARS] + CUT_MARK if len(text) > NAME_CHARS else text
+
+
+def _page_text(text: Any) -> str:
+    """Text from the input as the page's script shows it: cut (:func:`_cut`), and control and bidi
+    characters (an RLO, U+202E, would reverse what follows it) written as visible escapes."""
+    return terminal_safe(_cut(text))
+
+
+def _escape(text: Any) -> str:
+    """``text`` for HTML: control and bidi characters written as visible escapes (as the text report
+    writes them), then ``&``, ``<``, ``>`` and quotes escaped."""
+    return _html_escape("\n".join(map(terminal_safe, str(text).split("\n"))))  # a line break is safe in HTML
 
 
 def _page_file(name: str) -> str:
@@ -96,25 +135,33 @@ def _level(t: float) -> int:
     return 0 if t != t else min(_LEVELS, max(0, round(t * _LEVELS)))  # NaN -> 0
 
 
-def _heatmaps(report: Report) -> tuple[bytes, list[int]]:
-    """(step-time PNG, iterations) for the rank × step grid: one pixel per cell.
+def _heatmaps(report: Report, per_column: int = 1) -> tuple[bytes, list[int]]:
+    """(busy-time PNG, the first iteration of each column) for the rank × step grid: a pixel per
+    rank and ``per_column`` consecutive steps (the slowest of them: a straggler never averages away).
 
-    Step time is coloured by its ratio to the step's median over ranks (white at the median,
-    red at twice it or more, blue when faster), so a straggler stands out whatever the scale.
-    The goodput view is drawn by the page's script from the figures it carries.
+    Busy time (the step's wall less the rank's waiting) is coloured by its ratio to the step's
+    median rank (white at the median, red at twice it or more, blue when faster): in a
+    synchronous job every rank's wall time is the same, its busy time is not. The goodput view
+    is drawn by the page's script from the figures it carries.
     """
     rs = report.rank_steps
     iterations = sorted(set(rs.iterations))
-    column = {it: i for i, it in enumerate(iterations)}
-    width, height = max(1, len(iterations)), max(1, len(rs.rank_labels))
-    step_time = [bytearray(_MISSING * width) for _ in range(height)]
-    medians = {step.iteration: step.wall_median_ns for step in report.steps}
-    for it, rank, wall in zip(rs.iterations, rs.ranks, rs.wall_ns):
-        x = 3 * column[it]
-        median = medians.get(it) or wall or 1
-        ratio = wall / median
-        step_time[rank][x:x + 3] = _SLOWER[_level(ratio - 1)] if ratio >= 1 else _FASTER[_level((1 - ratio) * 2)]
-    return png(width, height, map(bytes, step_time)), iterations
+    column = {it: i // per_column for i, it in enumerate(iterations)}
+    width, height = max(1, math.ceil(len(iterations) / per_column)), max(1, len(rs.rank_labels))
+    worst = [array("f", [-1.0]) * width for _ in range(height)]
+    medians = report.aggregates.busy_median_ns
+    for it, rank, busy in zip(rs.iterations, rs.ranks, rs.busy_ns):
+        median = medians.get(it) or busy or 1
+        c = column[it]
+        worst[rank][c] = max(worst[rank][c], busy / median)
+    rows = []
+    for ratios in worst:
+        row = bytearray(_MISSING * width)
+        for x, ratio in enumerate(ratios):
+            if ratio >= 0:
+                row[3 * x:3 * x + 3] = _SLOWER[_level(ratio - 1)] if ratio >= 1 else _FASTER[_level((1 - ratio) * 2)]
+        rows.append(bytes(row))
+    return png(width, height, rows), iterations[::per_column]
 
 
 def _data_uri(data: bytes) -> str:
@@ -142,7 +189,7 @@ def _axes(labels: tuple[str, ...], iterations: list[int], cell_w: int, cell_h: i
     for i in range(0, len(labels), every):
         y = _HM_TOP + i * cell_h + cell_h / 2
         parts.append(f'<line x1="{left - 4}" x2="{left}" y1="{y:.1f}" y2="{y:.1f}"/>'
-                     f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(_fit(_short_rank(labels[i]), left - 30))}</text>')
+                     f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_escape(_fit(_short_rank(labels[i]), left - 30))}</text>')
     every = _nice(len(iterations), max(1, width // 48))
     # ticks at round step numbers (10, 20, ...), and the first step
     ticks = [i for i, it in enumerate(iterations) if it % every == 0 or i == 0]
@@ -195,7 +242,7 @@ def cell_data(report: Report) -> dict[str, Any]:
         coarse += 1
         packed = zlib.compress(b"".join(planes), 6)
     return {
-        "ranks": list(rs.rank_labels), "steps": iterations, "buckets": list(BUCKETS),
+        "ranks": [terminal_safe(label) for label in rs.rank_labels], "steps": iterations, "buckets": list(BUCKETS),
         "scale_s": [v / NS_PER_S for v in scale], "median_s": [medians.get(it, 0) / NS_PER_S for it in iterations],
         "cells": base64.b64encode(packed).decode("ascii"), "coarse": coarse,
     }
@@ -208,13 +255,16 @@ _PAGE_CELL_BYTES = 32  # a cell's figures for the page (10 planes, packed) and i
 def _heatmap_section(report: Report) -> list[str]:
     if not len(report.rank_steps):
         return ["<p>No rank × step figures: no step was found.</p>"]
-    step_png, iterations = _heatmaps(report)
     labels = report.rank_steps.rank_labels
     ranks = len(labels)
-    cell_w = max(1, min(24, 1200 // max(1, len(iterations))))
+    left = int(34 + _CHAR_W * min(24, max(len(_short_rank(label)) for label in labels)))
+    # the grid fits a 1,024-pixel window: more steps than pixels share a column (its slowest shows)
+    room = max(100, HEATMAP_WIDTH - left)
+    steps = len(set(report.rank_steps.iterations))
+    per_column = max(1, math.ceil(steps / room))
+    step_png, iterations = _heatmaps(report, per_column)
+    cell_w = max(1, min(24, room // max(1, len(iterations))))
     cell_h = max(1, min(24, 600 // max(1, ranks)))
-    left = 34 + _CHAR_W * min(24, max(len(_short_rank(label)) for label in labels))
-    left = int(left)
     size = f'width="{cell_w * len(iterations)}" height="{cell_h * ranks}"'
     place = f'style="left: {left}px; top: {_HM_TOP}px"'
     axes = _axes(labels, iterations, cell_w, cell_h, left)
@@ -227,12 +277,13 @@ def _heatmap_section(report: Report) -> list[str]:
         f'<img class="steptime" id="heatmap-steptime" alt="step time per rank and step" {size} {place} '
         f'src="{_data_uri(step_png)}">',
         # drawn by the script from the figures (a second image would double the page at 1,000 ranks)
-        f'<canvas class="goodput" id="heatmap-goodput" width="{len(iterations)}" height="{ranks}" '
+        f'<canvas class="goodput" id="heatmap-goodput" width="{steps}" height="{ranks}" '
         f'style="left: {left}px; top: {_HM_TOP}px; width: {cell_w * len(iterations)}px; height: {cell_h * ranks}px">'
         "goodput per rank and step</canvas>",
         '<div id="hm-tip" class="tip" hidden></div>',
         "</div></div>",
-        '<p class="axis">step time against the step\'s median over ranks: '
+        '<p class="axis">' + (f"each column: {per_column} steps, the slowest shown; " if per_column > 1 else "")
+        + 'busy time (step less waiting) against the step\'s median rank: '
         '<span class="scale" style="background: linear-gradient(to right, rgb(70,110,200), rgb(250,250,250), '
         'rgb(200,30,30))"></span> faster · median · 2× or slower; goodput: '
         '<span class="scale" style="background: linear-gradient(to right, rgb(200,30,30), rgb(40,150,70))"></span>'
@@ -242,11 +293,11 @@ def _heatmap_section(report: Report) -> list[str]:
 
 
 def _table(header: list[str], rows: list[list[str]], *, last_row_class: str = "") -> str:
-    head = "".join(f"<th>{escape(cell)}</th>" for cell in header)
+    head = "".join(f"<th>{_escape(cell)}</th>" for cell in header)
     lines = [f"<table><tr>{head}</tr>"]
     for i, row in enumerate(rows):
         css = f' class="{last_row_class}"' if last_row_class and i == len(rows) - 1 else ""
-        lines.append(f"<tr{css}>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>")
+        lines.append(f"<tr{css}>" + "".join(f"<td>{_escape(_cut(cell))}</td>" for cell in row) + "</tr>")
     lines.append("</table>")
     return "\n".join(lines)
 
@@ -282,9 +333,9 @@ def _badput_section(report: Report) -> list[str]:
         return ["<p>No time to split: no span with a valid duration.</p>"]
     parts = [("productive", badput.productive_ns)] + [(p, badput.parts_ns[p]) for p in BADPUT_LABELS]
     bar = "".join(f'<span class="b-{name}" style="width: {100 * ns / badput.total_ns:.3f}%" '
-                  f'title="{escape(BADPUT_LABELS.get(name, name))}: {_pct(ns / badput.total_ns)}"></span>'
+                  f'title="{_escape(BADPUT_LABELS.get(name, name))}: {_pct(ns / badput.total_ns)}"></span>'
                   for name, ns in parts if ns > 0)
-    return [f'<p class="lead">{escape(badput_line(report))}</p>', f'<div class="badput">{bar}</div>']
+    return [f'<p class="lead">{_escape(badput_line(report))}</p>', f'<div class="badput">{bar}</div>']
 
 
 def _steps_section(report: Report) -> list[str]:
@@ -304,19 +355,20 @@ def _steps_section(report: Report) -> list[str]:
 def _stragglers(report: Report, top: int) -> list[str]:
     rows = straggler_rows(report, top)
     if not rows:
-        return ["<p>No straggler: every rank took its step's median time.</p>" if report.multi_rank
-                else "<p>No straggler: one rank.</p>"]
-    worst = {s.rank: s.individual_step if s.flagged_by == "individual" else None for s in report.aggregates.top(top)}
-    head = "".join(f"<th>{escape(cell)}</th>" for cell in STRAGGLER_HEADER)
+        return ["<p>No straggler: no rank's busy time stood apart from its peers' or from its own.</p>"
+                if report.multi_rank else "<p>No straggler: one rank.</p>"]
+    worst = {s.rank: s.since_step for s in report.aggregates.top(top)}
+    head = "".join(f"<th>{_escape(cell)}</th>" for cell in STRAGGLER_HEADER)
     body = []
     for row in rows:
         label = row[0]
         step = worst[label] if worst[label] is not None else ""
-        body.append(f'<tr class="pick" data-rank="{escape(label)}" data-step="{step}">'
-                    + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>")
-    return ["<p>Relative: the median over its steps of the rank's step time over the step's median rank (a rank "
-            "always slow). Individual: its slowest step over its own median step, at that step (a rank that became "
-            "slow). Click a row for its waterfall.</p>",
+        body.append(f'<tr class="pick" data-rank="{_escape(label)}" data-step="{step}">'
+                    + "".join(f"<td>{_escape(cell)}</td>" for cell in row) + "</tr>")
+    return ["<p>Busy time: the step's wall time less the rank's waiting. Relative: the median over its steps of "
+            "the rank's busy time over the step's median rank (a rank always slow). Individual: after a sustained "
+            "change in its own busy time, its median after over before (a rank that became slow), since that step. "
+            "Click a row for its waterfall.</p>",
             f"<table><tr>{head}</tr>{''.join(body)}</table>"]
 
 
@@ -330,56 +382,122 @@ def _rank_section(report: Report, ranks: frozenset[int] | None, steps: frozenset
             f"<details><summary>{len(cells)} rank × step rows</summary>{_table(RANK_STEP_HEADER, cells)}</details>"]
 
 
-def render_html(report: Report, store: Any, *, steps: frozenset[int] | None = None,
-                ranks: frozenset[int] | None = None, top: int = 10) -> str:
-    """One self-contained HTML page (inline CSS, images, SVG and script; nothing fetched).
+def _slow_steps(report: Report) -> list[str]:
+    """The slowest steps, each row opening that step's waterfall of its busiest rank (or its first, on a tie)."""
+    rows = slow_step_rows(report, SLOWEST_STEPS)
+    if not rows:
+        return ["<p>No step took longer than the median step.</p>"] if report.steps else []
+    head = "".join(f"<th>{_escape(cell)}</th>" for cell in SLOW_STEP_HEADER)
+    body = []
+    for row, step in zip(rows, report.aggregates.slowest_steps):
+        rank = step.busiest or _first_rank(report)
+        body.append(f'<tr class="pick" data-rank="{_escape(rank)}" data-step="{step.iteration}">'
+                    + "".join(f"<td>{_escape(cell)}</td>" for cell in row) + "</tr>")
+    return ["<p>A step's time is its longest rank's; what made it slow: its busiest rank when it stood out, and the "
+            "bucket that grew most against a typical step. Click a row for its waterfall.</p>",
+            f"<table><tr>{head}</tr>{''.join(body)}</table>"]
 
-    It leads with goodput and its badput split and the top stragglers; then the rank × step
-    heatmap (step time or goodput; hover a cell for its figures, click it for that step's
-    waterfall of the rank and its neighbours); then a waterfall of the spans of the selected
-    ``steps`` and ``ranks`` (numbers) in ``store``, which must be the store ``report`` was built
-    from, just after :func:`~lens_report.build_report`. By default the waterfall shows the
-    whole run when it is small, else the slowest step, for up to 16 ranks (stragglers first);
-    with a step chosen its axis is that step, and longer spans are clipped and marked. The
-    spans of the chosen steps for every rank (up to :data:`MAX_WATERFALL_SPANS`) travel in the
-    page, so a click on their column redraws the waterfall without a new report. Without
-    script the page still shows every table, the heatmaps and the first waterfall.
+
+def _first_rank(report: Report) -> str:
+    labels = report.rank_steps.rank_labels
+    return labels[0] if labels else (report.ranks[0].rank if report.ranks else "")
+
+
+def _pointed_cells(report: Report, top: int) -> list[tuple[int, str]]:
+    """The (step, rank) cells the page's rows point at: each straggler at the step it began and each
+    slowest step at its busiest rank, with two neighbours each side (the waterfall a click draws)."""
+    labels = report.rank_steps.rank_labels
+    index = {label: i for i, label in enumerate(labels)}
+    wanted = [(s.since_step, s.rank) for s in report.aggregates.top(top)]
+    wanted += [(s.iteration, s.busiest or _first_rank(report)) for s in report.aggregates.slowest_steps[:SLOWEST_STEPS]]
+    cells = []
+    for step, label in wanted:
+        if label not in index:
+            continue
+        at = index[label]
+        cells += [(step, labels[k]) for k in range(max(0, at - 2), min(len(labels), at + 3))]
+    return list(dict.fromkeys(cells))
+
+
+def _merge(*selections: Any) -> list[dict[str, Any]]:
+    """The spans of ``selections`` in order of priority, each once."""
+    seen: set[int] = set()
+    out = []
+    for selection in selections:
+        for span in selection.spans:
+            if span["id"] not in seen:
+                seen.add(span["id"])
+                out.append(span)
+    return out
+
+
+def render_html(report: Report, store: Any, *, steps: frozenset[int] | None = None,
+                ranks: frozenset[int] | None = None, top: int = 10, rerun: str | None = None) -> str:
+    """One self-contained HTML page (inline CSS, images, SVG and script; nothing fetched), at most
+    :data:`PAGE_LIMIT` bytes whatever the input.
+
+    It leads with goodput and its badput split, the stragglers and the slowest steps (a click on
+    a row draws its waterfall from spans the page carries); then the rank × step heatmap (step
+    time or goodput; hover a cell for its figures, click it for that step's waterfall of the
+    rank and its neighbours), scaled to fit a 1,024-pixel window; then a waterfall of the spans
+    of the selected ``steps`` and ``ranks`` (numbers) in ``store``, which must be the store
+    ``report`` was built from, just after :func:`~lens_report.build_report`. By default the
+    waterfall shows the whole run when it is small, else the slowest step, for up to 16 ranks
+    (stragglers first). The spans of the straggler and slow-step rows come first in the page,
+    then the chosen steps for every rank, as many as the budget holds, counted in the bytes
+    written; a click on what is not carried says the command that draws it: ``rerun`` (the
+    command that made this page, default: ``lens report`` over the files read). Text from the
+    input shows control and bidi characters escaped and is cut past :data:`NAME_CHARS`.
     """
-    from .rollup import CELL_BYTES, waterfall_spans
+    from .rollup import CELL_BYTES, cell_spans, waterfall_spans
 
     # the page's figures are held beside the engine too (see TraceStore.hold_outside)
     store.hold_outside(len(report.rank_steps) * (CELL_BYTES + _PAGE_CELL_BYTES))
+    name_chars = NAME_CHARS + 1  # one more: a name that long was cut
     selection = waterfall_spans(store, report, steps=steps, ranks=ranks, small_run=SMALL_RUN_SPANS,
-                                default_ranks=_DEFAULT_RANKS, limit=MAX_WATERFALL_SPANS)
+                                default_ranks=_DEFAULT_RANKS, limit=MAX_WATERFALL_SPANS, name_chars=name_chars)
     heatmap = _heatmap_section(report)
     cells = cell_data(report) if len(report.rank_steps) else {"ranks": [], "steps": [], "buckets": list(BUCKETS),
                                                                 "scale_s": [], "median_s": [], "cells": ""}
-    # the spans the script may draw fill what the page budget leaves (about 70 bytes each)
-    budget = int(min(MAX_WATERFALL_SPANS, max(2_000, (PAGE_BUDGET - len(cells["cells"])
-                                                      - sum(map(len, heatmap))) / 80)))
-    embedded = selection
+    fixed = len(cells["cells"]) + sum(map(len, heatmap)) + len(_CSS) + len(_JS)
+    # about 70 bytes a span in the script's data: how many to ask the engine for (the bytes decide)
+    budget = int(min(MAX_WATERFALL_SPANS, max(2_000, (PAGE_BUDGET - fixed) / 80)))
+    pointed = cell_spans(store, report, _pointed_cells(report, top), limit=budget, name_chars=name_chars) \
+        if report.multi_rank and len(report.rank_steps) else None
+    everyone = None
     if ranks is None and len(report.rank_steps.rank_labels) > len(selection.ranks):
         # every rank of the chosen steps, as many as the span budget holds, for clicks on the heatmap
         per_cell = report.span_count / max(1, len(report.rank_steps))
-        everyone = max(_DEFAULT_RANKS, int(budget / max(1.0, per_cell * len(selection.steps or [1]))))
-        embedded = waterfall_spans(store, report, steps=None if selection.steps is None else frozenset(selection.steps),
-                                   ranks=None, small_run=SMALL_RUN_SPANS, default_ranks=everyone, limit=budget)
+        wide = max(_DEFAULT_RANKS, int(budget / max(1.0, per_cell * len(selection.steps or [1]))))
+        everyone = waterfall_spans(store, report, steps=None if selection.steps is None else frozenset(selection.steps),
+                                   ranks=None, small_run=SMALL_RUN_SPANS, default_ranks=wide, limit=budget,
+                                   name_chars=name_chars)
     step_re = re.compile(report.step_pattern)
     windows = _windows(selection.spans, selection.steps, step_re)
-    data = {**cells, **_span_data(embedded, report, step_re),
-            "initial": {"steps": selection.steps, "ranks": selection.ranks}}
+    rerun = rerun or _rerun(report)
+    # the first waterfall: within a third of what the budget leaves, else fewer spans, said so
+    drawn, note = selection.spans, selection.describe()
+    svg = _waterfall(drawn, selection.rank_order, windows)
+    while len(svg) > (PAGE_BUDGET - fixed) // 3 and len(drawn) > 1:
+        drawn = drawn[: len(drawn) // 2]
+        svg = _waterfall(drawn, selection.rank_order, windows)
+    if len(drawn) < len(selection.spans):
+        note += (f" The page draws the first {len(drawn):,} of them (its size budget); to draw the rest: "
+                 f"{rerun} --step N --ranks LIST.")
+    base = {**cells, "initial": {"steps": selection.steps, "ranks": selection.ranks}, "rerun": rerun}
     body = [
         "<h1>lens report</h1>",
-        f"<p>Run {escape(report.run_id or '(no run id)')}: {len(report.ranks)} rank(s), {report.span_count} spans "
+        f"<p>Run {_escape(report.run_id or '(no run id)')}: {len(report.ranks)} rank(s), {report.span_count} spans "
         f"in {report.trace_count} traces from {len(report.files)} files; {report.orphan_count} orphaned, "
         f"{report.duplicate_count} duplicates dropped, {report.error_count} with error status. "
-        f"{escape(step_method_summary(report))}.</p>",
+        f"{_escape(step_method_summary(report))}.</p>",
         "<h2>Goodput</h2>", *_badput_section(report),
         "<h2>Stragglers</h2>", *_stragglers(report, top),
+        *(["<h2>Slowest steps</h2>", *_slow_steps(report)] if report.multi_rank else []),
         "<h2>Rank × step</h2>", *heatmap,
-        '<h2 id="waterfall-title">Waterfall</h2>', f'<p id="waterfall-note">{escape(selection.describe())}</p>',
+        '<h2 id="waterfall-title">Waterfall</h2>', f'<p id="waterfall-note">{_escape(note)}</p>',
         _legend(),
-        f'<div class="waterfall" id="waterfall-box">{_waterfall(selection.spans, selection.rank_order, windows)}</div>',
+        f'<div class="waterfall" id="waterfall-box">{svg}</div>',
         "<h2>Goodput buckets</h2>", *_steps_section(report),
         *_rank_section(report, ranks, steps),
         "<h2>Lost telemetry</h2>", *_loss(report),
@@ -389,18 +507,46 @@ def render_html(report: Report, store: Any, *, steps: frozenset[int] | None = No
         f"<h2>Violations ({report.violation_count})</h2>",
         _table(["rule", "span", "rank", "trace id", "span id", "file", "reason"],
                [[v.rule, v.span_name, v.rank, v.trace_id, v.span_id, f"{v.file}:{v.line}" if v.line else v.file,
-                 v.reason] for v in report.violations]),
+                 v.reason] for v in report.violations[:PAGE_ROWS]]),
     ]
-    if report.violation_count > len(report.violations):
-        body.append(f"<p>{report.violation_count - len(report.violations)} more not listed.</p>")
+    if report.violation_count > min(len(report.violations), PAGE_ROWS):
+        body.append(f"<p>{report.violation_count - min(len(report.violations), PAGE_ROWS)} more not listed "
+                    "(the JSON lists up to --max-violations).</p>")
     body.append(f"<h2>Problems reading input ({len(report.problems)})</h2>")
-    body.append(_table(["file", "line", "problem"], [[p.file, str(p.line), p.message] for p in report.problems]))
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>lens report</title>'
-        f"<style>{_CSS}</style></head><body>\n" + "\n".join(body)
-        + f'\n<script type="application/json" id="lens-data">{_script_json(data)}</script>'
-        + f"\n<script>{_JS}</script>\n</body></html>\n"
-    )
+    body.append(_table(["file", "line", "problem"],
+                       [[p.file, str(p.line), p.message] for p in report.problems[:PAGE_ROWS]]))
+    if len(report.problems) > PAGE_ROWS:
+        body.append(f"<p>{len(report.problems) - PAGE_ROWS} more in the JSON.</p>")
+    head = ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>lens report</title>'
+            f"<style>{_CSS}</style></head><body>\n" + "\n".join(body))
+    tail = f"\n<script>{_JS}</script>\n</body></html>\n"
+    # the script's spans: the rows' first, then the first waterfall's, then every rank's of its steps,
+    # as many as the page's bytes allow (counted on what is written: long names made 88 MB of 5)
+    spans = _merge(*(x for x in (pointed, selection, everyone) if x is not None))
+    room = PAGE_LIMIT - len(head.encode()) - len(tail.encode())
+    while True:
+        data = {**base, **_span_data(spans, report, step_re, selection.steps)}
+        script = f'\n<script type="application/json" id="lens-data">{_script_json(data)}</script>'
+        size = len(script.encode())
+        if size <= room or not spans:
+            return head + script + tail
+        spans = spans[: int(len(spans) * room / size * 0.95)]
+
+
+def _rerun(report: Report) -> str:
+    """The command that makes this page again, with the files it read (their folder when many)."""
+    import os
+    import shlex
+
+    files = list(report.files)
+    if len(files) > 4:
+        try:
+            files = [os.path.commonpath(files)]
+        except ValueError:
+            files = files[:4]
+    run = f" --run {shlex.quote(report.run_id)}" if report.run_id else ""
+    attempt = f" --attempt {report.attempt}" if report.attempt else ""
+    return "lens report " + " ".join(shlex.quote(f) for f in files) + run + attempt + " --html report.html"
 
 
 def _script_json(data: Any) -> str:
@@ -427,11 +573,11 @@ def _windows(spans: list[dict[str, Any]], steps: list[int] | None, step_re: re.P
 _BUCKET_CODE = {name: i for i, name in enumerate(BUCKETS)}
 
 
-def _span_data(selection: Any, report: Report, step_re: re.Pattern[str]) -> dict[str, Any]:
+def _span_data(spans: list[dict[str, Any]], report: Report, step_re: re.Pattern[str],
+               span_steps: list[int] | None) -> dict[str, Any]:
     """The spans the page's script can draw: lanes (rank index, labels), names, and per span
     [lane, row, name, start µs, duration µs, bucket (0-3, 4 unknown, -1 none), iteration, error];
-    step windows per (rank index, iteration). Times are µs after ``t0_ns``."""
-    spans = selection.spans
+    step windows per (rank index, iteration). Times are µs after ``t0_ns``; texts as the page shows them."""
     if not spans:
         return {"lanes": [], "names": [], "spans": [], "windows": [], "t0_ns": 0, "span_steps": []}
     t0 = min(s["start_ns"] for s in spans)
@@ -445,7 +591,8 @@ def _span_data(selection: Any, report: Report, step_re: re.Pattern[str]) -> dict
         rank_label, process, thread, thread_name = key
         owner = process if rank_label == process else f"{rank_label} · {process}"
         full = owner + (f" / thread {thread}" if thread else "")
-        lane_rows.append([order.get(rank_label, -1), full, f"{rank_label} · {thread_name}" if thread else full])
+        lane_rows.append([order.get(rank_label, -1), _page_text(full),
+                          _page_text(f"{rank_label} · {thread_name}" if thread else full)])
         row_of = pack_rows(lanes[key])
         for span in lanes[key]:
             bucket = span["bucket"]
@@ -465,9 +612,9 @@ def _span_data(selection: Any, report: Report, step_re: re.Pattern[str]) -> dict
         target[cell] = [lo, hi] if old is None else [min(old[0], lo), max(old[1], hi)]
     for cell, window in fallback.items():
         windows.setdefault(cell, window)
-    return {"lanes": lane_rows, "names": list(names), "spans": out, "t0_ns": t0,
+    return {"lanes": lane_rows, "names": [_page_text(name) for name in names], "spans": out, "t0_ns": t0,
             "windows": [[rank, it, lo, hi] for (rank, it), (lo, hi) in sorted(windows.items())],
-            "span_steps": selection.steps}
+            "span_steps": span_steps}
 
 
 def _legend() -> str:
@@ -485,15 +632,16 @@ def _bucket_class(span: dict[str, Any]) -> str:
 def _tooltip(span: dict[str, Any]) -> str:
     bucket = "none (umbrella)" if span["bucket"] is None else str(span["bucket"])
     lines = [
-        span["name"] or "(unnamed)",
+        _cut(span["name"]) or "(unnamed)",
         f"duration: {(span['end_ns'] - span['start_ns']) / NS_PER_S:.6f} s",
         f"bucket: {bucket}",
         f"iteration: {'-' if span['iteration'] is None else span['iteration']}",
-        f"{span['rank_label']} · {span['process']}" + (f", thread {span['thread_label']}" if span["thread_label"] else ""),
+        _cut(f"{span['rank_label']} · {span['process']}" + (f", thread {span['thread_label']}"
+                                                               if span["thread_label"] else "")),
         f"trace {span['trace']} span {span['span']}",
         f"kind {span['kind']}" + (", ERROR" if span["error"] else ""),
     ]
-    return escape("\n".join(lines))
+    return _escape("\n".join(lines))
 
 
 def pack_rows(spans: list[dict[str, Any]]) -> dict[int, int]:
@@ -562,9 +710,9 @@ def _waterfall(spans: list[dict[str, Any]], rank_order: dict[str, int],
     for key in order:
         rank_label, process, thread, thread_name = key
         owner = process if rank_label == process else f"{rank_label} · {process}"
-        fulls[key] = owner + (f" / thread {thread}" if thread else "")
+        fulls[key] = _cut(owner + (f" / thread {thread}" if thread else ""))
         # lead with what tells lanes of one process apart: the rank and the thread's name
-        shorts[key] = f"{rank_label} · {thread_name}" if thread else fulls[key]
+        shorts[key] = _cut(f"{rank_label} · {thread_name}") if thread else fulls[key]
     label_w = _label_width(shorts.values())
 
     def x(ns: int) -> float:
@@ -577,8 +725,8 @@ def _waterfall(spans: list[dict[str, Any]], rank_order: dict[str, int],
         row_of = pack_rows(lane)
         height = (max(row_of.values()) + 1) * _ROW_H
         parts.append(f'<line class="sep" x1="0" x2="{label_w + _PLOT_W}" y1="{y}" y2="{y}"/>')
-        parts.append(f'<text class="lane" x="4" y="{y + 11}"><title>{escape(fulls[key])}</title>'
-                     f"{escape(_fit(shorts[key], label_w - 8))}</text>")
+        parts.append(f'<text class="lane" x="4" y="{y + 11}"><title>{_escape(fulls[key])}</title>'
+                     f"{_escape(_fit(shorts[key], label_w - 8))}</text>")
         for span in lane:
             start, end = max(span["start_ns"], t0), min(span["end_ns"], t1)
             left, top = x(start), y + 1 + row_of[span["id"]] * _ROW_H
@@ -593,7 +741,7 @@ def _waterfall(spans: list[dict[str, Any]], rank_order: dict[str, int],
                                       f"clipped: ends {(span['end_ns'] - t1) / NS_PER_S:.3f} s after the step"
                                       if span["end_ns"] > t1 else "") if text)
             parts.append(f'<rect class="{css}" x="{left:.2f}" y="{top}" width="{width:.2f}" height="{_ROW_H - 2}">'
-                         f"<title>{_tooltip(span)}{escape(note)}</title></rect>")
+                         f"<title>{_tooltip(span)}{_escape(note)}</title></rect>")
             if span["start_ns"] < t0:
                 parts.append(f'<path class="clip-mark" d="M{left + 5:.2f} {top} l-5 {(_ROW_H - 2) / 2} l5 '
                              f'{(_ROW_H - 2) / 2} z"/>')
@@ -601,10 +749,10 @@ def _waterfall(spans: list[dict[str, Any]], rank_order: dict[str, int],
                 parts.append(f'<path class="clip-mark" d="M{left + width - 5:.2f} {top} l5 {(_ROW_H - 2) / 2} l-5 '
                              f'{(_ROW_H - 2) / 2} z"/>')
             if width > 30:
-                parts.append(f'<text x="{left + 2:.2f}" y="{top + 10}">{escape(_fit(span["name"], width - 4))}</text>')
+                parts.append(f'<text x="{left + 2:.2f}" y="{top + 10}">{_escape(_fit(_cut(span["name"]), width - 4))}</text>')
         y += height + _LANE_GAP
     what = "step start" if window is not None else "start"
-    axis = [f'<text x="4" y="12">{what} {escape(_started(t0))}</text>']
+    axis = [f'<text x="4" y="12">{what} {_escape(_started(t0))}</text>']
     step = _tick_step(span_ns)
     for tick in range(0, span_ns + 1, step):
         tx = x(t0 + tick)

@@ -34,6 +34,7 @@ from .model import (
 
 __all__ = [
     "AttemptChoiceError",
+    "BUSY_NS",
     "CELL_BYTES",
     "DEFAULT_MAX_VIOLATIONS",
     "DEFAULT_TOP_N",
@@ -41,6 +42,7 @@ __all__ = [
     "TOLERANCE_NS",
     "WaterfallSelection",
     "build_report",
+    "cell_spans",
     "list_attempts",
     "list_runs",
     "waterfall_spans",
@@ -648,13 +650,13 @@ def _rank_steps(db: Store) -> tuple[list[str], RankSteps]:
     db.insert("rank_index", [[label, i] for i, label in enumerate(labels)])
     db.create("rank_steps", f"""
         SELECT s.iteration AS iteration, r.idx AS rank, sum(s.wall_ns) AS wall_ns,
-               {", ".join(f"sum(s.{x}) AS {x}" for x in BUCKETS)}
+               {", ".join(f"sum(s.{x}) AS {x}" for x in BUCKETS)}, sum({BUSY_NS.format(s="s")}) AS busy_ns
         FROM steps s JOIN rank_index r ON r.rank_label = s.rank_label
         GROUP BY s.iteration, r.idx
     """)
     result = RankSteps(tuple(labels))
     columns = (result.iterations, result.ranks, result.wall_ns, result.productive_ns, result.overhead_ns,
-               result.idle_ns, result.wasted_ns)
+               result.idle_ns, result.wasted_ns, result.busy_ns)
     # in slices of whole steps: the engine holds a sorted result until it is read (1,000 ranks x
     # 500 steps held ~60 MB, the peak of a 10M-span report); a step always has an iteration
     counts = db.rows("SELECT iteration, count(*) FROM rank_steps GROUP BY iteration ORDER BY iteration")
@@ -662,7 +664,7 @@ def _rank_steps(db: Store) -> tuple[list[str], RankSteps]:
     # once they were in Python, its limit no longer bounded the peak (245 MiB at 10M spans)
     db.hold_outside(sum(n for _, n in counts) * CELL_BYTES)
     for low, high in _slices(counts, _SLICE_ROWS):
-        for _names, rows in db.stream(f"SELECT iteration, rank, wall_ns, {', '.join(BUCKETS)} FROM rank_steps "
+        for _names, rows in db.stream(f"SELECT iteration, rank, wall_ns, {', '.join(BUCKETS)}, busy_ns FROM rank_steps "
                                       f"WHERE iteration BETWEEN {int(low)} AND {int(high)} ORDER BY iteration, rank"):
             for column, values in zip(columns, zip(*rows)):  # a column at a time: a loop per value cost 0.4 s at 3M spans
                 column.extend(map(int, values))
@@ -670,8 +672,18 @@ def _rank_steps(db: Store) -> tuple[list[str], RankSteps]:
 
 
 _SLICE_ROWS = 50_000
-CELL_BYTES = 9 * 8
-"""What a (rank, step) of a report takes in Python: its 7 figures, and its index twice in the aggregates."""
+CELL_BYTES = 10 * 8
+"""What a (rank, step) of a report takes in Python: its 8 figures, and its index twice in the aggregates."""
+
+BUSY_NS = "greatest(0, {s}.wall_ns - {s}.idle)"
+"""SQL (``.format(s=alias)``): a step's busy time on one rank, the one definition the straggler scores use.
+
+Busy is the step's wall time less the time the rank waited: its ``idle`` bucket (barriers,
+collective waits, a starved buffer), so a rank that only waited for a slower one is never busy
+for it. Host clock today. Device-clock hook: where step spans carry
+``lens.device.start_time_unix_nano``/``lens.device.end_time_unix_nano`` (recorded by the device
+side), the store will read them as columns and this expression takes the device times in place
+of ``wall_ns``/``idle``; nothing downstream changes, every score reads ``rank_steps.busy_ns``."""
 
 
 def _slices(counts: list[tuple[Any, ...]], size: int) -> Iterator[tuple[int, int]]:
@@ -691,24 +703,27 @@ def _slices(counts: list[tuple[Any, ...]], size: int) -> Iterator[tuple[int, int
 def _step_rows(db: Store, labels: list[str], rank_steps: RankSteps) -> tuple[StepRow, ...]:
     """Per iteration: sums over ranks, the spread of step times, the slowest rank and the wait for it."""
     d = db.dialect
-    # the slowest rank of a step: the most busy time (wall less idle), the highest rank on a tie
+    # the slowest rank of a step: the one rank with the most busy time; when two or more share
+    # the most, no rank is the slowest (a tie ranks nothing), though the others still waited
     db.create("step_spread", f"""
-        WITH busy AS (SELECT iteration, rank, wall_ns, {", ".join(BUCKETS)}, wall_ns - idle AS busy_ns FROM rank_steps),
-        slow AS (SELECT iteration, {d.arg_max('rank', '(busy_ns, rank)')} AS slowest FROM busy GROUP BY iteration),
-        slow_busy AS (SELECT s.iteration AS iteration, s.slowest AS slowest, b.busy_ns AS busy_ns
-                      FROM slow s JOIN busy b ON b.iteration = s.iteration AND b.rank = s.slowest)
+        WITH top AS (SELECT iteration, max(busy_ns) AS top_busy, min(rank) AS first_rank FROM rank_steps
+                     GROUP BY iteration),
+        slow AS (SELECT b.iteration AS iteration, t.top_busy AS top_busy, t.first_rank AS first_rank,
+                        CASE WHEN count(*) = 1 THEN min(b.rank) END AS slowest
+                 FROM rank_steps b JOIN top t ON t.iteration = b.iteration AND b.busy_ns = t.top_busy
+                 GROUP BY b.iteration, t.top_busy, t.first_rank)
         SELECT b.iteration AS iteration, count(*) AS ranks, sum(b.wall_ns) AS wall_ns,
                {", ".join(f"sum(b.{x}) AS {x}" for x in BUCKETS)},
                min(b.wall_ns) AS wall_min, {d.median('b.wall_ns')} AS wall_median, max(b.wall_ns) AS wall_max,
-               {d.any_value('s.slowest')} AS slowest,
-               sum(greatest(0, s.busy_ns - b.busy_ns)) AS wait_ns
-        FROM busy b JOIN slow_busy s ON s.iteration = b.iteration GROUP BY b.iteration
+               {d.any_value('s.slowest')} AS slowest, {d.any_value('s.first_rank')} AS first_rank,
+               sum(greatest(0, s.top_busy - b.busy_ns)) AS wait_ns
+        FROM rank_steps b JOIN slow s ON s.iteration = b.iteration GROUP BY b.iteration
     """)
     rows = db.rows(f"""
         SELECT p.iteration, p.ranks, p.wall_ns, {", ".join(f"p.{x}" for x in BUCKETS)}, p.wall_min, p.wall_median,
                p.wall_max, p.slowest, p.wait_ns, {d.hex_id('a.trace', 32)}, {d.hex_id('a.span', 16)}, a.name, a.method
         FROM step_spread p
-        JOIN rank_index r ON r.idx = p.slowest
+        JOIN rank_index r ON r.idx = coalesce(p.slowest, p.first_rank)
         JOIN (SELECT iteration, rank_label, trace, span, name, method, anchor,
                      row_number() OVER (PARTITION BY iteration, rank_label ORDER BY start_ns, anchor) AS n
               FROM steps) a ON a.iteration = p.iteration AND a.rank_label = r.rank_label AND a.n = 1
@@ -719,7 +734,7 @@ def _step_rows(db: Store, labels: list[str], rank_steps: RankSteps) -> tuple[Ste
          method) in rows:
         totals = BucketTotals(int(wall), dict(zip(BUCKETS, (int(prod), int(over), int(idle), int(waste)))))
         steps.append(StepRow(iteration, trace, span, name, method, totals, int(ranks), int(wmin), float(wmed),
-                             int(wmax), labels[slowest], int(wait)))
+                             int(wmax), "" if slowest is None else labels[slowest], int(wait)))
     return tuple(steps)
 
 
@@ -730,11 +745,11 @@ def _ranks(db: Store, labels: list[str], rank_steps: RankSteps) -> tuple[tuple[R
         FROM rank_totals t JOIN rank_index r ON r.rank_label = t.rank_label ORDER BY r.idx
     """)
     cost = db.rows("""
-        WITH busy AS (SELECT iteration, rank, idle, wall_ns - idle AS busy_ns FROM rank_steps)
         SELECT p.slowest, count(DISTINCT p.iteration), sum(greatest(0, s.busy_ns - b.busy_ns)),
                sum(least(b.idle, greatest(0, s.busy_ns - b.busy_ns)))
-        FROM step_spread p JOIN busy s ON s.iteration = p.iteration AND s.rank = p.slowest
-        JOIN busy b ON b.iteration = p.iteration AND b.rank <> p.slowest
+        FROM step_spread p JOIN rank_steps s ON s.iteration = p.iteration AND s.rank = p.slowest
+        JOIN rank_steps b ON b.iteration = p.iteration AND b.rank <> p.slowest
+        WHERE p.slowest IS NOT NULL
         GROUP BY p.slowest
     """)
     costs = {slowest: (n, int(c), int(idle)) for slowest, n, c, idle in cost}
@@ -861,22 +876,56 @@ def choose_spans(store: Store, report: Report, *, steps: frozenset[int] | None, 
 
 
 def waterfall_spans(store: Store, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
-                    small_run: int, default_ranks: int, limit: int) -> WaterfallSelection:
+                    small_run: int, default_ranks: int, limit: int,
+                    name_chars: int | None = None) -> WaterfallSelection:
     """The spans of the chosen steps (by ``rl.iteration`` of their step spans) and ranks (numbers).
 
     Defaults: the whole run when it has at most ``small_run`` spans, else the slowest step;
     up to ``default_ranks`` ranks, the stragglers of the chosen steps first. Call right after
-    :func:`build_report` on the same store.
+    :func:`build_report` on the same store. ``name_chars`` reads at most that many characters
+    of each name (a page cuts longer ones; the engine, not Python, holds the rest).
     """
-    db = store
-    d = db.dialect
     order, chosen_steps, chosen = choose_spans(store, report, steps=steps, ranks=ranks, small_run=small_run,
                                                default_ranks=default_ranks)
+    total = store.value("SELECT count(*) FROM wf_ids")
+    return WaterfallSelection(_chosen_spans(store, limit, name_chars), order, chosen_steps, chosen, total)
+
+
+def cell_spans(store: Store, report: Report, cells: list[tuple[int, str]], *, limit: int,
+               name_chars: int | None = None) -> WaterfallSelection:
+    """The spans of each (iteration, rank label) of ``cells``: the rank's spans that overlap its
+    own step window (a straggler at the step it began, a slow step's busiest rank), in one
+    query whatever the number of cells. Call right after :func:`build_report` on the same store."""
+    db = store
+    labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
+    db.create_columns("wf_cells", "iteration BIGINT, rank_label VARCHAR")
+    db.insert("wf_cells", [[int(it), label] for it, label in dict.fromkeys(cells)])
+    db.create("wf_cell_windows", """
+        SELECT s.iteration AS iteration, s.rank_label AS rank_label, min(k.start_ns) AS lo, max(k.end_ns) AS hi
+        FROM steps s JOIN wf_cells w ON w.iteration = s.iteration AND w.rank_label = s.rank_label
+        JOIN anchors a ON a.anchor = s.anchor JOIN cands k ON k.id = a.cand GROUP BY s.iteration, s.rank_label
+    """)
+    kept = "k.id AS id, k.start_ns AS start_ns, k.end_ns AS end_ns, k.bucket AS bucket, k.iteration AS iteration, " \
+           "k.rank_label AS rank_label, k.error AS error"
+    db.create("wf_ids", f"""
+        SELECT DISTINCT {kept} FROM k JOIN wf_cell_windows w ON w.rank_label = k.rank_label
+        WHERE k.ok AND k.start_ns < w.hi AND k.end_ns > w.lo
+    """)
     total = db.value("SELECT count(*) FROM wf_ids")
+    order = {label: i for i, label in enumerate(labels)}
+    steps = sorted({it for it, _ in cells})
+    ranks = sorted({label for _, label in cells}, key=lambda label: order.get(label, len(order)))
+    return WaterfallSelection(_chosen_spans(db, limit, name_chars), order, steps, ranks, total)
+
+
+def _chosen_spans(db: Store, limit: int, name_chars: int | None) -> list[dict[str, Any]]:
+    """The first ``limit`` spans of ``wf_ids`` by start, with what a waterfall draws of each."""
+    d = db.dialect
+    name = "s.name" if name_chars is None else d.prefix("s.name", name_chars)
     spans = []
     for columns, rows in db.stream(f"""
         WITH chosen AS (SELECT * FROM wf_ids ORDER BY start_ns, id LIMIT {int(limit)})
-        SELECT c.id AS id, p.pid AS pid, s.name AS name, c.start_ns AS start_ns, c.end_ns AS end_ns,
+        SELECT c.id AS id, p.pid AS pid, {name} AS name, c.start_ns AS start_ns, c.end_ns AS end_ns,
                c.bucket AS bucket, c.iteration AS iteration, c.rank_label AS rank_label, s.process AS process,
                coalesce(s.thread || coalesce(' ' || s.thread_name, ''), s.thread_name, '') AS thread_label,
                coalesce(s.thread_name, s.thread, '') AS thread_short,
@@ -886,4 +935,4 @@ def waterfall_spans(store: Store, report: Report, *, steps: frozenset[int] | Non
         ORDER BY c.start_ns, c.id
     """):
         spans += [dict(zip(columns, row)) for row in rows]
-    return WaterfallSelection(spans, order, chosen_steps, chosen, total)
+    return spans

@@ -254,7 +254,7 @@ class TraceStore:
         insert_rows(self.con, "files", [(i, f, None) for i, f in enumerate(self.files)])
         readers = self._readers = self._readers_for(self.files)
         self.con.execute(f"SET threads = {readers}")
-        compiled = not self.detail and compiled_reader() is not None  # (--perfetto keeps what only SQL reads)
+        compiled = compiled_reader(self.detail) is not None
         plain = [f for f in self.files if f.endswith(_PLAIN_SUFFIXES)] if compiled else []
         rest = [f for f in self.files if not f.endswith(_PLAIN_SUFFIXES)] if compiled else list(self.files)
         if plain:  # the compiled reader first; a file it leaves (see lens_report._scan) is read by SQL

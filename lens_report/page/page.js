@@ -184,7 +184,7 @@
     const numbers = ranks.map(rankNumber).filter((n) => n !== null);
     p.textContent = "The spans of step " + step + " for these ranks are not in this page (it carries " +
       (D.span_steps ? "step " + D.span_steps.join(", ") : "the whole run") + " for " + "the ranks it could hold). " +
-      "Their bucket split is below; to draw their spans: lens report PATH... --html OUT --step " + step +
+      "Their bucket split is below; to draw their spans: " + D.rerun + " --step " + step +
       (numbers.length ? " --ranks " + Math.min(...numbers) + "-" + Math.max(...numbers) : "");
     wrap.appendChild(p);
     if (c === undefined || !cells) return wrap;

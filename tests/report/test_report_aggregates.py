@@ -83,27 +83,34 @@ def test_each_step_gives_p50_p90_p99_and_max_over_ranks(two):
 
 
 def test_stragglers_are_found_by_relative_and_by_individual_score(two):
-    """A rank always twice as slow as its peers scores 2 relative; a rank that became 3x slower
-    at step 80 scores ~1 relative (its median step is normal) but 3 individual, at step 80."""
+    """A rank always twice as busy as its peers scores 2 relative; a rank that became 3x slower
+    at step 80 scores 1 relative (its median step is normal) but 3 individual, since step 80.
+    Each says the rank-seconds the others waited for it; the ranks that were never slower are
+    not flagged (their scores are 1)."""
     _, report = two
     top = report.aggregates.top(5)
     assert [s.rank for s in top] == ["rank 6", "rank 3"]
     became, always = top
-    assert (became.relative, became.individual, became.individual_step, became.flagged_by) == (
-        1.0, 3.0, SINCE, "individual")
-    assert (always.relative, always.individual, always.flagged_by) == (2.0, 1.0, "relative")
-    assert all(s.score == 1.0 for s in report.aggregates.stragglers[2:])
+    assert (became.relative, became.individual, became.change_step, became.since_step, became.flagged_by) == (
+        1.0, 3.0, SINCE, SINCE, "individual")
+    assert (always.relative, always.individual, always.since_step, always.flagged_by) == (2.0, 1.0, 1, "relative")
+    S = Otlp.S
+    # rank 6 the busiest of steps 80-100: 6 ranks x 20 s and rank 3's 10 s a step; rank 3 of steps 1-79: 7 x 10 s
+    assert (became.waited_ns, always.waited_ns) == (21 * 130 * S, 79 * 70 * S)
+    assert all(s.score == 1.0 and not s.flagged for s in report.aggregates.stragglers[2:])
 
 
 def test_text_and_json_lead_with_goodput_and_stragglers_and_drill_into_ranks(two, capsys):
     path, _ = two
     assert main([str(path)]) == EXIT_OK
     lines = capsys.readouterr().out.splitlines()
+    assert len(lines) <= 80
     assert lines[3].startswith("goodput 24.6% of 31,790.0 rank-s; badput: overhead 5.0%, idle 0.0%, wasted 0.0%, "
                                "unattributed 70.4%, lost to restarts -")
-    assert lines[5].startswith("stragglers: top 2 of 2 ranks")
-    assert lines[8].split() == ["rank", "6", "3.00", "1.00", "3.00", "80", "10.000", "21", "2730.000"]  # 21 steps × (6 × 20 s + 10 s)
-    assert lines[9].split()[:6] == ["rank", "3", "2.00", "2.00", "1.00", "1"]
+    assert lines[5] == "stragglers: 2 of 8 ranks flagged, worst first"
+    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["rank", "score", "relative"])
+    assert lines[header + 2].split() == ["rank", "6", "3.00", "1.00", "3.00", "80", "10.000", "2730.000"]
+    assert lines[header + 3].split() == ["rank", "3", "2.00", "2.00", "1.00", "1", "20.000", "5530.000"]
     assert not any(line.startswith("rank detail") for line in lines)
     assert main([str(path), "--ranks", "6", "--step", "79-80"]) == EXIT_OK
     text = capsys.readouterr().out
@@ -112,12 +119,15 @@ def test_text_and_json_lead_with_goodput_and_stragglers_and_drill_into_ranks(two
     assert detail[3].split()[:4] == ["rank", "6", "1", "3990.000"]
     per_step = detail[detail.index("") + 1:]
     cells = [line.split() for line in per_step if line.startswith("rank 6 ")]
-    assert [c[2:4] + c[-2:] for c in cells] == [["79", "10.000", "1.00", "1.00"], ["80", "30.000", "3.00", "3.00"]]
+    # step time, busy time, then busy over the step's median rank and over its own median
+    assert [c[2:5] + c[-2:] for c in cells] == [["79", "10.000", "10.000", "1.00", "1.00"],
+                                                ["80", "30.000", "30.000", "3.00", "3.00"]]
     assert main([str(path), "--json", "--top", "1", "--ranks", "6"]) == EXIT_OK
     data = json.loads(capsys.readouterr().out)
     assert list(data)[1:4] == ["badput", "step_time", "straggler_scores"]
     assert data["badput"]["goodput"] == pytest.approx(7_820 / 31_790)
     assert [s["rank"] for s in data["straggler_scores"]] == ["rank 6"]
+    assert data["straggler_scores"][0]["since_step"] == SINCE
     assert {row[1] for row in data["rank_steps"]["rows"]} == {"rank 6"}
     assert data["step_time"][SINCE - 1]["p90_s"] == pytest.approx(23.0)
 
@@ -140,7 +150,8 @@ def test_the_aggregates_hold_machine_integers_not_a_tuple_per_rank_step():
         for rank in range(ranks):
             wall = 20_000_000_000 if rank == 17 and step > 400 else 10_000_000_000 + rank * 1_000_003 + step * 7_919
             for column, value in zip((rs.iterations, rs.ranks, rs.wall_ns, rs.productive_ns, rs.overhead_ns,
-                                      rs.idle_ns, rs.wasted_ns), (step, rank, wall, wall // 2, wall // 4, 0, 0)):
+                                      rs.idle_ns, rs.wasted_ns, rs.busy_ns),
+                                     (step, rank, wall, wall // 2, wall // 4, 0, 0, wall)):
                 column.append(value)
     report = SimpleNamespace(run=BucketTotals(sum(rs.wall_ns), dict.fromkeys(BUCKETS, 0)), rank_steps=rs)
     tracemalloc.start()
@@ -151,4 +162,4 @@ def test_the_aggregates_hold_machine_integers_not_a_tuple_per_rank_step():
         tracemalloc.stop()
     assert peak / (ranks * steps) < 50
     assert len(result.steps) == steps and result.steps[-1].max_rank == "rank 17"
-    assert result.stragglers[0].rank == "rank 17" and result.stragglers[0].individual_step == 401
+    assert result.stragglers[0].rank == "rank 17" and result.stragglers[0].since_step == 401

@@ -55,7 +55,7 @@ def test_the_page_of_a_multi_rank_run_draws_heatmap_and_waterfall_without_consol
     page = html_of(_straggler_run(tmp_path, otlp), steps={2})
     console, rows = _screenshot(page, tmp_path)
     assert console == []
-    heatmap_top = rows[: HEIGHT // 3]
+    heatmap_top = rows[: HEIGHT // 2]  # below the goodput bar, the stragglers and the slowest steps
     # the straggler's cells: twice the median step time, drawn full red
     assert count_colour(heatmap_top, (200, 30, 30)) > 500
     # the other ranks' cells sit at the median: near white, and the grey of missing cells is absent
@@ -147,4 +147,88 @@ def test_hovering_a_heatmap_cell_shows_its_figures_and_a_click_draws_that_steps_
         assert "--step 4 --ranks 0-2" in text
         assert browser.eval("document.querySelectorAll('#waterfall rect.b-productive').length") == 3
         browser.screenshot(tmp_path / "clicked.png")
+        assert browser.console() == []
+
+
+def _click_row(browser, table_heading, rank):
+    """Click the row of ``rank`` in the table after the heading ``table_heading``; the waterfall's note."""
+    x, y = browser.eval(f"""(() => {{
+        const h = Array.from(document.querySelectorAll('h2')).find(e => e.textContent === {table_heading!r});
+        let t = h.nextElementSibling; while (t.tagName !== 'TABLE') t = t.nextElementSibling;
+        const tr = Array.from(t.querySelectorAll('tr.pick')).find(r => r.dataset.rank === {rank!r});
+        tr.scrollIntoView(); const b = tr.getBoundingClientRect(); return [b.left + 10, b.top + b.height / 2]; }})()""")
+    browser.mouse("click", x, y)
+    return browser.eval("document.getElementById('waterfall-note').textContent")
+
+
+def test_a_straggler_row_and_a_slow_step_row_open_their_real_waterfalls_at_1024_pixels(tmp_path):
+    """Regression: 0 of 10 straggler rows opened a real waterfall (they showed a command with
+    placeholder paths). On the issue's 64-rank synchronous run (7,744 spans: the page's first
+    waterfall is the slowest step only), a click on rank 53's row draws its step 1 with its
+    neighbours from spans the page carries, and a slow step's row draws that step; in a
+    1,024-pixel window nothing is wider than the window (the heatmap fits, the waterfall scales)."""
+    import sys
+    from pathlib import Path
+
+    from cdp import Browser
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from trace_synth import write_sync_run
+
+    write_sync_run(tmp_path / "run", 64, 40, slow={53: (1.15, 1), 41: (1.3, 20)}, run="sync64")
+    page = html_of(tmp_path / "run")
+    with Browser(1024, 900) as browser:
+        _open(browser, page, tmp_path, "stragglers")
+        assert browser.eval("document.documentElement.scrollWidth") <= 1024
+        assert browser.eval("document.getElementById('heatmap').getBoundingClientRect().right") <= 1024
+        note = _click_row(browser, "Stragglers", "rank 53")
+        assert note.startswith("Step 1, rank 51, rank 52, rank 53, rank 54, rank 55 (rank 53 and its neighbours)")
+        lanes = browser.eval("Array.from(document.querySelectorAll('#waterfall text.lane')).map(t => t.textContent)")
+        assert [lane.split(" · ")[0] for lane in lanes] == [f"rank {r}" for r in range(51, 56)]
+        names = browser.eval("""Array.from(document.querySelectorAll('#waterfall rect.span title'))
+            .map(t => t.textContent.split('\\n')[0])""")
+        assert names.count("rl.grpo.policy_training") == 5 and names.count("rl.idle.barrier") == 5
+        assert "not in this page" not in browser.eval("document.getElementById('waterfall-box').textContent")
+        browser.screenshot(tmp_path / "straggler-row.png")
+        note = _click_row(browser, "Stragglers", "rank 41")
+        assert note.startswith("Step 20, rank 39, rank 40, rank 41, rank 42, rank 43 (rank 41 and its neighbours)")
+        step = browser.eval(
+            """(() => { const h = Array.from(document.querySelectorAll('h2')).find(e => e.textContent === 'Slowest steps');
+                let t = h.nextElementSibling; while (t.tagName !== 'TABLE') t = t.nextElementSibling;
+                return t.querySelector('tr.pick').dataset.step; })()""")
+        note = _click_row(browser, "Slowest steps", "rank 41")
+        assert note.startswith(f"Step {step}, rank 39, rank 40, rank 41, rank 42, rank 43")
+        assert browser.eval("document.querySelectorAll('#waterfall rect.b-productive').length") == 5
+        assert browser.eval("document.documentElement.scrollWidth") <= 1024
+        assert browser.console() == []
+
+
+def test_a_10000_step_heatmap_fits_a_1024_pixel_window(tmp_path, otlp):
+    """Regression: one pixel column per step put a 1,200-step heatmap past a 1,024-pixel window
+    (steps hidden behind a scroll). Past its width, steps share a column (the slowest shows), and a
+    hover still names the step under the mouse."""
+    from cdp import Browser
+
+    spans, n = [], 1
+    for step in range(1, 2001):
+        for rank in range(2):
+            trace = f"{rank + 1:032x}"
+            wall = 2 if rank == 1 and step == 1500 else 1
+            spans.append((rank, otlp.span(n, "rl.grpo.step", step * 3, step * 3 + wall, iteration=step, trace=trace)))
+            spans.append((rank, otlp.span(n + 1, "rl.grpo.policy_training", step * 3, step * 3 + wall, n,
+                                          bucket="productive", iteration=step, trace=trace)))
+            n += 2
+    lines = [otlp.request([s for r, s in spans if r == rank], nv_dl_rank=rank, service_instance_id=f"r{rank}",
+                          nemo_run_id="long") for rank in range(2)]
+    page = html_of(otlp.write(tmp_path / "long.jsonl", *lines))
+    with Browser(1024, 900) as browser:
+        _open(browser, page, tmp_path, "long")
+        assert browser.eval("document.documentElement.scrollWidth") <= 1024
+        box = browser.eval("(() => { const b = document.getElementById('heatmap-steptime').getBoundingClientRect();"
+                           " return [b.left, b.right, b.top, b.height]; })()")
+        assert box[1] <= 1024
+        # the column under x = 1500/2000 of the width names a step near 1500
+        browser.mouse("move", box[0] + (box[1] - box[0]) * 1499.5 / 2000, box[2] + box[3] * 0.75)
+        tip = browser.eval("document.getElementById('hm-tip').textContent")
+        assert abs(int(tip.splitlines()[0].split("step ")[1]) - 1500) <= 3
         assert browser.console() == []

@@ -205,20 +205,20 @@ def test_figures_the_report_holds_in_python_come_off_the_engines_limit(tmp_path)
     """Regression: a 10M-span report peaked at 272 MiB after the step-bucket join was split, past
     its 256 MB budget: the rollup's engine kept its whole 100 MB while the report held the
     500,000 (rank, step) figures beside it. Once they are read back, the engine's limit is the
-    plan's less what they take (72 bytes a cell, 32 more for an HTML page), never below half
+    plan's less what they take (80 bytes a cell (CELL_BYTES), 32 more for an HTML page), never below half
     the plan's."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from trace_synth import write_run
 
     from lens_report.render_html import render_html
-    from lens_report.rollup import build_report
+    from lens_report.rollup import CELL_BYTES, build_report
 
-    write_run(tmp_path / "run", 40, 100)  # 4,000 cells: 288 KB, past the 0.1 MiB DuckDB shows
+    write_run(tmp_path / "run", 40, 100)  # 4,000 cells: 320 KB, past the 0.1 MiB DuckDB shows
     with TraceStore(threads=2) as store:
         store.load([tmp_path / "run"])
         report = build_report(store)
-        held = len(report.rank_steps) * 72
-        assert held == 40 * 100 * 72
+        held = len(report.rank_steps) * CELL_BYTES
+        assert held == 40 * 100 * 80
 
         def engine_limit_mib() -> float:  # DuckDB shows it as '95.3 MiB'
             text = store.value("SELECT current_setting('memory_limit')")
@@ -230,7 +230,7 @@ def test_figures_the_report_holds_in_python_come_off_the_engines_limit(tmp_path)
         hold = store.hold_outside
         store.hold_outside = lambda nbytes: (asked.append(nbytes), hold(nbytes))
         render_html(report, store)  # and the page's figures besides (32 bytes a cell)
-        assert asked == [40 * 100 * (72 + 32)]
+        assert asked == [40 * 100 * (80 + 32)]
         store.hold_outside(10**12)
         assert engine_limit_mib() == pytest.approx(store.plan.rollup_bytes // 2 / 2**20, abs=0.1)
 
@@ -573,3 +573,81 @@ def test_a_limit_lowered_for_the_pages_figures_runs_the_engine_on_fewer_threads(
         assert (store._base, threads(store)) == (50_000_000, 2)
         store.hold_outside(0)
         assert (store._base, threads(store)) == (80_000_000, 2)
+
+
+_BIDI = "\u202e\u2066\u200f\x1b"
+
+
+def test_bidi_and_control_characters_from_the_input_are_escaped_on_the_page(tmp_path):
+    """Regression (issue 40): a span name with a right-to-left override (U+202E) reached the HTML
+    page raw, so the names after it read reversed (the text report escaped it). Now every text
+    from the input, in the tables, the SVG and the script's data, shows them as visible escapes."""
+    from report_helpers import html_of
+
+    path = tmp_path / "bidi.jsonl"
+    spans = [Otlp.span(1, f"rl.grpo.step{_BIDI}evil", 0, 10, iteration=1),
+             Otlp.span(2, f"work{_BIDI}gpj.exe", 0, 9, 1, bucket="bogus", iteration=1)]
+    path.write_text(json.dumps(Otlp.request(spans, nemo_run_id=f"run{_BIDI}", service_instance_id=f"p{_BIDI}"))
+                    + "\n")
+    page = html_of(path, step_pattern="step")
+    for raw in _BIDI:
+        assert raw not in page, hex(ord(raw))
+    assert "work\\u202e\\u2066\\u200f\\x1bgpj.exe" in page  # the violation's span name, in a table
+    assert page.count("\\\\u202e") >= 2  # and in the script's JSON (names, lanes), as text
+
+
+def _long_names(path, spans: int, chars: int) -> None:
+    """``spans`` spans in 10 steps of one rank, each with its own name ``chars`` characters long."""
+    step = spans // 10
+    lines = []
+    for batch in range(0, spans, 500):
+        out = []
+        for n in range(batch, min(spans, batch + 500)):
+            it = n // step + 1
+            if n % step == 0:
+                out.append(Otlp.span(n + 1, "rl.grpo.step", it * 100, it * 100 + 99, iteration=it))
+            else:
+                name = f"{n:07d}" + "x" * (chars - 7)
+                parent = (it - 1) * step + 1
+                start = it * 100 + (n % step) * 99 / step
+                out.append(Otlp.span(n + 1, name, start, start + 0.001, parent, bucket="productive", iteration=it))
+        lines.append(Otlp.request(out, nemo_run_id="long", service_instance_id="long-rank0", nv_dl_rank=0))
+    Otlp.write(path, *lines)
+
+
+def test_a_page_of_30000_spans_with_2000_character_names_stays_under_5_mb_and_the_memory_limit(tmp_path):
+    """Regression (issue 40): --html on 30,000 spans with 2,000-character names wrote an 88 MB page
+    and peaked at 539 MiB under --memory-limit 256MB: the page's budget assumed ~80 bytes a span.
+    Names are cut on the page (the engine reads no more of them than it shows), the budget counts
+    the bytes written, and the page is at most 5 MB, the peak within the limit."""
+    from lens_report.render_html import CUT_MARK, PAGE_LIMIT
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _long_names(run / "long.jsonl", 30_000, 2_000)
+    page = tmp_path / "page.html"
+    code = ("import sys; from lens_report.cli import main; rc = main(sys.argv[1:]); "
+            "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]; "
+            "sys.stderr.write('peak %d\\n' % int(hwm.split()[1])); sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code, str(run), "--html", str(page), "--step", "1-10",
+                           "--memory-limit", "256MB"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == EXIT_OK, done.stderr[-2000:]
+    size = page.stat().st_size
+    assert size <= PAGE_LIMIT, size
+    text = page.read_text(encoding="utf-8")
+    assert CUT_MARK in text and "x" * 200 not in text
+    peak_kib = int(done.stderr.rsplit("peak ", 1)[1])
+    assert peak_kib * 1024 <= 256 * 10**6, f"peak RSS {peak_kib / 1024:.0f} MiB"
+
+
+def test_the_text_report_cuts_2000_character_names(tmp_path, capsys):
+    """A 2,000-character span name made 2,000-character lines of the text report's top spans and
+    violations; the text cuts names (the JSON keeps them whole)."""
+    path = tmp_path / "long.jsonl"
+    _long_names(path, 100, 2_000)
+    assert main([str(path)]) == EXIT_OK
+    text = capsys.readouterr().out
+    assert "…[cut]" in text and max(map(len, text.splitlines())) < 500
+    assert main([str(path), "--json"]) == EXIT_OK
+    assert "x" * 1_990 in capsys.readouterr().out
