@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 __all__ = ["ENGINE_HINT", "MissingEngine", "compiled_reader", "require_duckdb"]

@@ -129,6 +129,7 @@ def build_providers(config, *, run_id: str, rank: int = 0, world_size: int = 1, 
                 name, resource, recorder_kind=config.recorder, max_open_spans=config.max_open_spans,
                 buffer_mb=config.buffer_mb, file_dir=config.file_dir, file_line_mb=config.file_line_mb,
                 spool_dir=config.spool_dir, spool_mb=config.spool_mb, run_id=run_id, rank=rank,
+                device_timing=config.device_timing, device_events=config.device_events, nvtx=config.nvtx,
                 span_exporter=span_exporter, sampler=_rank_sampler(config.trace_ranks, rank, world_size, local_rank))
         if config.metrics_enabled:
             meter_provider = _build_meter_provider(name, resource, file_dir=config.file_dir,

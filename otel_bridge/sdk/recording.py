@@ -23,7 +23,8 @@ RECORDERS = ("native", "sdk")
 
 
 def build_span_pipeline(exporter_name, resource, *, recorder_kind, max_open_spans, buffer_mb, file_dir, file_line_mb,
-                        spool_dir, spool_mb, run_id, rank, span_exporter=None, sampler=None):
+                        spool_dir, spool_mb, run_id, rank, device_timing="off", device_events=4096, nvtx=False,
+                        span_exporter=None, sampler=None):
     """(tracer_provider, pipeline, native recorder or None); the pipeline's export thread is
     running. The keyword arguments are LensConfig's fields of the same names (``recorder_kind``
     is ``recorder``); ``exporter_name`` may be ``auto`` (decided for traces); ``sampler`` None
@@ -56,11 +57,11 @@ def build_span_pipeline(exporter_name, resource, *, recorder_kind, max_open_span
     if recorder_kind == "native":
         _bind(recorder, tracer_provider, impl)
         native = recorder
-    if config.device_timing != "off":  # device-timed groups (docs/guide/gpu-timing.md)
+    if device_timing != "off":  # device-timed groups (docs/guide/gpu-timing.md)
         from lens_core import _device
 
-        pipeline.device = recorder._device = _device.timer_for(config.device_timing, config.device_events)
-    if config.nvtx:  # LENS_NVTX=1: an NVTX range named after every enabled span
+        pipeline.device = recorder._device = _device.timer_for(device_timing, device_events)
+    if nvtx:  # LENS_NVTX=1: an NVTX range named after every enabled span
         from otel_bridge._nvtx import find_nvtx
 
         pipeline.nvtx = find_nvtx()
