@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # typing is not imported at run time (import budget)
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
+    "DEVICE_TIMING",
     "EXPORTERS",
     "ExportRanks",
     "LensConfig",
@@ -30,6 +31,9 @@ DEFAULT_SERVICE_NAME = "lens"
 EXPORTERS = ("auto", "otlp", "console", "file", "none")
 #: Span recorders: ``native`` (Lens's compact records) or ``sdk`` (OpenTelemetry SDK spans).
 RECORDERS = ("native", "sdk")
+#: Device timing of device-timed groups (docs/guide/gpu-timing.md): ``auto`` (on where the process
+#: has initialised CUDA through torch), ``on`` (on where a CUDA device can be used), ``off``.
+DEVICE_TIMING = ("auto", "on", "off")
 #: Allowed (min, max, unit) of every numeric setting, checked by LensConfig and from_env.
 #: The millisecond maxima stay far below what ``threading`` and ``time`` accept
 #: (``threading.TIMEOUT_MAX`` is ~9.2e12 ms on Linux), so no setting can overflow a wait:
@@ -45,6 +49,8 @@ NUMERIC_RANGES = {
     # The longest line the file exporter writes: `lens report` reads lines up to 16 MB
     # (DuckDB's object size), so no setting may write one it cannot read.
     "file_line_mb": (1, 16, "MB"),
+    # Device events held at once by device-timed spans not yet resolved (two a span).
+    "device_events": (4, 1_048_576, "events"),
 }
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -122,7 +128,9 @@ class LensConfig(Record):
     1048576; 0 turns the spool off),
     file_mode=0o600 (trace/metric/log file permissions;
     directories 0700; see parse_file_mode), file_line_mb=8 (the longest line the file
-    exporter writes, 1 to 16 MB).
+    exporter writes, 1 to 16 MB), device_timing="auto" (``auto``, ``on`` or ``off``: device
+    times for device-timed groups, see docs/guide/gpu-timing.md), device_events=4096 (the
+    bounded event pool, 4 to 1,048,576), nvtx=False (an NVTX range mirrors every enabled span).
     """
 
     _defaults = {
@@ -152,6 +160,9 @@ class LensConfig(Record):
         "spool_mb": 256,
         "file_mode": 0o600,
         "file_line_mb": 8,
+        "device_timing": "auto",
+        "device_events": 4096,
+        "nvtx": False,
     }
     _fields = __slots__ = tuple(_defaults)
     enabled: bool
@@ -177,6 +188,9 @@ class LensConfig(Record):
     spool_mb: int
     file_mode: int
     file_line_mb: int
+    device_timing: str
+    device_events: int
+    nvtx: bool
 
     if TYPE_CHECKING:  # the signature Record.__init__ builds from _fields and _defaults
 
@@ -190,7 +204,8 @@ class LensConfig(Record):
                      max_open_spans: int = 10_000, buffer_mb: int = 16,
                      redact_allow: Union[str, Iterable[str]] = (), goodput_metrics: bool = True,
                      spool_dir: Optional[str] = None, spool_mb: int = 256,
-                     file_mode: Union[int, str] = 0o600, file_line_mb: int = 8) -> None: ...
+                     file_mode: Union[int, str] = 0o600, file_line_mb: int = 8,
+                     device_timing: str = "auto", device_events: int = 4096, nvtx: bool = False) -> None: ...
 
     def _validate(self) -> None:
         object.__setattr__(self, "export_ranks", parse_export_ranks(self.export_ranks))
@@ -204,6 +219,10 @@ class LensConfig(Record):
             _bounded(name, value, name)
         if self.recorder not in RECORDERS:
             raise ValueError(f"recorder={self.recorder!r}: allowed: {', '.join(RECORDERS)}")
+        if self.device_timing not in DEVICE_TIMING:
+            raise ValueError(f"device_timing={self.device_timing!r}: allowed: {', '.join(DEVICE_TIMING)}")
+        if not isinstance(self.nvtx, bool):
+            raise ValueError(f"nvtx={self.nvtx!r}: must be a bool")
         object.__setattr__(self, "redact_allow", parse_redact_allow(self.redact_allow))
         if self.spool_dir is not None and (not isinstance(self.spool_dir, str) or not self.spool_dir.strip()
                                            or "\x00" in self.spool_dir):
@@ -219,7 +238,8 @@ class LensConfig(Record):
         ``_METRICS_ENABLED``, ``_LOGS_ENABLED``, ``_EXPORTER``, ``_FILE_DIR``, ``_EXPORT_RANKS``,
         ``_TRACE_RANKS``, ``_RUN_ID``, ``_USER``, ``_METRIC_EXPORT_INTERVAL_MS``, ``_SHUTDOWN_TIMEOUT_MS``,
         ``_RECORDER``, ``_MAX_OPEN_SPANS``, ``_BUFFER_MB``, ``_REDACT_ALLOW`` (a comma list of
-        attribute keys), ``_GOODPUT_METRICS``, ``_SPOOL_DIR``, ``_SPOOL_MB``, ``_FILE_MODE`` (octal, e.g. 0640), ``_FILE_LINE_MB``.
+        attribute keys), ``_GOODPUT_METRICS``, ``_SPOOL_DIR``, ``_SPOOL_MB``, ``_FILE_MODE`` (octal, e.g. 0640), ``_FILE_LINE_MB``,
+        ``_DEVICE_TIMING`` (auto, on, off), ``_DEVICE_EVENTS``, ``_NVTX``.
 
         ``<PREFIX>_KEY`` wins over ``<FALLBACK>_KEY``; an empty value means unset. The
         service name falls back to ``OTEL_SERVICE_NAME``. A bad value raises ValueError
@@ -265,6 +285,9 @@ class LensConfig(Record):
             ("spool_mb", "SPOOL_MB", "number"),
             ("file_mode", "FILE_MODE", "mode"),
             ("file_line_mb", "FILE_LINE_MB", "number"),
+            ("device_timing", "DEVICE_TIMING", "device_timing"),
+            ("device_events", "DEVICE_EVENTS", "number"),
+            ("nvtx", "NVTX", "bool"),
         ):
             var, raw = get(key)
             if var is None:
@@ -278,6 +301,10 @@ class LensConfig(Record):
             elif kind == "recorder":
                 if raw.lower() not in RECORDERS:
                     raise ValueError(f"{var}={raw!r}: allowed recorders: {', '.join(RECORDERS)}")
+                values[field] = raw.lower()
+            elif kind == "device_timing":
+                if raw.lower() not in DEVICE_TIMING:
+                    raise ValueError(f"{var}={raw!r}: allowed: {', '.join(DEVICE_TIMING)}")
                 values[field] = raw.lower()
             elif kind == "number":
                 values[field] = _bounded(field, raw, var)

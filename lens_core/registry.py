@@ -44,10 +44,12 @@ def normalize_name(name: object, what: str = "name") -> str:
 class GroupInfo(Record):
     """How a group's spans are classified: a bucketed leaf, or an umbrella (bucket None).
 
-    ``declared`` is True when an owner declared the bucket or umbrella explicitly.
+    ``declared`` is True when an owner declared the bucket or umbrella explicitly;
+    ``device_timed`` when an owner declared its spans device-timed (docs/guide/gpu-timing.md).
     """
 
-    _fields = __slots__ = ("name", "id", "owners", "umbrella", "bucket", "bucket_key", "declared")
+    _fields = __slots__ = ("name", "id", "owners", "umbrella", "bucket", "bucket_key", "declared", "device_timed")
+    _defaults = {"device_timed": False}
     name: str
     id: int
     owners: Tuple[str, ...]
@@ -55,17 +57,21 @@ class GroupInfo(Record):
     bucket: Optional[str]
     bucket_key: str
     declared: bool
+    device_timed: bool
 
 
 class _Namespace(Record):
-    _fields = __slots__ = ("name", "groups", "presets", "buckets", "umbrellas", "bucket_key")
+    _fields = __slots__ = ("name", "groups", "presets", "buckets", "umbrellas", "bucket_key", "device_timed")
+    _defaults = {"device_timed": frozenset()}
 
 
 class _View(Record):
     """An immutable snapshot of the registry; replaced whole on every change (its dicts
     are never mutated after publication)."""
 
-    _fields = __slots__ = ("namespaces", "groups", "presets", "ids", "version")
+    # device_timed: the device-timed group names (what lens_core._device reads per span)
+    _fields = __slots__ = ("namespaces", "groups", "presets", "ids", "version", "device_timed")
+    _defaults = {"device_timed": frozenset()}
 
 
 _EMPTY_VIEW = _View({}, {}, {ALL: frozenset()}, {}, 0)
@@ -148,8 +154,13 @@ class SpanRegistry:
         umbrellas: Optional[Iterable[str]] = None,
         allow_override: bool = False,
         bucket_key: str = semconv.RL_BUCKET,
+        device_timed: Optional[Iterable[str]] = None,
     ) -> None:
         """Declare ``namespace``'s span groups, presets, buckets and umbrellas.
+
+        ``device_timed`` names leaf groups whose spans also carry when the device reached their
+        start and end (``LENS_DEVICE_TIMING``; see docs/guide/gpu-timing.md). A group is
+        device-timed when any owner declares it so; an umbrella cannot be.
 
         A group another namespace owns needs ``allow_override=True`` (both then own it).
         Re-registering a namespace needs ``allow_override=True`` and replaces it whole.
@@ -186,6 +197,15 @@ class SpanRegistry:
                 raise ValueError(
                     f"namespace {ns!r}: {label} name groups it does not register: {', '.join(stray)}"
                 )
+        device_set = frozenset(normalize_name(g, "device-timed group")
+                               for g in ([device_timed] if isinstance(device_timed, str) else device_timed or ()))
+        stray = sorted(device_set - set(group_names))
+        if stray:
+            raise ValueError(f"namespace {ns!r}: device_timed names groups it does not register: {', '.join(stray)}")
+        both = sorted(umbrella_set & device_set)
+        if both:
+            raise ValueError(f"namespace {ns!r}: umbrella groups cannot be device-timed (only leaves are): "
+                             f"{', '.join(both)}")
         both = sorted(umbrella_set & set(bucket_map))
         if both:
             raise ValueError(f"namespace {ns!r}: groups cannot be both umbrella and bucketed: {', '.join(both)}")
@@ -223,7 +243,8 @@ class SpanRegistry:
                         f"Registered groups: {', '.join(sorted(known)) or '(none)'}"
                     )
                 preset_map[preset] = member_set
-            others[ns] = _Namespace(ns, group_names, preset_map, bucket_map, umbrella_set, bucket_key.strip())
+            others[ns] = _Namespace(ns, group_names, preset_map, bucket_map, umbrella_set, bucket_key.strip(),
+                                    device_set)
             conflicts = cls._publish(others)
         for message in conflicts:  # outside the lock: logging may take its own locks
             _log.warn_once(message, message)
@@ -265,16 +286,17 @@ class SpanRegistry:
                     umbrella = g in ns.umbrellas
                     declared.setdefault(g, []).append(
                         (ns.name, umbrella, None if umbrella else ns.buckets[g], ns.bucket_key))
+        device = frozenset(g for ns in namespaces.values() for g in ns.device_timed)
         groups = {}
         conflicts = []
         for g, who in owners.items():
             decls = declared.get(g)
             if not decls:  # nobody declared it: a default leaf, under the first owner's key by name
                 key = namespaces[min(who)].bucket_key
-                groups[g] = GroupInfo(g, ids[g], who, False, Bucket.DEFAULT, key, False)
+                groups[g] = GroupInfo(g, ids[g], who, False, Bucket.DEFAULT, key, False, g in device)
                 continue
             _ns, umbrella, bucket, key = win = min(decls, key=_precedence)
-            groups[g] = GroupInfo(g, ids[g], who, umbrella, bucket, key, True)
+            groups[g] = GroupInfo(g, ids[g], who, umbrella, bucket, key, True, g in device and not umbrella)
             if len({_classification(d) for d in decls}) > 1:
                 conflicts.append(_conflict_message(g, win, decls))
         presets = {}
@@ -282,7 +304,8 @@ class SpanRegistry:
             for p, members in ns.presets.items():
                 presets[p] = presets.get(p, frozenset()) | (members & groups.keys())
         presets[ALL] = frozenset(groups)
-        cls._view = _View(dict(namespaces), groups, presets, ids, cls._view.version + 1)
+        device = frozenset(g for g, info in groups.items() if info.device_timed)
+        cls._view = _View(dict(namespaces), groups, presets, ids, cls._view.version + 1, device)
         return conflicts
 
     @classmethod
@@ -329,6 +352,11 @@ class SpanRegistry:
         """The bucket a leaf group's spans carry; None for umbrellas and unregistered groups."""
         info = cls.group_info(group)
         return info.bucket if info else None
+
+    @classmethod
+    def device_timed_groups(cls) -> FrozenSet[str]:
+        """The registered groups declared device-timed (``register(..., device_timed=...)``)."""
+        return cls._view.device_timed
 
     @classmethod
     def is_umbrella(cls, group: str) -> bool:

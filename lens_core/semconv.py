@@ -25,6 +25,10 @@ __all__ = [
     "K8S_NODE_NAME",
     "K8S_POD_NAME",
     "K8S_POD_UID",
+    "LENS_DEVICE_END_TIME",
+    "LENS_DEVICE_INDEX",
+    "LENS_DEVICE_START_TIME",
+    "LENS_DEVICE_UNTIMED",
     "LENS_EXPORT_RESTARTS",
     "LENS_FIELDS_INVALID",
     "LENS_GOODPUT_RATIO",
@@ -147,6 +151,12 @@ LENS_SPAN_CLAMPED = "lens.span.clamped"  # an explicit interval had start > end;
 LENS_TRUNCATION_REASON = "lens.truncation.reason"  # on the truncation event: why (e.g. shutdown)
 LENS_GROUP = "lens.group"  # the span group that gated the span (absent on ungated spans)
 LENS_UMBRELLA = "lens.umbrella"  # true on umbrella spans (which never carry a bucket)
+# device-timed spans (docs/guide/gpu-timing.md): when the device reached the span's start and end,
+# in Unix ns on the same clock as the span's own start and end (mapped through anchor events),
+# and which device (its index on the host). Absent on host-only spans.
+LENS_DEVICE_START_TIME = "lens.device.start_time_unix_nano"
+LENS_DEVICE_END_TIME = "lens.device.end_time_unix_nano"
+LENS_DEVICE_INDEX = "lens.device.index"
 
 # ---- loss records: what a process could not deliver, written into its own output ----------
 # Each exporting process writes a zero-length root span named LENS_LOSS_SPAN_NAME whenever
@@ -169,6 +179,7 @@ LENS_SPANS_INVALID = "lens.spans.invalid"  # of the failed: spans that could not
 LENS_FIELDS_INVALID = "lens.fields.invalid"  # bad values (a name, a timestamp, a status, a link) dropped or replaced; their spans kept
 LENS_SPOOL_TORN = "lens.spool.torn"  # spool records skipped for a torn tail or a bad checksum (a crash mid-write)
 LENS_EXPORT_RESTARTS = "lens.export.restarts"  # export threads that died and were replaced
+LENS_DEVICE_UNTIMED = "lens.device.untimed"  # device-timed spans exported host-only (event pool empty, device not done by the deadline)
 
 # ---- RL span tags (categorical: "which one?", not "how much?") --------------------------
 RL_ITERATION = "rl.iteration"  # 1-based training step across the whole run

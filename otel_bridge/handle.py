@@ -470,7 +470,8 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
             elif providers.recorder is not None:
                 backend = providers.recorder
             else:
-                backend = OTelBackend(providers.tracer_provider, lens_version())
+                backend = OTelBackend(providers.tracer_provider, lens_version(),
+                                      device=getattr(providers.pipeline, "device", None))
             if backend is not None:
                 install_backend(backend)
             set_span_group_spec(config.span_groups)

@@ -36,6 +36,8 @@ cdef str _K_ITERATION = _semconv.RL_ITERATION
 cdef str _K_UMBRELLA = _semconv.LENS_UMBRELLA
 cdef str _K_CATEGORY = _semconv.RL_EFFICIENCY_CATEGORY
 cdef str _K_GROUP = _semconv.LENS_GROUP
+cdef str _K_DEVICE_START = _semconv.LENS_DEVICE_START_TIME
+from lens_core.device_clock import DeviceBusy
 
 
 @cython.auto_pickle(False)  # per-process state of an export thread: nothing to pickle
@@ -47,7 +49,8 @@ cdef class GoodputRollup:
     entry up to its parent, and a step (unbucketed, ``rl.iteration``, a name ``step_search``
     finds) takes its entry. Returns ``[(iteration, wall_ns, [ns per bucket] or None)]`` for the
     steps that ended. ``never`` (names) and ``skip_category`` (efficiency categories) are never
-    counted. Past ``max_pending`` open entries the oldest are dropped (``evicted``)."""
+    counted. Past ``max_pending`` open entries the oldest are dropped (``evicted``). A leaf with
+    device times counts on the device's clock (lens_core.device_clock has the rule)."""
 
     cdef uint64_t _ids[_SLOTS]
     cdef int64_t _sums[_SLOTS][4]
@@ -58,6 +61,7 @@ cdef class GoodputRollup:
     cdef bint _have
     cdef dict _names
     cdef object _never
+    cdef object _busy  # lens_core.device_clock.DeviceBusy: the rule's one implementation
     cdef object _step_search
     cdef public Py_ssize_t max_pending
     cdef public Py_ssize_t evicted
@@ -68,6 +72,7 @@ cdef class GoodputRollup:
         self._overflow = {}
         self._names = {}
         self._never = None
+        self._busy = DeviceBusy()
 
     @property
     def totals(self):
@@ -225,6 +230,9 @@ cdef class GoodputRollup:
                         else:
                             hit = PyDict_GetItem(attrs, _K_CATEGORY)
                             counted = hit is NULL or <object>hit not in skip_category
+            if counted and (PyDict_GetItem(attrs, _K_DEVICE_START) is not NULL
+                            or (slot == 1 and len(self._busy.intervals))):
+                dur = self._busy.counted(attrs, start, end, slot)
             if counted:
                 self._acc[slot] += dur
                 if not has_own:

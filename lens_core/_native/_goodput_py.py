@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lens_core import semconv
+from lens_core.device_clock import DeviceBusy
 
 __all__ = ["GoodputRollup"]
 
@@ -12,6 +13,7 @@ __all__ = ["GoodputRollup"]
 _BUCKET_SLOT = {"productive": 0, "overhead": 1, "idle": 2, "wasted": 3}
 _K_BUCKET, _K_ITERATION = semconv.RL_BUCKET, semconv.RL_ITERATION
 _K_GROUP, _K_UMBRELLA, _K_CATEGORY = semconv.LENS_GROUP, semconv.LENS_UMBRELLA, semconv.RL_EFFICIENCY_CATEGORY
+_K_DEVICE_START = semconv.LENS_DEVICE_START_TIME
 
 
 class GoodputRollup:
@@ -22,7 +24,8 @@ class GoodputRollup:
     entry up to its parent, and a step (unbucketed, ``rl.iteration``, a name ``step_search``
     finds) takes its entry. Returns ``[(iteration, wall_ns, [ns per bucket] or None)]`` for the
     steps that ended. ``never`` (names) and ``skip_category`` (efficiency categories) are never
-    counted. Past ``max_pending`` open entries the oldest are dropped (``evicted``)."""
+    counted. Past ``max_pending`` open entries the oldest are dropped (``evicted``). A leaf with
+    device times counts on the device's clock (lens_core.device_clock has the rule)."""
 
     def __init__(self, step_search, max_pending=65536):
         self._step_search = step_search
@@ -33,6 +36,7 @@ class GoodputRollup:
         self._first = self._last = None
         self._names = {}  # name -> 1 a step name, 2 never bucketed, 0 neither
         self._never = None
+        self._busy = DeviceBusy()
 
     @property
     def totals(self):
@@ -93,6 +97,8 @@ class GoodputRollup:
                     if _K_GROUP not in attrs:
                         category = attrs.get(_K_CATEGORY)
                         counted = _K_UMBRELLA not in attrs and (category is None or category not in skip_category)
+            if counted and (_K_DEVICE_START in attrs or (slot == 1 and self._busy.intervals)):
+                dur = self._busy.counted(attrs, start, end, slot)
             if counted:
                 acc[slot] += dur
                 if own is None:

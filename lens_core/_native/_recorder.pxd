@@ -42,6 +42,7 @@ cdef class Span:
     cdef bint _evicted
     cdef bint _linked
     cdef Py_ssize_t _size  # the bytes it was budgeted at when queued (_record_size), given back at take
+    cdef public object dev_mark  # a device-timed span's events until resolved (lens_core._device)
 
 
 @cython.final
@@ -62,6 +63,7 @@ cdef class Recorder:
     cdef bint _all_ratio
     cdef public object _sampler
     cdef public object _otel
+    cdef public object _device  # a lens_core._device.DeviceTimer when device timing is on
     # the OpenTelemetry span limits (a _shared.Limits, or None) and what _end checks in C
     cdef public object _limits
     cdef Py_ssize_t _attrs_cap

@@ -615,6 +615,8 @@ cdef class Recorder:
         self._link(span)
         span._state = _OPEN
         self.created += 1
+        if self._device is not None:
+            span.dev_mark = self._device.enter(span.attrs)
         return 0
 
     cdef bint _sample_root(self, Span span) except -1:
@@ -638,6 +640,8 @@ cdef class Recorder:
             return 0
         span._state = _ENDED
         span.end_ns = end_ns if end_ns else _now_ns()
+        if span.dev_mark is not None and span.dev_mark:
+            self._device.exit(span.dev_mark)
         if not span.sampled or span._pid != _pid:  # unsampled, or started before a fork
             return 0
         if self._limits is not None and (self._value_limited or span.links is not None

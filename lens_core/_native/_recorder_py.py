@@ -64,7 +64,7 @@ class Span:
         "trace_id", "span_id", "parent_id", "parent_remote", "trace_state", "sampled", "flags", "name", "kind",
         "start_ns", "end_ns", "attrs", "events", "links", "status_code", "status_msg", "scope",
         "thread_id", "thread_name", "dropped_attrs", "dropped_events", "dropped_links", "sdk_span",
-        "_prev", "_next", "_evicted", "_size",
+        "_prev", "_next", "_evicted", "_size", "dev_mark",
     )
 
     def __init__(self, rec, name, attrs, context=None, kind=KIND_INTERNAL, links=None, record_exception=True):
@@ -99,6 +99,7 @@ class Span:
         self._prev = self._next = None
         self._evicted = False
         self._size = 0  # the bytes it was budgeted at when queued (record_size), given back at take
+        self.dev_mark = None  # a device-timed span's events until resolved (lens_core._device)
 
     # ---- the with-block (Lens semantics: start + make current; undo + end) ---------------
 
@@ -266,6 +267,7 @@ class Recorder:
         self._ratio_bound = _TRACE_ID_LIMIT
         self._sampler = None
         self._otel = None
+        self._device = None  # a lens_core._device.DeviceTimer when device timing is on
         self.set_limits(_shared.Limits())
         _lifecycle.on_fork("lens_core.recorder", after_in_child=Recorder._after_fork, owner=self)
 
@@ -415,12 +417,17 @@ class Recorder:
             self.created += 1
         self._link(span)
         span._state = _OPEN
+        device = self._device
+        if device is not None:
+            span.dev_mark = device.enter(span.attrs)
 
     def _end(self, span, end_ns, from_shutdown=False) -> None:
         if span._state != _OPEN:
             return
         span._state = _ENDED
         span.end_ns = end_ns or time.time_ns()
+        if span.dev_mark:
+            self._device.exit(span.dev_mark)
         if not span.sampled:
             return
         if span._pid != self._pid:  # started before a fork: the parent process records it

@@ -23,7 +23,7 @@ class OTelBackend(SpanBackend):
 
     name = "opentelemetry"
 
-    def __init__(self, tracer_provider, version: str = ""):
+    def __init__(self, tracer_provider, version: str = "", device=None):
         from opentelemetry import context, propagate, trace
         from opentelemetry.context import Context
 
@@ -40,6 +40,9 @@ class OTelBackend(SpanBackend):
         # lens_core passes these through; every other context= value reaches us only as a
         # carrier it has validated and made canonical.
         self.context_types = (Context,)
+        # a lens_core._device.DeviceTimer (device timing on): device-timed spans record their
+        # events here and hand the marks over by span id (the record is made on export)
+        self._device = device
 
     @property
     def tracer(self):
@@ -132,7 +135,7 @@ class _LiveOTelSpan(LiveSpan):
     """OTelBackend.live's context manager: the generic LiveSpan with start+attach and
     detach+end inlined (no backend method calls in between)."""
 
-    __slots__ = ()
+    __slots__ = ("_mark",)
 
     def __enter__(self):
         backend = self._backend
@@ -145,9 +148,16 @@ class _LiveOTelSpan(LiveSpan):
         span = self._span = (self._tracer or backend._tracer).start_span(
             self._name, context, attributes=_with_thread(self._attrs))
         self._token = backend._attach(backend._set_span_in_context(span))
+        device = backend._device
+        self._mark = device.enter(self._attrs) if device is not None and span.is_recording() else None
         return span
 
     def __exit__(self, exc_type, exc, tb):
+        mark = self._mark
+        if mark:  # the device's end event first, then the span's end (as the native recorders)
+            device = self._backend._device
+            device.exit(mark)
+            device.keyed[self._span.get_span_context().span_id] = mark
         try:
             if _get_ident() == self._thread:
                 self._backend._detach(self._token)

@@ -52,14 +52,15 @@ class LossCounts:
     """A process's span accounting (what the loss record and the shutdown warning say)."""
 
     __slots__ = ("created", "exported", "dropped", "failed", "unended", "truncated", "spooled", "replayed",
-                 "invalid", "torn", "restarts", "fields_invalid")
+                 "invalid", "torn", "restarts", "fields_invalid", "device_untimed")
 
     def __init__(self, created=0, exported=0, dropped=0, failed=0, unended=0, truncated=0, spooled=0,
-                 replayed=0, invalid=0, torn=0, restarts=0, fields_invalid=0):
+                 replayed=0, invalid=0, torn=0, restarts=0, fields_invalid=0, device_untimed=0):
         self.created, self.exported, self.dropped = created, exported, dropped
         self.failed, self.unended, self.truncated = failed, unended, truncated
         self.spooled, self.replayed, self.invalid, self.torn, self.restarts = spooled, replayed, invalid, torn, restarts
         self.fields_invalid = fields_invalid
+        self.device_untimed = device_untimed  # device-timed spans exported host-only (not lost)
 
     @property
     def lost(self) -> int:
@@ -78,13 +79,15 @@ class LossCounts:
         for key, value in ((semconv.LENS_SPANS_SPOOLED, self.spooled), (semconv.LENS_SPANS_REPLAYED, self.replayed),
                            (semconv.LENS_SPANS_INVALID, self.invalid), (semconv.LENS_SPOOL_TORN, self.torn),
                            (semconv.LENS_EXPORT_RESTARTS, self.restarts),
-                           (semconv.LENS_FIELDS_INVALID, self.fields_invalid)):
+                           (semconv.LENS_FIELDS_INVALID, self.fields_invalid),
+                           (semconv.LENS_DEVICE_UNTIMED, self.device_untimed)):
             if value:
                 attributes[key] = value
         return attributes
 
     def key(self):
-        return (self.dropped, self.failed, self.unended, self.invalid, self.torn, self.restarts, self.fields_invalid)
+        return (self.dropped, self.failed, self.unended, self.invalid, self.torn, self.restarts, self.fields_invalid,
+                self.device_untimed)
 
 
 class ScopeTable:
@@ -690,6 +693,10 @@ class SpanPipeline:
         # called with every drained batch of ended records, on the export (or closing) thread:
         # live goodput rolls them up there, off the application's span path
         self.observer = None
+        # a lens_core._device.DeviceTimer (device timing on): device-timed records wait here,
+        # on the export thread, until the device has reached their events
+        self.device = None
+        self._settle_by = None
         self.closed = False
         self.restarts = 0
         self._warned = set()
@@ -805,7 +812,8 @@ class SpanPipeline:
         return LossCounts(created, self.exported, rec.dropped + self.spill_dropped, self.failed, max(0, unended),
                           truncated, spooled=spooled, replayed=self.replayed, invalid=self.invalid, torn=torn,
                           restarts=self.restarts,
-                          fields_invalid=self.fields_invalid + getattr(rec, "fields_invalid", 0))
+                          fields_invalid=self.fields_invalid + getattr(rec, "fields_invalid", 0),
+                          device_untimed=self.device.untimed if self.device is not None else 0)
 
     # ---- the threads -----------------------------------------------------------------------
 
@@ -842,8 +850,9 @@ class SpanPipeline:
             try:
                 queued = self.recorder.queued()
                 flush = self._flush_requested != self._flush_done
+                waiting = self.device is not None and self.device.held
                 if not (flush or queued >= self.batch_records or self._queued_bytes() >= self.batch_bytes
-                        or (queued and time.monotonic() - last >= self.schedule_delay_s)):
+                        or ((queued or waiting) and time.monotonic() - last >= self.schedule_delay_s)):
                     continue
                 target = self._flush_requested
                 self._drain(None)
@@ -890,6 +899,8 @@ class SpanPipeline:
                 if deadline is not None and time.monotonic() >= deadline:
                     return False
                 batch = self._records(self._take())
+                if self.device is not None:
+                    batch = self.device.settle(batch, self._settle_by, final=self._settle_by is not None)
                 if batch and self.observer is not None:
                     try:
                         self.observer(batch)
@@ -1145,7 +1156,11 @@ class SpanPipeline:
         self.recorder.end_open_spans()
         if self.sdk is not None:
             self.sdk.end_open_spans()
+        if self.device is not None:  # records waiting for the device get half the time left
+            self._settle_by = time.monotonic() + max(0.0, deadline - time.monotonic()) / 2
         ok = self._drain(deadline)
+        if self.device is not None:
+            self.device.close()
         if self.spool is not None:
             return self._close_spooled(deadline, ok)
         if not self._export_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):

@@ -54,6 +54,10 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
     if config.recorder == "native":
         _bind(recorder, tracer_provider, impl)
         native = recorder
+    if config.device_timing != "off":  # device-timed groups (docs/guide/gpu-timing.md)
+        from lens_core import _device
+
+        pipeline.device = recorder._device = _device.timer_for(config.device_timing, config.device_events)
     pipeline.start()
     return tracer_provider, pipeline, native
 

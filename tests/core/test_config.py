@@ -148,7 +148,7 @@ def test_every_numeric_setting_has_a_range_and_the_millisecond_ones_fit_threadin
 
     numeric = {f for f, v in LensConfig()._defaults.items() if type(v) is int} - {"file_mode"}  # octal bits
     assert set(NUMERIC_RANGES) == numeric == {"metric_export_interval_ms", "shutdown_timeout_ms",
-                                              "max_open_spans", "buffer_mb", "spool_mb", "file_line_mb"}
+                                              "max_open_spans", "buffer_mb", "spool_mb", "file_line_mb", "device_events"}
     for name, (low, high, unit) in NUMERIC_RANGES.items():
         assert (0 if name == "spool_mb" else 1) <= low < high  # spool_mb=0 turns the spool off
         if unit == "milliseconds":
