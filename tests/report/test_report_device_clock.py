@@ -1,0 +1,117 @@
+"""The report on the clock the work ran on (issue 38 item 3): device-timed leaves count their device
+interval, a host-only overhead leaf gives back the time the device ran device-timed productive work
+of its rank, a run without device times reads exactly as before, and live goodput agrees."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lens_core import semconv
+from report_helpers import Otlp, S, T0, report_of
+
+pytest.importorskip("duckdb")
+
+MS = 1_000_000
+START, END = semconv.LENS_DEVICE_START_TIME, semconv.LENS_DEVICE_END_TIME
+STEP_MS = 42.75
+
+# the issue's H200 step (ms after the step's start): host interval, device interval, bucket
+ISSUE_STEP = (
+    ("train.data", (0.00, 0.21), (0.05, 2.61), "overhead"),          # device 2.56
+    ("train.forward", (0.21, 1.20), (2.61, 15.74), "productive"),    # 13.13
+    ("train.backward", (1.20, 3.00), (15.74, 39.62), "productive"),  # 23.88
+    ("train.optimizer", (3.00, 3.82), (39.62, 42.47), "productive"),  # 2.85
+    ("train.log", (3.82, 42.70), (42.47, 42.73), "overhead"),        # host 38.88 (loss.item() waits), device 0.26
+)
+
+
+def _ns(ms: float) -> int:
+    return round(ms * MS)
+
+
+def issue_spans(steps: int = 3, *, device: bool = True, log_timed: bool = False,
+                as_strings: bool = False) -> list[dict[str, Any]]:
+    """The issue's example as OTLP spans: a job, ``steps`` steps of 42.75 ms, each with its five leaves.
+    ``device``: the leaves carry device times (the log call's only with ``log_timed``; ``as_strings``:
+    as string attributes, the way ClickHouse holds every attribute)."""
+    spans = [_span(1, "train.job", 0, steps * STEP_MS, None)]
+    n = 2
+    for step in range(1, steps + 1):
+        t0 = (step - 1) * STEP_MS
+        step_id = n
+        spans.append(_span(n, "train.step", t0, t0 + STEP_MS, 1, iteration=step))
+        n += 1
+        for name, host, dev, bucket in ISSUE_STEP:
+            span = _span(n, name, t0 + host[0], t0 + host[1], step_id, bucket=bucket, iteration=step)
+            if device and (name != "train.log" or log_timed):
+                times = {START: T0 + _ns(t0 + dev[0]), END: T0 + _ns(t0 + dev[1])}
+                span["attributes"] += Otlp.attrs({k: str(v) if as_strings else v for k, v in times.items()})
+            spans.append(span)
+            n += 1
+    return spans
+
+
+def _span(n: int, name: str, start_ms: float, end_ms: float, parent: int | None, **kw: Any) -> dict[str, Any]:
+    span = Otlp.span(n, name, 0, 0, parent, **kw)
+    span["startTimeUnixNano"], span["endTimeUnixNano"] = str(T0 + _ns(start_ms)), str(T0 + _ns(end_ms))
+    return span
+
+
+def _write(tmp_path: Path, spans: list[dict[str, Any]], name: str = "t.jsonl") -> Path:
+    return Otlp.write(tmp_path / name, Otlp.request(spans, service_name="trainer", service_instance_id="p0",
+                                                   nv_dl_rank=0))
+
+
+def _pct(report: Any) -> float:
+    return 100 * report.run.bucket_ns["productive"] / report.run.wall_ns
+
+
+def test_the_issues_step_reads_the_devices_truth(tmp_path):
+    """5 of 5 device-timed: forward + backward + optimizer (13.13 + 23.88 + 2.85 ms) of each 42.75 ms
+    step are productive, ~93 % (the GPU's figure), not the host's 8.5 %."""
+    report = report_of(_write(tmp_path, issue_spans(log_timed=True)))
+    assert report.device_clock.timed == report.device_clock.leaves == 15
+    for step in report.steps:
+        assert step.totals.bucket_ns["productive"] == _ns(13.13) + _ns(23.88) + _ns(2.85)
+        assert step.totals.bucket_ns["overhead"] == _ns(2.56) + _ns(0.26)
+    assert round(_pct(report), 1) == 93.2  # 39.86 of every 42.75 ms
+    assert report.device_clock.given_back_ns == 0
+
+
+def test_the_host_blocked_on_device_work_is_not_overhead(tmp_path):
+    """4 of 5: the log call is host-only; of its 38.88 ms the device ran forward, backward and the
+    optimizer until 42.47 ms, so it counts only 42.70 - 42.47 = 0.23 ms."""
+    report = report_of(_write(tmp_path, issue_spans()))
+    clock = report.device_clock
+    assert (clock.timed, clock.leaves) == (12, 15)
+    assert clock.describe() == "device-timed leaves: 12 of 15"
+    assert clock.steps == {1: (4, 5), 2: (4, 5), 3: (4, 5)} and clock.ranks == {"rank 0": (12, 15)}
+    for step in report.steps:
+        assert step.totals.bucket_ns["overhead"] == _ns(2.56) + (_ns(42.70) - _ns(42.47))
+        assert step.totals.bucket_ns["productive"] == _ns(39.86)
+    assert clock.given_back_ns == 3 * (_ns(42.47) - _ns(3.82))
+    assert 92 < _pct(report) < 94
+
+
+def test_without_device_times_the_report_is_todays(tmp_path):
+    """The same spans with the device attributes stripped read the host's figures, and the whole JSON
+    is the one a report of a trace that never had them gives (no device_clock key at all)."""
+    report = report_of(_write(tmp_path, issue_spans(device=False)))
+    assert report.device_clock is None and "device_clock" not in report.to_json()
+    for step in report.steps:
+        assert step.totals.bucket_ns["productive"] == _ns(0.99) + _ns(1.80) + _ns(0.82)
+        assert step.totals.bucket_ns["overhead"] == _ns(0.21) + _ns(38.88)
+    assert round(_pct(report), 1) == 8.4  # 3.61 of 42.75 ms: the issue's "8.5 % in steady state"
+
+
+def test_device_times_as_strings_read_the_same(tmp_path):
+    """ClickHouse holds every attribute as a string: a file whose device times are strings reads the same."""
+    ints = report_of(_write(tmp_path, issue_spans(), "a.jsonl")).to_json()
+    strings = report_of(_write(tmp_path, issue_spans(as_strings=True), "b.jsonl")).to_json()
+    ints.pop("files"), strings.pop("files")
+    assert ints == strings
