@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from .model import BUCKETS, NS_PER_S, BucketTotals, Report, RunInfo
 
 __all__ = ["BADPUT_LABELS", "RANK_HEADER", "RANK_STEP_HEADER", "SPREAD_HEADER", "STRAGGLER_HEADER", "TABLE_HEADER", "UNFINISHED_LISTED", "badput_line",
-           "bucket_cells", "number_ranges", "rank_detail", "render_runs", "render_text", "step_method_summary",
+           "bucket_cells", "clock_line", "number_ranges", "rank_detail", "render_runs", "render_text", "step_method_summary",
            "step_spread_rows", "straggler_rows", "table", "terminal_safe"]
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -117,6 +117,26 @@ def badput_line(report: Report) -> str:
             f"badput: {parts}")
 
 
+def clock_line(report: Report) -> str | None:
+    """Which clock the figures came from, one line, for a run with device-timed leaves (None without:
+    every figure is on the host clock, and the text reads as it did before device timing)."""
+    clock = report.device_clock
+    if clock is None:
+        return None
+    line = (f"clock: goodput {_percent(report.run.goodput)} \u2014 {clock.describe()} counted on the device clock "
+            "(when their kernels ran); other leaves, steps and wall times on the host clock")
+    if clock.given_back_ns:
+        line += (f"; {clock.given_back_ns / NS_PER_S:.3f} s of host-only overhead was the host waiting while the "
+                 "device ran productive work, not counted as overhead")
+    return line
+
+
+def _step_clock(report: Report, iteration: int) -> str:
+    """A step's device-timed leaves, e.g. ``4 of 5`` (``host`` for a step without)."""
+    timed, leaves = report.device_clock.steps.get(iteration, (0, 0)) if report.device_clock else (0, 0)
+    return f"{timed} of {leaves}" if timed else "host"
+
+
 def step_spread_rows(report: Report) -> list[list[str]]:
     """Per step: ranks, p50/p90/p99/max step time over ranks, the slowest rank, goodput, wait for it."""
     rows = {step.iteration: step for step in report.steps}
@@ -207,9 +227,15 @@ def render_text(report: Report, *, top: int = 10, ranks: frozenset[str] | None =
     A multi-rank run leads with goodput and badput, the top stragglers and the spread of step
     times over ranks; ``ranks`` (labels) adds their detail, per step for ``steps`` (all when None).
     Terminal control characters from the input are escaped (:func:`terminal_safe`)."""
-    lines = [*_header(report), step_method_summary(report), ""]
+    clock = clock_line(report)
+    lines = [*_header(report), step_method_summary(report), *([clock] if clock else []), ""]
     if report.multi_rank:
         lines += _multi_rank(report, top, ranks, steps)
+    elif clock:  # a column says which clock each step's figures came from
+        rows = [[str(step.iteration), *bucket_cells(step.totals), _step_clock(report, step.iteration)]
+                for step in report.steps]
+        rows.append(["run", *bucket_cells(report.run), report.device_clock.describe().split(": ")[1]])
+        lines += table([*TABLE_HEADER, "device-timed leaves"], rows)
     else:
         rows = [[str(step.iteration), *bucket_cells(step.totals)] for step in report.steps]
         rows.append(["run", *bucket_cells(report.run)])

@@ -878,7 +878,7 @@ class WaterfallSelection:
 def choose_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
                  small_run: int, default_ranks: int) -> tuple[dict[str, int], list[int] | None, list[str]]:
     """Put the ids of the spans of the chosen steps and ranks in the table ``wf_ids`` (id,
-    start_ns, end_ns, bucket, iteration, rank_label, error: what the waterfall draws of ``k``); defaults as :func:`waterfall_spans` says. Returns (rank label -> position,
+    start_ns, end_ns, bucket, iteration, rank_label, error, dev_start, dev_end: what the waterfall draws of ``k``); defaults as :func:`waterfall_spans` says. Returns (rank label -> position,
     the steps chosen or None for the whole run, the rank labels chosen)."""
     labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
     order = {label: i for i, label in enumerate(labels)}
@@ -899,7 +899,7 @@ def choose_spans(store: TraceStore, report: Report, *, steps: frozenset[int] | N
     chosen_ranks = "k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks)"
     # what the waterfall draws of k comes along: no second scan of every span to fetch it
     kept = "k.id AS id, k.start_ns AS start_ns, k.end_ns AS end_ns, k.bucket AS bucket, k.iteration AS iteration, " \
-           "k.rank_label AS rank_label, k.error AS error"
+           "k.rank_label AS rank_label, k.error AS error, k.dev_start AS dev_start, k.dev_end AS dev_end"
     if chosen_steps is None:
         select = f"SELECT {kept} FROM k WHERE {chosen_ranks}"
     else:
@@ -939,7 +939,8 @@ def waterfall_spans(store: TraceStore, report: Report, *, steps: frozenset[int] 
                c.bucket AS bucket, c.iteration AS iteration, c.rank_label AS rank_label, s.process AS process,
                coalesce(s.thread || coalesce(' ' || s.thread_name, ''), s.thread_name, '') AS thread_label,
                coalesce(s.thread_name, s.thread, '') AS thread_short,
-               {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, s.kind AS kind, c.error AS error
+               {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, s.kind AS kind, c.error AS error,
+               c.dev_start AS dev_start, c.dev_end AS dev_end
         FROM chosen c JOIN spans s ON s.rowid = c.id
         LEFT JOIN (SELECT id, pid FROM anc WHERE id IN (SELECT id FROM chosen)) p ON p.id = c.id
         ORDER BY c.start_ns, c.id

@@ -115,3 +115,42 @@ def test_device_times_as_strings_read_the_same(tmp_path):
     strings = report_of(_write(tmp_path, issue_spans(as_strings=True), "b.jsonl")).to_json()
     ints.pop("files"), strings.pop("files")
     assert ints == strings
+
+
+def test_text_json_and_page_say_which_clock(tmp_path):
+    """The text leads with the clock line and gives each step's device-timed leaves; JSON carries the
+    counts; the page says it under goodput and draws a device lane under the host lane."""
+    from lens_report import render_text
+    from report_helpers import html_of
+
+    path = _write(tmp_path, issue_spans())
+    report = report_of(path)
+    text = render_text(report)
+    clock = next(line for line in text.splitlines() if line.startswith("clock: "))
+    assert clock.startswith("clock: goodput 93.2% \u2014 device-timed leaves: 12 of 15 counted on the device clock")
+    assert "0.116 s of host-only overhead was the host waiting" in clock
+    step_row = next(line for line in text.splitlines() if line.startswith("1 "))
+    assert step_row.endswith("4 of 5")
+    data = json.loads(json.dumps(report.to_json()))["device_clock"]
+    assert data["device_timed_leaves"] == 12 and data["leaves"] == 15 and data["clock"] == "device and host"
+    assert data["steps"][0] == {"iteration": 1, "device_timed_leaves": 4, "leaves": 5}
+    page = html_of(path)
+    assert '<p class="clock">clock: goodput 93.2%' in page
+    svg = page[page.index('<svg id="waterfall"'):page.index("</svg>", page.index('<svg id="waterfall"'))]
+    lanes = re.findall(r'<text class="lane"[^>]*><title>([^<]*)</title>', svg)
+    assert lanes == ["rank 0 · p0", "rank 0 · p0 · device"]
+    # the backward pass drawn at its device interval: 23.88 ms, said in its tooltip
+    assert "duration: 0.023880 s on the device (host: 0.001800 s)" in svg
+    lane_data = json.loads(page[page.index('id="lens-data">') + len('id="lens-data">'):
+                                page.index("</script>", page.index('id="lens-data">'))])["lanes"]
+    assert [lane[1] for lane in lane_data] == ["rank 0 · p0", "rank 0 · p0 · device"]
+
+
+def test_no_device_lane_and_no_clock_line_without_device_times(tmp_path):
+    from lens_report import render_text
+    from report_helpers import html_of
+
+    path = _write(tmp_path, issue_spans(device=False))
+    assert "clock:" not in render_text(report_of(path))
+    page = html_of(path)
+    assert "device" not in page.split('<script')[0].replace("device-timed", "")
