@@ -240,7 +240,7 @@ def render_text(report: Report, *, top: int = 10, ranks: frozenset[str] | None =
         rows = [[str(step.iteration), *bucket_cells(step.totals)] for step in report.steps]
         rows.append(["run", *bucket_cells(report.run)])
         lines += table(TABLE_HEADER, rows)
-    lines += ["", f"top {len(report.top_spans)} spans by total time"]
+    lines += ["", f"top {len(report.top_spans)} spans by total time" + (" (host clock)" if clock else "")]
     lines += table(
         ["name", "count", "total s", "mean s"],
         [[t.name, str(t.count), _s(t.total_ns), _s(t.mean_ns)] for t in report.top_spans],
