@@ -224,3 +224,26 @@ def test_live_goodput_equals_the_report(tmp_path, trace):
     if trace == "host-ahead":  # the next step's data load ran while the optimizer's kernels did: 0 counted
         # and each log call (3.0-8.1 ms into its step) waited 5.1 ms on forward and backward kernels
         assert report.device_clock.given_back_ns == 3 * _ns(0.2) + 4 * _ns(5.1)
+
+
+def test_a_rank_without_device_times_reads_as_before_beside_one_with(tmp_path):
+    """Rank 1 runs the same host times as rank 0 but has no device times: its overhead is not given back
+    by rank 0's device work (rule 2 is per rank), and its figures are the host-only report's."""
+    other = issue_spans(device=False)
+    for span in other:
+        span["traceId"] = "1" * 32
+    Otlp.write(tmp_path / "r0.jsonl", Otlp.request(issue_spans(), service_name="t", service_instance_id="r-rank0",
+                                                   nv_dl_rank=0, nemo_run_id="r"))
+    Otlp.write(tmp_path / "r1.jsonl", Otlp.request(other, service_name="t", service_instance_id="r-rank1",
+                                                   nv_dl_rank=1, nemo_run_id="r"))
+    report = report_of(tmp_path)
+    (tmp_path / "alone").mkdir()
+    host_only = report_of(_write(tmp_path / "alone", issue_spans(device=False)))
+    rank0, rank1 = report.ranks
+    assert rank1.totals == host_only.ranks[0].totals
+    assert rank0.totals.bucket_ns["productive"] == 3 * _ns(39.86)
+    assert report.device_clock.ranks == {"rank 0": (12, 15)}
+    from lens_report import render_text
+
+    text = render_text(report)
+    assert "clock: goodput" in text and "device-timed leaves: 12 of 30" in text
