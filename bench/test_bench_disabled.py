@@ -162,3 +162,55 @@ def test_bare_call(benchmark):
             _plain(1)
 
     benchmark(run)
+
+
+def _floor_loop():
+    from lens_core import _gate
+
+    span = _gate._reference_null_span
+
+    def run():
+        for _ in range(LOOP):
+            with span("g", "name", k=1):
+                pass
+
+    return run
+
+
+@pytest.mark.benchmark(group="managed_span disabled, against C")
+def test_managed_span_disabled_against_c(benchmark, one_group_off):
+    """A disabled group while telemetry is on (another group on), compiled gate, paired round by
+    round with the floor: a C function of the same calling convention returning the prebuilt null
+    span (lens_core._gate._reference_null_span). bench/checks.txt gates the median ratio <= 1.1."""
+    pytest.importorskip("lens_core._gate")
+    lens_core._impl.use("cython")
+    floor = _floor_loop()
+    times = []
+
+    def paired_round():
+        started = time.perf_counter()
+        floor()
+        times.append(time.perf_counter() - started)
+
+    benchmark.pedantic(_with_loop(lens_core._impl.gate.managed_span), setup=paired_round, rounds=2000,
+                       warmup_rounds=50)
+    benchmark.extra_info["paired_floor_s"] = times[50:]
+
+
+@pytest.mark.benchmark(group="managed_span disabled, against C")
+def test_managed_span_quiet_against_c(benchmark):
+    """The same on a quiet rank (no backend: every group off), for comparison."""
+    pytest.importorskip("lens_core._gate")
+    lens_core._impl.use("cython")
+    SpanRegistry.register("bench", ["g", "other"])
+    floor = _floor_loop()
+    times = []
+
+    def paired_round():
+        started = time.perf_counter()
+        floor()
+        times.append(time.perf_counter() - started)
+
+    benchmark.pedantic(_with_loop(lens_core._impl.gate.managed_span), setup=paired_round, rounds=2000,
+                       warmup_rounds=50)
+    benchmark.extra_info["paired_floor_s"] = times[50:]

@@ -101,12 +101,13 @@ class StandInDevice(DeviceBackend):
     """A CPU stand-in for a GPU: one in-order stream per device whose work completes ``lag``
     ns after it is queued (``lag(host_ns)`` or a number, changeable at any time), on a device
     clock that counts from ``offset_ns`` and runs ``drift_ppm`` parts per million faster than
-    the host's. ``log`` holds the newest records as ``(event, host time the device reaches it)``."""
+    the host's. ``log`` holds the newest records as ``(event, host time the device reaches it)``
+    (``log=False``: none kept, for benchmarks)."""
 
     name = "standin"
 
     def __init__(self, lag=0, *, drift_ppm: float = 0.0, offset_ns: int = 5_000_000_000_000, clock=time.time_ns,
-                 devices: int = 1):
+                 devices: int = 1, log: bool = True):
         self.lag = lag
         self.drift_ppm = drift_ppm
         self.offset_ns = offset_ns
@@ -114,12 +115,12 @@ class StandInDevice(DeviceBackend):
         self.current = 0
         self.devices = devices
         self._origin = clock()
-        self._done = {}  # event -> host time the device reaches it
+        self._done = [None]  # event (an index) -> host time the device reaches it, None: not recorded
         self._tail = [0] * devices  # per device: when its stream's last queued work completes
-        self._device_of = {}
+        self._device_of = [None]
         self._next = 0
         self.records = 0
-        self.log = collections.deque(maxlen=64)  # (event, host time the device reaches it), newest last
+        self.log = collections.deque(maxlen=64) if log else None  # (event, host time reached), newest last
 
     def _lag(self, now):
         lag = self.lag
@@ -143,22 +144,27 @@ class StandInDevice(DeviceBackend):
 
     def create(self, device: int):
         self._next += 1
-        self._device_of[self._next] = device
+        self._device_of.append(device)
+        self._done.append(None)
         return self._next
 
     def record(self, event) -> None:
+        # on the current device (as CUDA requires of an event: the device it was made on)
         now = self.clock()
-        device = self._device_of[event]
-        done = now + self._lag(now)
-        if done < self._tail[device]:
-            done = self._tail[device]  # in order: after the work queued before it
-        self._tail[device] = done
+        lag = self.lag
+        done = now + (lag if type(lag) is int else int(lag(now)))
+        tail = self._tail
+        device = self.current
+        if done < tail[device]:
+            done = tail[device]  # in order: after the work queued before it
+        tail[device] = done
         self._done[event] = done
         self.records += 1
-        self.log.append((event, done))
+        if self.log is not None:
+            self.log.append((event, done))
 
     def query(self, event) -> bool:
-        done = self._done.get(event)
+        done = self._done[event]
         return done is not None and done <= self.clock()
 
     def elapsed_ns(self, a, b) -> int:
@@ -173,8 +179,7 @@ class StandInDevice(DeviceBackend):
         return now, event
 
     def destroy(self, event) -> None:
-        self._done.pop(event, None)
-        self._device_of.pop(event, None)
+        self._done[event] = self._device_of[event] = None
 
 
 # ---- CUDA through the driver API ---------------------------------------------------------------
@@ -224,8 +229,10 @@ class CudaDriver(DeviceBackend):
         self._torch_stream = getattr(cuda_c, "_cuda_getCurrentRawStream", None)
         self._contexts = {}
         self._streams = {}
-        if self.device() < 0:
-            raise OSError("no CUDA context is current on this thread")
+        if self.device() < 0:  # no torch and no context on this thread: device 0's primary context
+            self._context(0)
+            if self.device() < 0:
+                raise OSError("no CUDA context is current on this thread")
 
     def _check(self, code, what):
         if code != 0:
@@ -346,7 +353,13 @@ class DeviceTimer:
     def enter(self, attrs):
         """At a span's start: a mark (a list) if its group is device-timed, ``UNTIMED`` when no
         event is left, else None. Records one event; never waits for the device."""
-        if self._off or attrs.get(_LENS_GROUP) not in SpanRegistry._view.device_timed:
+        if attrs.get(_LENS_GROUP) not in SpanRegistry._view.device_timed:
+            return None
+        return self.begin()
+
+    def begin(self):
+        """``enter`` for a span whose group the caller found device-timed (the compiled recorder)."""
+        if self._off:
             return None
         backend = self.backend
         if backend is None:
@@ -354,11 +367,14 @@ class DeviceTimer:
             if backend is None:
                 return None
         device = backend.device()
-        event = self._take(device)
-        if event is None:
-            return UNTIMED
+        try:
+            event = self._free[device].pop()
+        except (KeyError, IndexError):  # no list for this device yet, or none free
+            event = self._grow(device)
+            if event is None:
+                return UNTIMED
         backend.record(event)
-        return [device, event, None, 0.0]
+        return [device, event, None]
 
     def _probe(self):
         now = time.monotonic()
@@ -380,21 +396,19 @@ class DeviceTimer:
         if not mark or self._off:
             return
         device = mark[0]
-        event = self._take(device)
-        if event is None:
-            self._give(device, mark[1])  # re-recorded later; the device may still be reaching it
-            mark[1] = None
-            return
+        try:
+            event = self._free[device].pop()
+        except (KeyError, IndexError):
+            event = self._grow(device)
+            if event is None:
+                self._give(device, mark[1])  # re-recorded later; the device may still be reaching it
+                mark[1] = None
+                return
         self.backend.record(event)
         mark[2] = event
 
-    def _take(self, device):
-        free = self._free.get(device)
-        if free:
-            try:
-                return free.pop()
-            except IndexError:  # another thread took the last one
-                pass
+    def _grow(self, device):
+        # The pool's slow path: a new event while fewer than ``capacity`` exist, else None (counted).
         with self._lock:
             if self._made >= self.capacity:
                 self.untimed += 1
@@ -413,6 +427,25 @@ class DeviceTimer:
         if free is None:
             free = self._free.setdefault(device, [])
         free.append(event)
+
+    def hand_over(self, span_id, mark) -> None:
+        """Keep ``mark`` for the record the SDK recorder will make of span ``span_id`` (settle
+        claims it). Bounded: past a quarter of the pool's events in marks the oldest is given up
+        (host-only, counted), so marks whose records never arrive (dropped at a full queue)
+        cannot keep the pool's events from the spans that follow."""
+        keyed = self.keyed
+        if len(keyed) >= max(1, self.capacity // 4):
+            try:
+                old = keyed.pop(next(iter(keyed)))
+            except (StopIteration, KeyError, RuntimeError):  # emptied or changed by the export thread
+                old = None
+            if old:
+                with self._lock:
+                    self.untimed += 1
+                for event in (old[1], old[2]):
+                    if event is not None:
+                        self._give(old[0], event)
+        keyed[span_id] = mark
 
     # ---- the export thread --------------------------------------------------------------------
 
@@ -434,13 +467,17 @@ class DeviceTimer:
             else:
                 return records  # the common case on a rank without device-timed spans
         now = time.monotonic()
+        out = []
+        resolve = self._resolve
         for r in records:
             if keyed and r.dev_mark is None:
                 mark = keyed.pop(r.span_id, None)
                 if mark is not None:
                     r.dev_mark = mark
-            held.append((r, now))
-        out = []
+            if held or (r.dev_mark is not None and not resolve(r, r.dev_mark)):
+                held.append((r, now))  # behind one waiting for the device: waits too (order)
+            else:
+                out.append(r)
         while True:
             out.extend(self._release(now, final))
             if not held or not final or deadline is None or time.monotonic() >= deadline:
@@ -496,8 +533,10 @@ class DeviceTimer:
             if not (backend.query(end) and backend.query(start)):
                 return False
             self._anchor(device)
-            start_ns = self._to_host(device, start)
-            end_ns = self._to_host(device, end)
+            host_ns, anchor = self._anchors[device][-1]
+            rate = self._rate.get(device, 1.0)
+            start_ns = host_ns + round(backend.elapsed_ns(anchor, start) * rate)
+            end_ns = host_ns + round(backend.elapsed_ns(anchor, end) * rate)
         except Exception as exc:
             _log.warn_once("device-resolve", f"lens telemetry: a device time could not be read ({exc!r}); "
                                              f"such spans are exported host-only (counted in {semconv.LENS_DEVICE_UNTIMED})")

@@ -10,6 +10,7 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_DECREF
 from cpython.dict cimport PyDict_Copy
+from cpython.unicode cimport PyUnicode_GET_LENGTH
 
 from lens_core._native._recorder cimport Recorder, Span
 
@@ -62,6 +63,8 @@ __all__ = [
 
 # Raw group spellings we cache per snapshot; beyond this, lookups normalise each call.
 cdef Py_ssize_t _ALIAS_LIMIT = 1024
+cdef enum:
+    _CACHE = 64  # slots of a snapshot's address cache (a power of two)
 
 
 class _NullSpan:
@@ -80,12 +83,26 @@ class _NullSpan:
 
 null_span = _NullSpan()
 cdef object _NULL = null_span
+cdef object _OFF = object()  # a disabled group's value in _Snapshot.gate
 
 
 cdef class _Snapshot:
     # ids: spelling -> id (-1 = unknown); bits: little-endian bitset of enabled ids;
-    # infos: id -> (name, umbrella, bucket_key, bucket) for the native recorder's stamps.
+    # infos: id -> (name, umbrella, bucket_key, bucket) for the native recorder's stamps;
+    # gate: spelling -> its id when on, else _OFF; behind it a direct-mapped cache by the
+    # group object's address (a literal at a call site is the same object every call), so a
+    # repeated spelling costs a pointer compare: keys are held (a reference each), never reused.
     cdef dict ids
+    cdef dict gate
+    cdef PyObject* cache_key[_CACHE]
+    cdef Py_ssize_t cache_val[_CACHE]
+
+    def __dealloc__(self):
+        cdef int i
+        for i in range(_CACHE):
+            if self.cache_key[i] is not NULL:
+                Py_DECREF(<object>self.cache_key[i])
+                self.cache_key[i] = NULL
     cdef bytes bits
     cdef bint anyon
     cdef tuple infos
@@ -93,6 +110,7 @@ cdef class _Snapshot:
 
 cdef _Snapshot _snap = _Snapshot()
 _snap.ids = {}
+_snap.gate = {}
 _snap.bits = b""
 _snap.anyon = False
 _snap.infos = ()
@@ -118,6 +136,7 @@ def publish(ids, bits, infos=None):
     s.ids = dict(ids)
     s.bits = bits.to_bytes((bits.bit_length() + 7) // 8, "little")
     s.anyon = bits != 0
+    s.gate = {name: (gid if gid >= 0 and (bits >> gid) & 1 else _OFF) for name, gid in s.ids.items()}
     table = [None] * (max(ids.values(), default=-1) + 1)
     for gid, info in (infos or {}).items():
         table[gid] = tuple(info)
@@ -142,19 +161,51 @@ cdef inline Py_ssize_t _group_id(_Snapshot s, object group) except -2:
     return <Py_ssize_t><object>found
 
 
+cdef inline bint _bit(_Snapshot s, Py_ssize_t gid):
+    return 0 <= gid and (gid >> 3) < PyBytes_GET_SIZE(s.bits) and (PyBytes_AS_STRING(s.bits)[gid >> 3] >> (gid & 7)) & 1
+
+
+cdef Py_ssize_t _slow_on(_Snapshot s, object group) except -2:
+    # A spelling the gate dict has not seen: its id (normalised once), cached as on or _OFF.
+    cdef Py_ssize_t gid = _slow_id(s.ids, group)
+    cdef bint on = _bit(s, gid)
+    if len(s.gate) < _ALIAS_LIMIT:
+        s.gate[group] = gid if on else _OFF
+    return gid if on else -1
+
+
+cdef Py_ssize_t _lookup_on(_Snapshot s, object group, size_t slot) except -2:
+    # The cache missed: the gate dict (or the slow path), then remember the answer for this object.
+    cdef PyObject* found = PyDict_GetItem(s.gate, group)
+    cdef Py_ssize_t result
+    if found is NULL:
+        result = _slow_on(s, group)
+    elif found == <PyObject*>_OFF:
+        result = -1
+    else:
+        result = <Py_ssize_t><object>found
+    if type(group) is str:
+        old = s.cache_key[slot]
+        Py_INCREF(group)
+        s.cache_key[slot] = <PyObject*>group
+        s.cache_val[slot] = result
+        if old is not NULL:
+            Py_DECREF(<object>old)
+    return result
+
+
 cdef inline Py_ssize_t _on_id(_Snapshot s, object group) except -2:
-    # The group's id when it is on, else -1.
-    cdef Py_ssize_t gid
+    # The group's id when it is on, else -1: a spelling seen at this address costs a pointer
+    # compare; else one dict lookup (no int conversion, no bitset read).
+    cdef size_t slot
     if not s.anyon:
         if not isinstance(group, str):  # reject it even when all is off, like _gate_py
             _slow_id(s.ids, group)  # raises TypeError
         return -1
-    gid = _group_id(s, group)
-    if gid < 0 or (gid >> 3) >= PyBytes_GET_SIZE(s.bits):
-        return -1
-    if (PyBytes_AS_STRING(s.bits)[gid >> 3] >> (gid & 7)) & 1:
-        return gid
-    return -1
+    slot = (<size_t><PyObject*>group >> 4) & (_CACHE - 1)
+    if s.cache_key[slot] == <PyObject*>group:
+        return s.cache_val[slot]
+    return _lookup_on(s, group, slot)
 
 
 cdef inline int _on(object group) except -1:
@@ -190,20 +241,17 @@ class _Binders:
         return _NULL
 
 
-# Cached hashes of the parameter names: most keyword names are rejected by one int compare.
-cdef Py_hash_t _H_GROUP = hash("group")
-cdef Py_hash_t _H_NAME = hash("name")
-cdef Py_hash_t _H_TRACER = hash("tracer")
 
 
 cdef bint _rebinds(tuple names, Py_ssize_t nargs) except -1:
     # A keyword that repeats a positional parameter (group, name, or tracer given both
     # ways) must reach the binder for its TypeError, not vanish on the disabled path.
-    cdef Py_hash_t h
+    # Keyword names are str: most are told apart by their length (4, 5, 6) without a call.
+    cdef Py_ssize_t n
     for key in names:
-        h = hash(key)  # keyword names are str: their hash is cached
-        if ((h == _H_GROUP and key == "group") or (h == _H_NAME and key == "name")
-                or (nargs == 3 and h == _H_TRACER and key == "tracer")):
+        n = PyUnicode_GET_LENGTH(key)
+        if ((n == 5 and key == "group") or (n == 4 and key == "name")
+                or (nargs == 3 and n == 6 and key == "tracer")):
             return True
     return False
 
@@ -258,6 +306,20 @@ cdef object _managed_fast(PyObject* self, PyObject** args, Py_ssize_t nargs, PyO
 
 cdef object _umbrella_fast(PyObject* self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
     return _span_fast(_UMBRELLA_BINDER, args, nargs, kwnames)
+
+
+# The floor the disabled path is measured against (bench/test_bench_disabled.py): a C function
+# with the same calling convention that returns the prebuilt null span and does nothing else.
+cdef object _floor_fast(PyObject* self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+    return _NULL
+
+
+cdef PyMethodDef _floor_def
+_floor_def.ml_name = "reference_null_span"
+_floor_def.ml_meth = <void*>_floor_fast
+_floor_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
+_floor_def.ml_doc = "reference_null_span(*args, **kwargs)\n--\n\nReturns the null span (the benchmarks' floor)."
+_reference_null_span = PyCFunction_NewEx(&_floor_def, NULL, "lens_core._gate")
 
 
 # No bound self and the public module as __module__: pickle saves them by reference as

@@ -49,7 +49,6 @@ class GroupInfo(Record):
     """
 
     _fields = __slots__ = ("name", "id", "owners", "umbrella", "bucket", "bucket_key", "declared", "device_timed")
-    _defaults = {"device_timed": False}
     name: str
     id: int
     owners: Tuple[str, ...]
@@ -62,7 +61,6 @@ class GroupInfo(Record):
 
 class _Namespace(Record):
     _fields = __slots__ = ("name", "groups", "presets", "buckets", "umbrellas", "bucket_key", "device_timed")
-    _defaults = {"device_timed": frozenset()}
 
 
 class _View(Record):
@@ -71,10 +69,9 @@ class _View(Record):
 
     # device_timed: the device-timed group names (what lens_core._device reads per span)
     _fields = __slots__ = ("namespaces", "groups", "presets", "ids", "version", "device_timed")
-    _defaults = {"device_timed": frozenset()}
 
 
-_EMPTY_VIEW = _View({}, {}, {ALL: frozenset()}, {}, 0)
+_EMPTY_VIEW = _View({}, {}, {ALL: frozenset()}, {}, 0, frozenset())
 
 
 # Which declaration of a shared group wins (lowest first): see SpanRegistry.register.
@@ -266,7 +263,7 @@ class SpanRegistry:
         """Forget every namespace and group id (for tests)."""
         with cls._lock:
             cls._next_id = 0
-            cls._view = _View({}, {}, {ALL: frozenset()}, {}, cls._view.version + 1)
+            cls._view = _View({}, {}, {ALL: frozenset()}, {}, cls._view.version + 1, frozenset())
         cls._notify(None)
 
     @classmethod

@@ -471,7 +471,8 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
                 backend = providers.recorder
             else:
                 backend = OTelBackend(providers.tracer_provider, lens_version(),
-                                      device=getattr(providers.pipeline, "device", None))
+                                      device=getattr(providers.pipeline, "device", None),
+                                      nvtx=getattr(providers.pipeline, "nvtx", None))
             if backend is not None:
                 install_backend(backend)
             set_span_group_spec(config.span_groups)

@@ -64,6 +64,8 @@ cdef class Recorder:
     cdef public object _sampler
     cdef public object _otel
     cdef public object _device  # a lens_core._device.DeviceTimer when device timing is on
+    cdef public object _nvtx_push  # LENS_NVTX=1: an NVTX range per span (push(name), pop())
+    cdef public object _nvtx_pop
     # the OpenTelemetry span limits (a _shared.Limits, or None) and what _end checks in C
     cdef public object _limits
     cdef Py_ssize_t _attrs_cap

@@ -44,6 +44,7 @@ class Span:
     dropped_events: int
     dropped_links: int
     sdk_span: Any
+    dev_mark: Any  # a device-timed span's events until resolved (lens_core._device)
     trace_id: int
     span_id: int
     parent_id: int
@@ -96,6 +97,9 @@ class Recorder:
     closed: bool
     _sampler: Any
     _otel: Any
+    _device: Any
+    _nvtx_push: Any
+    _nvtx_pop: Any
     _limits: Any
     def __init__(self, *, max_open: int = 10000, buffer_bytes: int = 16777216) -> None: ...
     def bind_otel(self, *, contextvar: Any, context_type: Any, span_key: str, span_context_type: Any,

@@ -136,6 +136,8 @@ def _after_fork_ids():
 
 
 from lens_core import _lifecycle
+from lens_core.registry import SpanRegistry as _Registry
+from lens_core.semconv import LENS_GROUP as _K_GROUP
 _lifecycle.on_fork("lens_core.recorder", after_in_child=_after_fork_ids)
 
 
@@ -615,8 +617,13 @@ cdef class Recorder:
         self._link(span)
         span._state = _OPEN
         self.created += 1
-        if self._device is not None:
-            span.dev_mark = self._device.enter(span.attrs)
+        if self._nvtx_push is not None:
+            self._nvtx_push(span.name)
+        if self._device is not None and type(span.attrs) is dict:
+            # a host-only group costs a lookup here, not a call (device timing on)
+            found = PyDict_GetItem(span.attrs, _K_GROUP)
+            if found is not NULL and <object>found in _Registry._view.device_timed:
+                span.dev_mark = self._device.begin()
         return 0
 
     cdef bint _sample_root(self, Span span) except -1:
@@ -642,6 +649,8 @@ cdef class Recorder:
         span.end_ns = end_ns if end_ns else _now_ns()
         if span.dev_mark is not None and span.dev_mark:
             self._device.exit(span.dev_mark)
+        if self._nvtx_pop is not None and span.sampled and span._pid == _pid:
+            self._nvtx_pop()
         if not span.sampled or span._pid != _pid:  # unsampled, or started before a fork
             return 0
         if self._limits is not None and (self._value_limited or span.links is not None

@@ -268,6 +268,7 @@ class Recorder:
         self._sampler = None
         self._otel = None
         self._device = None  # a lens_core._device.DeviceTimer when device timing is on
+        self._nvtx_push = self._nvtx_pop = None  # LENS_NVTX=1: an NVTX range per span (push(name), pop())
         self.set_limits(_shared.Limits())
         _lifecycle.on_fork("lens_core.recorder", after_in_child=Recorder._after_fork, owner=self)
 
@@ -417,6 +418,8 @@ class Recorder:
             self.created += 1
         self._link(span)
         span._state = _OPEN
+        if self._nvtx_push is not None:
+            self._nvtx_push(span.name)
         device = self._device
         if device is not None:
             span.dev_mark = device.enter(span.attrs)
@@ -430,6 +433,8 @@ class Recorder:
             self._device.exit(span.dev_mark)
         if not span.sampled:
             return
+        if self._nvtx_pop is not None and span._pid == self._pid:
+            self._nvtx_pop()
         if span._pid != self._pid:  # started before a fork: the parent process records it
             return
         if self._limits is not None and (self._value_limited or span.links is not None

@@ -23,7 +23,7 @@ class OTelBackend(SpanBackend):
 
     name = "opentelemetry"
 
-    def __init__(self, tracer_provider, version: str = "", device=None):
+    def __init__(self, tracer_provider, version: str = "", device=None, nvtx=None):
         from opentelemetry import context, propagate, trace
         from opentelemetry.context import Context
 
@@ -43,6 +43,8 @@ class OTelBackend(SpanBackend):
         # a lens_core._device.DeviceTimer (device timing on): device-timed spans record their
         # events here and hand the marks over by span id (the record is made on export)
         self._device = device
+        # (push, pop) of an NVTX range API (LENS_NVTX=1): a range named after every span
+        self._nvtx_push, self._nvtx_pop = nvtx if nvtx is not None else (None, None)
 
     @property
     def tracer(self):
@@ -135,7 +137,7 @@ class _LiveOTelSpan(LiveSpan):
     """OTelBackend.live's context manager: the generic LiveSpan with start+attach and
     detach+end inlined (no backend method calls in between)."""
 
-    __slots__ = ("_mark",)
+    __slots__ = ("_mark", "_ranged")
 
     def __enter__(self):
         backend = self._backend
@@ -149,15 +151,21 @@ class _LiveOTelSpan(LiveSpan):
             self._name, context, attributes=_with_thread(self._attrs))
         self._token = backend._attach(backend._set_span_in_context(span))
         device = backend._device
-        self._mark = device.enter(self._attrs) if device is not None and span.is_recording() else None
+        recording = span.is_recording()
+        self._mark = device.enter(self._attrs) if device is not None and recording else None
+        self._ranged = recording and backend._nvtx_push is not None
+        if self._ranged:
+            backend._nvtx_push(self._name)
         return span
 
     def __exit__(self, exc_type, exc, tb):
+        if self._ranged:
+            self._backend._nvtx_pop()
         mark = self._mark
         if mark:  # the device's end event first, then the span's end (as the native recorders)
             device = self._backend._device
             device.exit(mark)
-            device.keyed[self._span.get_span_context().span_id] = mark
+            device.hand_over(self._span.get_span_context().span_id, mark)
         try:
             if _get_ident() == self._thread:
                 self._backend._detach(self._token)

@@ -696,6 +696,7 @@ class SpanPipeline:
         # a lens_core._device.DeviceTimer (device timing on): device-timed records wait here,
         # on the export thread, until the device has reached their events
         self.device = None
+        self.nvtx = None  # (push, pop) of an NVTX range API (LENS_NVTX=1), for the SDK recorder's spans
         self._settle_by = None
         self.closed = False
         self.restarts = 0

@@ -58,6 +58,12 @@ def build_span_pipeline(config, exporter_name, resource, *, run_id, rank, span_e
         from lens_core import _device
 
         pipeline.device = recorder._device = _device.timer_for(config.device_timing, config.device_events)
+    if config.nvtx:  # LENS_NVTX=1: an NVTX range named after every enabled span
+        from otel_bridge._nvtx import find_nvtx
+
+        pipeline.nvtx = find_nvtx()
+        if pipeline.nvtx is not None and native is not None:
+            recorder._nvtx_push, recorder._nvtx_pop = pipeline.nvtx
     pipeline.start()
     return tracer_provider, pipeline, native
 

@@ -41,6 +41,8 @@ GOOD = {
     "test_pipeline_native_file": 1.0, "test_pipeline_slow_collector_spool": 1.0,
     "test_enabled_span_with_a_new_text[sdk]": 12.0, "test_enabled_span_with_a_new_text[native]": 1.5,
     "test_live_goodput_rollup[cython]": 1.0, "test_live_goodput_rollup[python]": 4.0,
+    "test_device_timed_span[cython-native]": 2.5, "test_device_timed_span[cython-sdk]": 25.0,
+    "test_managed_span_disabled_against_c": 0.09,
 }
 GOOD_EXTRA = {
     "test_managed_span_disabled[cython]": {"paired_reference_min_s": 1.2, "paired_nullcontext_min_s": 0.25},
@@ -56,12 +58,18 @@ GOOD_EXTRA = {
     "test_enabled_span_with_a_new_text[native]": {"paired_seen_s": [0.8, 0.9, 0.8]},
     "test_live_goodput_rollup[cython]": {"paired_rollup_min_s": 0.04},
     "test_live_goodput_rollup[python]": {"paired_rollup_min_s": 0.6},
+    "test_device_timed_span[cython-native]": {"paired_host_s": [1.3, 1.4, 1.3]},
+    "test_device_timed_span[cython-sdk]": {"paired_host_s": [22.0, 23.0, 22.5]},
+    "test_managed_span_disabled_against_c": {"paired_floor_s": [0.085, 0.086, 0.085]},
 }
 # the rounds behind the benchmarks whose checks pair rounds (stats.data, in round order)
 GOOD_STATS = {"test_trace_fn_disabled[cython]": {"data": [0.045, 0.046, 0.045]},
               "test_enabled_span_with_a_new_text[sdk]": {"data": [12.0, 12.5, 12.2]},
-              "test_enabled_span_with_a_new_text[native]": {"data": [1.5, 1.6, 1.5]}}
-CHECKS = 14
+              "test_enabled_span_with_a_new_text[native]": {"data": [1.5, 1.6, 1.5]},
+              "test_device_timed_span[cython-native]": {"data": [2.5, 2.6, 2.5]},
+              "test_device_timed_span[cython-sdk]": {"data": [25.0, 25.5, 25.2]},
+              "test_managed_span_disabled_against_c": {"data": [0.09, 0.092, 0.09]}}
+CHECKS = 17
 
 
 def test_every_ratio_within_bounds_passes(tmp_path, capsys):

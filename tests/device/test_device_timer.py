@@ -250,3 +250,21 @@ def test_config_reads_device_timing_events_and_nvtx():
         LensConfig.from_env(environ={"LENS_DEVICE_EVENTS": "2"})
     with pytest.raises(ValueError, match=r"device_timing='yes': allowed: auto, on, off"):
         LensConfig(device_timing="yes")
+
+
+def test_marks_handed_over_for_sdk_records_are_bounded():
+    """SDK spans hand their marks over by span id until their records arrive; records that never
+    arrive (dropped at a full queue) cannot keep the pool's events: past a quarter of the pool
+    the oldest is given up (its events back in the pool), host-only and counted."""
+    device = StandInDevice(lag=0)
+    timer = DeviceTimer(device, capacity=40)
+    for span_id in range(1, 101):
+        mark = timer.enter({semconv.LENS_GROUP: "fwd"})
+        timer.exit(mark)
+        assert mark, "a mark given up gives its events back: the pool never runs dry"
+        timer.hand_over(span_id, mark)
+    assert len(timer.keyed) == 10 and timer._made <= 40
+    assert timer.untimed == 90
+    r = Record("fwd", span_id=max(timer.keyed))
+    time.sleep(0.001)
+    assert timer.settle([r]) == [r] and START in r.attrs
