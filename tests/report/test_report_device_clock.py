@@ -247,3 +247,40 @@ def test_a_rank_without_device_times_reads_as_before_beside_one_with(tmp_path):
 
     text = render_text(report)
     assert "clock: goodput" in text and "device-timed leaves: 12 of 30" in text
+
+
+def test_the_pages_script_draws_the_device_lane_too(tmp_path):
+    """In a real Chromium: a click on a heatmap cell redraws the waterfall from the page's data, with the
+    device lane under the device-timed rank's host lane and none under the host-only rank's."""
+    import shutil
+
+    from report_helpers import html_of
+
+    if not any(shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")):
+        pytest.skip("headless Chromium is not installed (apt-get install chromium)")
+    from cdp import Browser
+
+    other = issue_spans(device=False)
+    for span in other:
+        span["traceId"] = "1" * 32
+    Otlp.write(tmp_path / "r0.jsonl", Otlp.request(issue_spans(), service_instance_id="r-rank0", nv_dl_rank=0,
+                                                   nemo_run_id="r"))
+    Otlp.write(tmp_path / "r1.jsonl", Otlp.request(other, service_instance_id="r-rank1", nv_dl_rank=1,
+                                                   nemo_run_id="r"))
+    page = tmp_path / "page.html"
+    page.write_text(html_of(tmp_path, steps={1}), encoding="utf-8")
+    with Browser(1400, 1000) as browser:
+        browser.open(page.as_uri(), "document.body.dataset.cells === 'ready'")
+        browser.eval("document.getElementById('heatmap').scrollIntoView()")
+        x, y = browser.eval("""(() => { const r = document.getElementById('heatmap-steptime').getBoundingClientRect();
+            return [r.left + 0.5 * r.width / 3, r.top + 0.5 * r.height / 2]; })()""")  # step 1 (in the page), rank 0
+        browser.mouse("click", x, y)
+        assert browser.eval("document.getElementById('waterfall-note').textContent").startswith("Step 1")
+        lanes = browser.eval("Array.from(document.querySelectorAll('#waterfall text.lane'))"
+                             ".map(t => t.childNodes[0].nodeValue)")
+        assert lanes == ["rank 0 · r-rank0", "rank 0 · r-rank0 · device", "rank 1 · r-rank1"]
+        # the device lane holds the four device-timed leaves of step 1
+        assert browser.eval("""(() => { const texts = Array.from(document.querySelectorAll('#waterfall text.lane'));
+            const top = +texts[1].getAttribute('y'), next = +texts[2].getAttribute('y');
+            return Array.from(document.querySelectorAll('#waterfall rect')).filter(r =>
+                +r.getAttribute('y') > top - 11 && +r.getAttribute('y') < next - 11).length; })()""") == 4
