@@ -59,8 +59,13 @@ def make_blocked(db: Any) -> bool:
     leaf's two ends sorted together (islands first on a tie), so no leaf is joined to every island
     of its rank. Sums over empty frames read 0 (ClickHouse) or NULL (DuckDB); both are handled.
     """
-    productive = ("SELECT rank_label, dev_start AS s, dev_end AS e FROM k "
-                  "WHERE counted AND bucket = 'productive' AND dev_start IS NOT NULL")
+    # the leaves the rule and the step counts read, from one pass over ``k`` (a view: each read computes it)
+    db.create("device_leaves", """
+        SELECT id, rank_label, bucket, start_ns, end_ns, dev_start, dev_end FROM k
+        WHERE counted AND (dev_start IS NOT NULL OR bucket = 'overhead')
+    """)
+    productive = ("SELECT rank_label, dev_start AS s, dev_end AS e FROM device_leaves "
+                  "WHERE bucket = 'productive' AND dev_start IS NOT NULL")
     db.create("device_islands", f"""
         WITH m AS (SELECT rank_label, s, e, max(e) OVER (PARTITION BY rank_label ORDER BY s, e
                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach FROM ({productive}) p),
@@ -71,7 +76,7 @@ def make_blocked(db: Any) -> bool:
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before FROM i
     """)
     # a leaf's two ends (side -1 at its start, +1 at its end) among the islands (id -1, side 0)
-    leaves = ("SELECT id, rank_label, start_ns, end_ns FROM k WHERE counted AND bucket = 'overhead' "
+    leaves = ("SELECT id, rank_label, start_ns, end_ns FROM device_leaves WHERE bucket = 'overhead' "
               "AND dev_start IS NULL AND rank_label IN (SELECT rank_label FROM device_islands)")
     db.create(BLOCKED_TABLE, f"""
         WITH o AS ({leaves}),
@@ -92,13 +97,15 @@ def make_blocked(db: Any) -> bool:
 
 
 def step_counts(db: Any) -> None:
-    """Create :data:`STEPS_TABLE` from ``anc`` and ``anchors`` (made by the rollup's step pass)."""
+    """Create :data:`STEPS_TABLE` from ``anc``, ``anchors`` (made by the rollup's step pass) and the device
+    leaves :func:`make_blocked` kept (it drops them)."""
     db.create(STEPS_TABLE, """
         SELECT a.anchor AS anchor, count(*) AS leaves, count(t.id) AS timed
         FROM anc p JOIN anchors a ON a.cand = p.fs
-        LEFT JOIN (SELECT id FROM k WHERE counted AND dev_start IS NOT NULL) t ON t.id = p.id
+        LEFT JOIN (SELECT id FROM device_leaves WHERE dev_start IS NOT NULL) t ON t.id = p.id
         WHERE p.counted_bucket IS NOT NULL GROUP BY a.anchor
     """)
+    db.drop("device_leaves")
 
 
 def device_clock(db: Any, labels: list[str], blocked: bool) -> DeviceClock:
