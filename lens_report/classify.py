@@ -18,7 +18,7 @@ CATALOG_COLUMNS = "name VARCHAR, grp VARCHAR, umbrella BOOLEAN, category VARCHAR
 
 K_COLUMNS = ("id", "trace", "span", "parent", "bucket", "iteration", "start_ns", "end_ns", "error", "rank",
               "rank_label", "file", "line", "ok", "bucketed", "umbrella", "never_reason", "timer_only", "counted",
-              "cand")
+              "cand", "dev_start", "dev_end")
 """The columns of the rollup's classified spans (``k``) that ``kd`` carries (``k`` also keeps what the
 by-name rules test: the stamped group, the category and whether the catalog knows the name)."""
 KD = """kd AS (

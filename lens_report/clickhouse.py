@@ -552,7 +552,9 @@ SELECT toInt64(rowNumberInAllBlocks()) AS rowid, toInt32(0) AS file, rowid + 1 A
        {text} AS start_text, {text} AS end_text,
        {_SPAN.error()} AS error, {use["LensBucket"]} AS bucket, {use["LensStep"]} AS iteration,
        {_span_attr(semconv.LENS_GROUP)} AS grp, {CLICKHOUSE.to_bool(_span_attr(semconv.LENS_UMBRELLA))} AS umbrella,
-       {_span_attr(semconv.RL_EFFICIENCY_CATEGORY)} AS category, {_span_attr(semconv.THREAD_ID)} AS thread,
+       {_span_attr(semconv.RL_EFFICIENCY_CATEGORY)} AS category,
+       {_device_time(semconv.LENS_DEVICE_START_TIME)} AS dev_start, {_device_time(semconv.LENS_DEVICE_END_TIME)} AS dev_end,
+       {_span_attr(semconv.THREAD_ID)} AS thread,
        {_span_attr(semconv.THREAD_NAME)} AS thread_name,
        coalesce({CLICKHOUSE.to_bool(_span_attr(semconv.LENS_SPAN_TRUNCATED))}, false) AS truncated,
        {use["LensRun"]} AS run, r.instance AS instance, {rank} AS rank, r.pid AS process_pid,
@@ -563,6 +565,13 @@ SELECT toInt64(rowNumberInAllBlocks()) AS rowid, toInt32(0) AS file, rowid + 1 A
 FROM {name}
 LEFT JOIN span_processes AS r ON r.label = {process}
 WHERE {where}"""
+
+
+def _device_time(key: str) -> str:
+    """ClickHouse SQL: a device time attribute (a string of digits in ``SpanAttributes``) as nanoseconds, NULL
+    when absent or not a time (the file reader's rule)."""
+    text = _span_attr(key)
+    return f"if({CLICKHOUSE.full_match(text, '[0-9]{1,19}')}, {CLICKHOUSE.to_int(text)}, NULL)"
 
 
 def _id_problem(table: str, where: str) -> str:

@@ -86,6 +86,7 @@ _COLUMNS = """
     trace UHUGEINT, span UBIGINT, parent UBIGINT, name VARCHAR, kind VARCHAR,
     start_ns BIGINT, end_ns BIGINT, start_text VARCHAR, end_text VARCHAR, error BOOLEAN,
     bucket VARCHAR, iteration BIGINT, grp VARCHAR, umbrella BOOLEAN, category VARCHAR,
+    dev_start BIGINT, dev_end BIGINT,
     thread VARCHAR, thread_name VARCHAR, truncated BOOLEAN,
     run VARCHAR, instance VARCHAR, rank BIGINT, process_pid BIGINT, host VARCHAR, service VARCHAR,
     process VARCHAR, rank_label VARCHAR, lens_process BOOLEAN,
@@ -155,6 +156,12 @@ def _resource_sql(source: str) -> str:
 )"""
 
 
+def _device_time(attr: Callable[[str, str], str], key: str) -> str:
+    """SQL: a device time attribute (``lens.device.*_time_unix_nano``) as nanoseconds, an int or a
+    string of digits as lens_core.device_clock reads it (NULL when absent or not a time)."""
+    return _time(f"coalesce({attr(key, 'intValue')}, {attr(key, 'stringValue')})")
+
+
 def _span_select(attr: Callable[[str, str], str], span: SpanFields, *, problem: str, name: str,
                  start_text: str, end_text: str, detail_cols: tuple[str, str, str],
                  columns: tuple[str, ...] | None = None) -> str:
@@ -181,6 +188,8 @@ def _span_select(attr: Callable[[str, str], str], span: SpanFields, *, problem: 
         "grp": attr(semconv.LENS_GROUP, "stringValue"),
         "umbrella": f"TRY_CAST({attr(semconv.LENS_UMBRELLA, 'boolValue')} AS BOOLEAN)",
         "category": attr(semconv.RL_EFFICIENCY_CATEGORY, "stringValue"),
+        "dev_start": _device_time(attr, semconv.LENS_DEVICE_START_TIME),
+        "dev_end": _device_time(attr, semconv.LENS_DEVICE_END_TIME),
         "thread": f"coalesce({attr(semconv.THREAD_ID, 'intValue')}, {attr(semconv.THREAD_ID, 'stringValue')})",
         "thread_name": attr(semconv.THREAD_NAME, "stringValue"),
         "truncated": f"coalesce(TRY_CAST({attr(semconv.LENS_SPAN_TRUNCATED, 'boolValue')} AS BOOLEAN), false)",

@@ -21,6 +21,7 @@ __all__ = [
     "BucketTotals",
     "DEFAULT_MEMORY_LIMIT",
     "DEFAULT_STEP_PATTERN",
+    "DeviceClock",
     "ITERATION_ATTR",
     "LossRow",
     "NS_PER_S",
@@ -554,6 +555,41 @@ class TopSpan:
 
 
 @dataclass(frozen=True)
+class DeviceClock:
+    """Which clock the figures of a run with device-timed leaves came from (docs/report.md, "Device clock").
+
+    A counted leaf with device times (``lens.device.*_time_unix_nano``) counts its device interval;
+    a counted host-only overhead leaf gives back the time the device spent on device-timed
+    productive work of its rank meanwhile (``given_back_ns``); everything else is on the host
+    clock, as in a run without device times (where the report has no ``DeviceClock``)."""
+
+    leaves: int
+    """Counted (bucketed) leaves of the run."""
+    timed: int
+    """Of them, those with device times: counted on the device clock."""
+    given_back_ns: int
+    """Host-only overhead time not counted: the host was blocked while the device ran device-timed productive work."""
+    ranks: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Rank label -> (device-timed leaves, counted leaves), for the ranks with any device-timed leaf."""
+    steps: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Iteration -> (device-timed leaves, counted leaves) over its ranks, for the steps with any."""
+
+    def describe(self, timed: int | None = None, leaves: int | None = None) -> str:
+        """``device-timed leaves: 4 of 5`` (the run's, or the counts given)."""
+        timed, leaves = (self.timed, self.leaves) if timed is None else (timed, leaves)
+        return f"device-timed leaves: {timed} of {leaves}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The clock as a JSON-ready dict."""
+        return {"clock": "device" if self.timed == self.leaves else "device and host",
+                "leaves": self.leaves, "device_timed_leaves": self.timed,
+                "host_blocked_given_back_s": self.given_back_ns / NS_PER_S,
+                "ranks": {label: {"device_timed_leaves": t, "leaves": n} for label, (t, n) in self.ranks.items()},
+                "steps": [{"iteration": it, "device_timed_leaves": t, "leaves": n}
+                          for it, (t, n) in self.steps.items()]}
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything ``lens report`` says about one run of a set of trace files.
 
@@ -587,6 +623,8 @@ class Report:
     """Every launch of the run (empty when it was launched once), each with its goodput and the time lost before it."""
     restart_lost_ns: int | None = None
     """Rank-seconds lost between attempts of the run (restarts), when known; the badput's ``restarts`` part."""
+    device_clock: DeviceClock | None = None
+    """Which clock the figures came from, when any leaf of the run has device times (else None: all host)."""
 
     @functools.cached_property
     def aggregates(self) -> Any:
@@ -641,6 +679,8 @@ class Report:
             "telemetry_loss": {"lost": sum(row.lost for row in self.loss), "processes": [r.to_json() for r in self.loss],
                                "unfinished": [u.to_json() for u in self.unfinished]},
         }
+        if self.device_clock is not None:
+            data["device_clock"] = self.device_clock.to_json()
         if self.attempts:
             data["attempt"] = self.attempt
             data["attempts"] = [a.to_json() for a in self.attempts]

@@ -32,14 +32,16 @@ from .render_text import (
     UNFINISHED_LISTED,
     badput_line,
     bucket_cells,
+    clock_line,
     rank_detail,
     step_method_summary,
     step_spread_rows,
     straggler_rows,
 )
 
-__all__ = ["CELL_BUDGET", "CUT_MARK", "HEATMAP_WIDTH", "MAX_WATERFALL_SPANS", "NAME_CHARS", "PAGE_BUDGET", "PAGE_LIMIT",
-           "PAGE_ROWS", "SMALL_RUN_SPANS", "cell_data", "pack_rows", "png", "render_html"]
+__all__ = ["CELL_BUDGET", "CUT_MARK", "DEVICE_LANE", "HEATMAP_WIDTH", "MAX_WATERFALL_SPANS", "NAME_CHARS",
+           "PAGE_BUDGET", "PAGE_LIMIT", "PAGE_ROWS", "SMALL_RUN_SPANS", "cell_data", "device_lane_spans", "pack_rows",
+           "png", "render_html"]
 
 MAX_WATERFALL_SPANS = 20_000
 """The most spans one waterfall draws; narrow it with ``--step`` and ``--ranks``."""
@@ -335,7 +337,9 @@ def _badput_section(report: Report) -> list[str]:
     bar = "".join(f'<span class="b-{name}" style="width: {100 * ns / badput.total_ns:.3f}%" '
                   f'title="{_escape(BADPUT_LABELS.get(name, name))}: {_pct(ns / badput.total_ns)}"></span>'
                   for name, ns in parts if ns > 0)
-    return [f'<p class="lead">{_escape(badput_line(report))}</p>', f'<div class="badput">{bar}</div>']
+    clock = clock_line(report)
+    return [f'<p class="lead">{_escape(badput_line(report))}</p>', f'<div class="badput">{bar}</div>',
+            *([f'<p class="clock">{_escape(clock)}</p>'] if clock else [])]
 
 
 def _steps_section(report: Report) -> list[str]:
@@ -582,17 +586,17 @@ def _span_data(spans: list[dict[str, Any]], report: Report, step_re: re.Pattern[
         return {"lanes": [], "names": [], "spans": [], "windows": [], "t0_ns": 0, "span_steps": []}
     t0 = min(s["start_ns"] for s in spans)
     order = {label: i for i, label in enumerate(report.rank_steps.rank_labels)}
-    lanes: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
-    for span in spans:
-        lanes[(span["rank_label"], span["process"], span["thread_label"], span["thread_short"])].append(span)
+    lanes: dict[tuple[str, str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for span in [*spans, *device_lane_spans(spans)]:
+        lanes[_lane_key(span)].append(span)
     names: dict[str, int] = {}
     lane_rows, out = [], []
-    for index, key in enumerate(sorted(lanes, key=lambda k: (order.get(k[0], len(order)), k[0], k[1], k[2]))):
-        rank_label, process, thread, thread_name = key
+    for index, key in enumerate(sorted(lanes, key=lambda k: (order.get(k[0], len(order)), k[0], k[1], k[2], k[4]))):
+        rank_label, process, thread, thread_name, device = key
         owner = process if rank_label == process else f"{rank_label} · {process}"
-        full = owner + (f" / thread {thread}" if thread else "")
+        full = owner + (f" / thread {thread}" if thread else "") + device
         lane_rows.append([order.get(rank_label, -1), _page_text(full),
-                          _page_text(f"{rank_label} · {thread_name}" if thread else full)])
+                          _page_text((f"{rank_label} · {thread_name}" if thread else owner if device else full) + device)])
         row_of = pack_rows(lanes[key])
         for span in lanes[key]:
             bucket = span["bucket"]
@@ -617,6 +621,23 @@ def _span_data(spans: list[dict[str, Any]], report: Report, step_re: re.Pattern[
             "span_steps": span_steps}
 
 
+DEVICE_LANE = " · device"
+"""What a device lane's label adds to its host lane's: the spans of that lane with device times, drawn
+when the device ran them (``lens.device.*_time_unix_nano``)."""
+
+
+def device_lane_spans(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each span with device times, its twin in the device lane under its host lane: the same span
+    drawn at its device interval (its tooltip says so)."""
+    return [{**span, "start_ns": span["dev_start"], "end_ns": span["dev_end"], "pid": None, "device": DEVICE_LANE,
+             "host_ns": span["end_ns"] - span["start_ns"]}
+            for span in spans if span.get("dev_start") is not None]
+
+
+def _lane_key(span: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    return (span["rank_label"], span["process"], span["thread_label"], span["thread_short"], span.get("device", ""))
+
+
 def _legend() -> str:
     names = [*BUCKETS, "unknown", "umbrella"]
     items = "".join(f'<span class="b-{name}">{name}</span>' for name in names)
@@ -633,7 +654,10 @@ def _tooltip(span: dict[str, Any]) -> str:
     bucket = "none (umbrella)" if span["bucket"] is None else str(span["bucket"])
     lines = [
         _cut(span["name"]) or "(unnamed)",
-        f"duration: {(span['end_ns'] - span['start_ns']) / NS_PER_S:.6f} s",
+        f"duration: {(span['end_ns'] - span['start_ns']) / NS_PER_S:.6f} s"
+        + (f" on the device (host: {span['host_ns'] / NS_PER_S:.6f} s)" if span.get("device")
+           else f" on the host (device: {(span['dev_end'] - span['dev_start']) / NS_PER_S:.6f} s)"
+           if span.get("dev_start") is not None else ""),
         f"bucket: {bucket}",
         f"iteration: {'-' if span['iteration'] is None else span['iteration']}",
         _cut(f"{span['rank_label']} · {span['process']}" + (f", thread {span['thread_label']}"
@@ -698,21 +722,24 @@ def _waterfall(spans: list[dict[str, Any]], rank_order: dict[str, int],
     t1 = max(span["end_ns"] for span in spans) if window is None else window[1]
     span_ns = max(1, t1 - t0)
 
-    lanes: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
-    for span in spans:
+    lanes: dict[tuple[str, str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for span in [*spans, *device_lane_spans(spans)]:
         if span["end_ns"] < t0 or span["start_ns"] > t1:
             continue
-        lanes[(span["rank_label"], span["process"], span["thread_label"], span["thread_short"])].append(span)
+        lanes[_lane_key(span)].append(span)
+    # a device lane sits under its host lane: it sorts by the host lane's first start
+    first = {key[:4]: min(s["start_ns"] for s in lane) for key, lane in lanes.items() if not key[4]}
     order = sorted(lanes, key=lambda key: (rank_order.get(key[0], len(rank_order)), key[0], key[1],
-                                          min(s["start_ns"] for s in lanes[key]), key[2]))
+                                          first.get(key[:4], min(s["start_ns"] for s in lanes[key])), key[2], key[4]))
     shorts = {}
     fulls = {}
     for key in order:
-        rank_label, process, thread, thread_name = key
+        rank_label, process, thread, thread_name, device = key
         owner = process if rank_label == process else f"{rank_label} · {process}"
-        fulls[key] = _cut(owner + (f" / thread {thread}" if thread else ""))
+        fulls[key] = _cut(owner + (f" / thread {thread}" if thread else "")) + device
         # lead with what tells lanes of one process apart: the rank and the thread's name
-        shorts[key] = _cut(f"{rank_label} · {thread_name}") if thread else fulls[key]
+        shorts[key] = (_cut(f"{rank_label} · {thread_name}") if thread else _cut(owner) if device
+                       else fulls[key]) + device
     label_w = _label_width(shorts.values())
 
     def x(ns: int) -> float:

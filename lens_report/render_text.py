@@ -11,7 +11,7 @@ from .model import BUCKETS, NS_PER_S, BucketTotals, Report, RunInfo
 
 __all__ = ["BADPUT_LABELS", "EXAMPLES", "NAME_CHARS", "RANK_HEADER", "RANK_STEP_HEADER", "SHORT_RUN_STEPS", "SLOW_STEP_HEADER",
            "SPREAD_HEADER", "STRAGGLER_HEADER", "TABLE_HEADER", "UNFINISHED_LISTED", "badput_line", "bucket_cells",
-           "number_ranges", "rank_detail", "render_runs", "render_text", "slow_step_rows", "step_method_summary",
+           "clock_line", "number_ranges", "rank_detail", "render_runs", "render_text", "slow_step_rows", "step_method_summary",
            "step_spread_rows", "step_time_line", "straggler_rows", "table", "terminal_safe"]
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -117,6 +117,26 @@ def badput_line(report: Report) -> str:
                       for part in BADPUT_LABELS)
     return (f"goodput {_percent(badput.goodput)} of {badput.total_ns / NS_PER_S:,.1f} rank-s; "
             f"badput: {parts}")
+
+
+def clock_line(report: Report) -> str | None:
+    """Which clock the figures came from, one line, for a run with device-timed leaves (None without:
+    every figure is on the host clock, and the text reads as it did before device timing)."""
+    clock = report.device_clock
+    if clock is None:
+        return None
+    line = (f"clock: goodput {_percent(report.run.goodput)} \u2014 {clock.describe()} counted on the device clock "
+            "(when their kernels ran); other leaves, steps and wall times on the host clock")
+    if clock.given_back_ns:
+        line += (f"; {clock.given_back_ns / NS_PER_S:.3f} s of host-only overhead was the host waiting while the "
+                 "device ran productive work, not counted as overhead")
+    return line
+
+
+def _step_clock(report: Report, iteration: int) -> str:
+    """A step's device-timed leaves, e.g. ``4 of 5`` (``host`` for a step without)."""
+    timed, leaves = report.device_clock.steps.get(iteration, (0, 0)) if report.device_clock else (0, 0)
+    return f"{timed} of {leaves}" if timed else "host"
 
 
 def step_spread_rows(report: Report) -> list[list[str]]:
@@ -265,8 +285,10 @@ SHORT_RUN_STEPS = 20
 """A one-rank run of at most this many steps lists every step; a longer one its slowest (``--steps``: all)."""
 
 
-def _one_rank(report: Report, every_step: bool) -> list[str]:
-    rows = [[str(step.iteration), *bucket_cells(step.totals)] for step in report.steps]
+def _one_rank(report: Report, every_step: bool, clock: str | None) -> list[str]:
+    # with device times, a column says which clock each step's figures came from
+    rows = [[str(step.iteration), *bucket_cells(step.totals), *([_step_clock(report, step.iteration)] if clock else [])]
+            for step in report.steps]
     if not every_step and len(rows) > SHORT_RUN_STEPS:
         slow = {s.iteration for s in report.aggregates.slowest_steps[:SLOWEST_STEPS]}
         rows = [row for row, step in zip(rows, report.steps) if step.iteration in slow]
@@ -274,8 +296,8 @@ def _one_rank(report: Report, every_step: bool) -> list[str]:
                  f"slowest {len(rows)} of {len(report.steps):,} steps (every step: --steps)"]
     else:
         lines = []
-    rows.append(["run", *bucket_cells(report.run)])
-    return lines + table(TABLE_HEADER, rows)
+    rows.append(["run", *bucket_cells(report.run), *([report.device_clock.describe().split(": ")[1]] if clock else [])])
+    return lines + table([*TABLE_HEADER, "device-timed leaves"] if clock else TABLE_HEADER, rows)
 
 
 def render_text(report: Report, *, top: int = 10, ranks: frozenset[str] | None = None,
@@ -285,15 +307,17 @@ def render_text(report: Report, *, top: int = 10, ranks: frozenset[str] | None =
     A multi-rank run leads with goodput and badput, the flagged stragglers (worst first), the
     slowest steps and what made each slow, the distribution of step time and its drift; then
     the run's buckets, the top spans, and loss, problems and violations counted with a few
-    examples. ``every_step`` adds every step's row, ``ranks`` (labels) the detail of those
-    ranks, per step for ``steps`` (all when None); JSON keeps everything. Terminal control
-    characters from the input are escaped (:func:`terminal_safe`)."""
-    lines = [*_header(report), step_method_summary(report), ""]
+    examples. With device times a line says which clock the figures came from. ``every_step``
+    adds every step's row, ``ranks`` (labels) the detail of those ranks, per step for ``steps``
+    (all when None); JSON keeps everything. Terminal control characters from the input are
+    escaped (:func:`terminal_safe`)."""
+    clock = clock_line(report)
+    lines = [*_header(report), step_method_summary(report), *([clock] if clock else []), ""]
     if report.multi_rank:
         lines += _multi_rank(report, top, ranks, steps, every_step)
     else:
-        lines += _one_rank(report, every_step)
-    lines += ["", f"top {len(report.top_spans)} spans by total time"]
+        lines += _one_rank(report, every_step, clock)
+    lines += ["", f"top {len(report.top_spans)} spans by total time" + (" (host clock)" if clock else "")]
     lines += table(
         ["name", "count", "total s", "mean s"],
         [[_cut(t.name), str(t.count), _s(t.total_ns), _s(t.mean_ns)] for t in report.top_spans],

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from .classify import K_COLUMNS, KD, load_catalog
+from .clock import device_clock, device_times, has_device_times, leaf_join, leaf_ns, make_blocked, step_counts
 from .rules import vocabulary_violations
 from .plan import PARENT_ROW_BYTES, STEP_ROW_BYTES
 from .store import Store
@@ -216,11 +217,15 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
     db.create_columns("step_names", "name VARCHAR")
     db.insert("step_names", [[n] for n in step_names])
     _classify(db, where)
-    _jump(db)
+    timed = has_device_times(db, where)  # else nothing below reads a device time: today's figures
+    blocked = timed and make_blocked(db)
+    _jump(db, blocked)
     _steps(db, where)
-    _rank_totals(db, where)
+    if timed:
+        step_counts(db)
+    _rank_totals(db, where, timed, blocked)
     violations, counts = _violations(db, max_violations)
-    rank_labels, rank_steps = _rank_steps(db)
+    rank_labels, rank_steps = _rank_steps(db, timed)
     steps = _step_rows(db, rank_labels, rank_steps)
     ranks, run_totals = _ranks(db, rank_labels, rank_steps)
     summary = db.rows("""
@@ -247,6 +252,7 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
         loss=_loss(db, cond or None),
         rule_counts=dict(counts),
         unfinished=_unfinished(db, cond or None),
+        device_clock=device_clock(db, rank_labels, blocked) if timed else None,
     )
 
 
@@ -299,6 +305,7 @@ def _classify(db: Store, where: str) -> None:
         SELECT s.rowid AS id, s.trace AS trace, s.span AS span, s.parent AS parent, s.bucket AS bucket,
                s.iteration AS iteration, s.start_ns AS start_ns, s.end_ns AS end_ns, s.error AS error,
                s.rank AS rank, s.rank_label AS rank_label, s.file AS file, s.line AS line,
+               {device_times("s")},
                coalesce({_well_timed("s")}, false) AS ok,
                s.bucket IS NOT NULL AS bucketed,
                -- lens stamps lens.umbrella on umbrellas only: with lens.group, absence means a leaf
@@ -317,11 +324,12 @@ def _classify(db: Store, where: str) -> None:
     """)
 
 
-def _jump(db: Store) -> None:
+def _jump(db: Store, blocked: bool = False) -> None:
     """``anc``: a row for every span with a parent in the run, with that parent's id (``pid``),
     the span's nearest step-candidate ancestor (``fs``) and nearest counted bucketed ancestor
     (``fb``), and whether its parent chain ends in a cycle (``cyclic``). It also carries the
-    span's own time and bucket number when it counts in sums (``counted_ns``, ``counted_bucket``:
+    span's own time (on the clock its work ran on: :mod:`lens_report.clock`; ``blocked`` when its
+    table was made) and bucket number when it counts in sums (``counted_ns``, ``counted_bucket``:
     NULL otherwise), so the step sums read ``anc`` alone instead of joining it with ``k``.
 
     A span's answers are its parent's own flags, else its parent's answers, so only the spans
@@ -395,9 +403,10 @@ def _jump(db: Store) -> None:
     db.drop("interior")
     # every span with a parent: its answers from that parent (none for a root's child); the
     # child's time and bucket number are made before the join, so its side stays narrow
-    counted = ("(SELECT id, trace, parent, CASE WHEN counted THEN end_ns - start_ns END AS counted_ns, "
-               f"CASE WHEN counted THEN {_BUCKET_NUMBER.format(bucket='bucket')} END AS counted_bucket "
-               "FROM k WHERE parent IS NOT NULL)")
+    counted = (f"(SELECT k.id AS id, k.trace AS trace, k.parent AS parent, "
+               f"CASE WHEN k.counted THEN {leaf_ns('k', blocked)} END AS counted_ns, "
+               f"CASE WHEN k.counted THEN {_BUCKET_NUMBER.format(bucket='k.bucket')} END AS counted_bucket "
+               f"FROM k{leaf_join('k', blocked)} WHERE k.parent IS NOT NULL)")
     _create_in_parts(db, "anc", [parent_join(
         counted, "interior_looked", "c.id AS id, p.id AS pid, p.fs AS fs, p.fb AS fb, p.cyclic AS cyclic, "
         "c.counted_ns AS counted_ns, c.counted_bucket AS counted_bucket", i) for i in range(parts)])
@@ -627,15 +636,18 @@ def _cycles(db: Store, limit: int) -> tuple[int, list[tuple[int, str]]]:
     return on_cycle, examples
 
 
-def _rank_totals(db: Store, where: str) -> None:
-    """``rank_totals``: per rank its processes, wall (first start to last end) and counted buckets."""
+def _rank_totals(db: Store, where: str, timed: bool = False, blocked: bool = False) -> None:
+    """``rank_totals``: per rank its processes, wall (first start to last end) and counted buckets (on the
+    clock their work ran on), and with device times (``timed``) its counted leaves and device-timed ones."""
+    counts = ("count(*) FILTER (WHERE k.counted) AS leaves, "
+              "count(*) FILTER (WHERE k.counted AND k.dev_start IS NOT NULL) AS timed") if timed else "0 AS leaves, 0 AS timed"
     db.create("rank_totals", f"""
         WITH processes AS (SELECT rank_label, count(DISTINCT process) AS n FROM spans {where} GROUP BY rank_label)
         SELECT k.rank_label AS rank_label, min(k.rank) AS rank, {db.dialect.any_value('p.n')} AS processes,
                coalesce(max(k.end_ns) FILTER (WHERE k.ok) - min(k.start_ns) FILTER (WHERE k.ok), 0) AS wall_ns,
-               {", ".join(f"coalesce(sum(k.end_ns - k.start_ns) FILTER (WHERE k.counted AND k.bucket = '{x}'), 0) AS {x}"
-                          for x in BUCKETS)}
-        FROM k JOIN processes p ON p.rank_label = k.rank_label GROUP BY k.rank_label
+               {", ".join(f"coalesce(sum({leaf_ns('k', blocked)}) FILTER (WHERE k.counted AND k.bucket = '{x}'), 0) AS {x}"
+                          for x in BUCKETS)}, {counts}
+        FROM k JOIN processes p ON p.rank_label = k.rank_label{leaf_join('k', blocked)} GROUP BY k.rank_label
     """)
 
 
@@ -644,14 +656,20 @@ def _rank_order(db: Store) -> list[str]:
     return [label for (label,) in db.rows("SELECT rank_label FROM rank_totals ORDER BY rank NULLS LAST, rank_label")]
 
 
-def _rank_steps(db: Store) -> tuple[list[str], RankSteps]:
+def _rank_steps(db: Store, timed: bool = False) -> tuple[list[str], RankSteps]:
+    """``rank_steps``: per (iteration, rank index) the wall and buckets (on the clock their work ran on:
+    busy time on that clock is productive + overhead + wasted), its counted ``leaves`` and how many are
+    device-timed (``timed``; both 0 in a run without device times); and the same figures in Python."""
     labels = _rank_order(db)
     db.create_columns("rank_index", "rank_label VARCHAR, idx INTEGER")
     db.insert("rank_index", [[label, i] for i, label in enumerate(labels)])
     db.create("rank_steps", f"""
         SELECT s.iteration AS iteration, r.idx AS rank, sum(s.wall_ns) AS wall_ns,
-               {", ".join(f"sum(s.{x}) AS {x}" for x in BUCKETS)}, sum({BUSY_NS.format(s="s")}) AS busy_ns
+               {", ".join(f"sum(s.{x}) AS {x}" for x in BUCKETS)}, sum({BUSY_NS.format(s="s")}) AS busy_ns,
+               {"coalesce(sum(d.leaves), 0) AS leaves, coalesce(sum(d.timed), 0) AS timed" if timed
+                else "0 AS leaves, 0 AS timed"}
         FROM steps s JOIN rank_index r ON r.rank_label = s.rank_label
+        {"LEFT JOIN device_steps d ON d.anchor = s.anchor" if timed else ""}
         GROUP BY s.iteration, r.idx
     """)
     result = RankSteps(tuple(labels))
@@ -834,7 +852,7 @@ class WaterfallSelection:
 def choose_spans(store: Store, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
                  small_run: int, default_ranks: int) -> tuple[dict[str, int], list[int] | None, list[str]]:
     """Put the ids of the spans of the chosen steps and ranks in the table ``wf_ids`` (id,
-    start_ns, end_ns, bucket, iteration, rank_label, error: what the waterfall draws of ``k``); defaults as :func:`waterfall_spans` says. Returns (rank label -> position,
+    start_ns, end_ns, bucket, iteration, rank_label, error, dev_start, dev_end: what the waterfall draws of ``k``); defaults as :func:`waterfall_spans` says. Returns (rank label -> position,
     the steps chosen or None for the whole run, the rank labels chosen)."""
     labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
     order = {label: i for i, label in enumerate(labels)}
@@ -855,7 +873,7 @@ def choose_spans(store: Store, report: Report, *, steps: frozenset[int] | None, 
     chosen_ranks = "k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks)"
     # what the waterfall draws of k comes along: no second scan of every span to fetch it
     kept = "k.id AS id, k.start_ns AS start_ns, k.end_ns AS end_ns, k.bucket AS bucket, k.iteration AS iteration, " \
-           "k.rank_label AS rank_label, k.error AS error"
+           "k.rank_label AS rank_label, k.error AS error, k.dev_start AS dev_start, k.dev_end AS dev_end"
     if chosen_steps is None:
         select = f"SELECT {kept} FROM k WHERE {chosen_ranks}"
     else:
@@ -929,7 +947,8 @@ def _chosen_spans(db: Store, limit: int, name_chars: int | None) -> list[dict[st
                c.bucket AS bucket, c.iteration AS iteration, c.rank_label AS rank_label, s.process AS process,
                coalesce(s.thread || coalesce(' ' || s.thread_name, ''), s.thread_name, '') AS thread_label,
                coalesce(s.thread_name, s.thread, '') AS thread_short,
-               {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, s.kind AS kind, c.error AS error
+               {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, s.kind AS kind, c.error AS error,
+               c.dev_start AS dev_start, c.dev_end AS dev_end
         FROM chosen c JOIN spans s ON s.rowid = c.id
         LEFT JOIN (SELECT id, pid FROM anc WHERE id IN (SELECT id FROM chosen)) p ON p.id = c.id
         ORDER BY c.start_ns, c.id
