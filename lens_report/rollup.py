@@ -849,6 +849,11 @@ class WaterfallSelection:
         return text + "."
 
 
+_WATERFALL_KEPT = ("k.id AS id, k.start_ns AS start_ns, k.end_ns AS end_ns, k.bucket AS bucket, k.iteration AS iteration, "
+                   "k.rank_label AS rank_label, k.error AS error, k.dev_start AS dev_start, k.dev_end AS dev_end")
+"""What ``wf_ids`` keeps of each span of ``k`` a waterfall draws (its device times for the device lane)."""
+
+
 def choose_spans(store: Store, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
                  small_run: int, default_ranks: int) -> tuple[dict[str, int], list[int] | None, list[str]]:
     """Put the ids of the spans of the chosen steps and ranks in the table ``wf_ids`` (id,
@@ -872,8 +877,7 @@ def choose_spans(store: Store, report: Report, *, steps: frozenset[int] | None, 
     db.insert("wf_ranks", [[label] for label in chosen])
     chosen_ranks = "k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks)"
     # what the waterfall draws of k comes along: no second scan of every span to fetch it
-    kept = "k.id AS id, k.start_ns AS start_ns, k.end_ns AS end_ns, k.bucket AS bucket, k.iteration AS iteration, " \
-           "k.rank_label AS rank_label, k.error AS error, k.dev_start AS dev_start, k.dev_end AS dev_end"
+    kept = _WATERFALL_KEPT
     if chosen_steps is None:
         select = f"SELECT {kept} FROM k WHERE {chosen_ranks}"
     else:
@@ -923,10 +927,8 @@ def cell_spans(store: Store, report: Report, cells: list[tuple[int, str]], *, li
         FROM steps s JOIN wf_cells w ON w.iteration = s.iteration AND w.rank_label = s.rank_label
         JOIN anchors a ON a.anchor = s.anchor JOIN cands k ON k.id = a.cand GROUP BY s.iteration, s.rank_label
     """)
-    kept = "k.id AS id, k.start_ns AS start_ns, k.end_ns AS end_ns, k.bucket AS bucket, k.iteration AS iteration, " \
-           "k.rank_label AS rank_label, k.error AS error"
     db.create("wf_ids", f"""
-        SELECT DISTINCT {kept} FROM k JOIN wf_cell_windows w ON w.rank_label = k.rank_label
+        SELECT DISTINCT {_WATERFALL_KEPT} FROM k JOIN wf_cell_windows w ON w.rank_label = k.rank_label
         WHERE k.ok AND k.start_ns < w.hi AND k.end_ns > w.lo
     """)
     total = db.value("SELECT count(*) FROM wf_ids")
