@@ -608,6 +608,8 @@ def _cycles(db: Store, limit: int) -> tuple[int, list[tuple[int, str]]]:
     numbered 0..m-1 in the engine and read back as two arrays of 8 bytes a span: a dict of
     Python ints for 1M cyclic spans took ~330 MB outside ``--memory-limit`` (a 256 MB report
     peaked at 497 MiB)."""
+    if not db.value("SELECT count(*) FROM anc WHERE cyclic"):  # well-formed input: nothing to walk
+        return 0, []
     db.create("cyclic", "SELECT id, pid, row_number() OVER (ORDER BY id) - 1 AS n FROM anc WHERE cyclic")
     ids, parent = array("q"), array("q")
     for _, chunk in db.stream("SELECT c.id, p.n FROM cyclic c JOIN cyclic p ON p.id = c.pid ORDER BY c.n"):
