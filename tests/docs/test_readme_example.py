@@ -69,3 +69,22 @@ def test_the_output_the_readme_shows_is_what_the_report_prints(tmp_path):
     for line in shown.text.splitlines():
         if line.startswith(("iteration", "-----", "5 steps")):
             assert line in printed, f"README shows {line!r}; the report printed:\n{result.stdout}"
+
+
+def test_the_readme_straggler_commands_run_as_written_and_print_the_lines_it_shows(tmp_path):
+    """The README's straggler example: its two commands run as written (bench/ as in a checkout) on a synchronous
+    run with two slow ranks, and every line of the excerpt it shows (but `...`) is printed word for word."""
+    (commands,) = marked(README, "example: tested by tests/docs/test_readme_example.py")
+    assert commands.lang == "bash", commands.where
+    shown = next(b for b in blocks(README) if b.lang == "text" and b.line > commands.line)
+    (tmp_path / "bench").symlink_to(REPO / "bench", target_is_directory=True)
+    env = without_settings()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+    result = subprocess.run(["bash", "-c", PRELUDE + commands.text], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (tmp_path / "report.html").stat().st_size > 0
+    printed = result.stdout.splitlines()
+    for line in shown.text.splitlines():
+        if line.strip() and line != "...":
+            assert line in printed, f"README shows {line!r}; the report printed:\n{result.stdout}"
