@@ -629,8 +629,15 @@ class SpanPipeline:
                     return  # shutdown moved it to the spool meanwhile: it stays there
                 _, _, size = self._outbox.popleft()
                 self._outbox_bytes -= size
-            else:
+            elif ok:
                 self.spool.done(where)
+            else:
+                # Rejected (HTTP 4xx): a spooled record leaves the disk only once delivered
+                # (or given up by `lens replay --drop-rejected`); it stays, counted spooled.
+                self.spool.keep(where)
+                self._warn_once("rejected", f"lens telemetry: the collector rejected spooled spans ({self.last_error}); "
+                                            f"they stay in {self.spool.directory} for `lens replay`")
+                return
         if not ok:
             self.failed += spans
         elif adopted:

@@ -25,7 +25,7 @@ import threading
 import time
 import zlib
 
-__all__ = ["DEFAULT_SPOOL_MB", "SEGMENT_BYTES", "Spool", "SpoolError", "default_spool_dir", "read_segment", "replay",
+__all__ = ["DEFAULT_SPOOL_MB", "SEGMENT_BYTES", "ReplayResult", "Spool", "SpoolError", "default_spool_dir", "read_segment", "replay",
            "spool_run_dir"]
 
 #: LENS_SPOOL_MB when unset: disk the spool may use per process before spans are dropped.
@@ -104,10 +104,15 @@ def read_segment(fd: int):
 
 
 class _Segment:
-    __slots__ = ("name", "fd", "size", "pending", "adopted")
+    __slots__ = ("name", "fd", "size", "pending", "adopted", "kept")
 
     def __init__(self, name, fd, size, adopted):
         self.name, self.fd, self.size, self.pending, self.adopted = name, fd, size, 0, adopted
+        self.kept = 0  # records the collector would not take: left pending on disk, not queued
+
+    def removable(self) -> bool:
+        """True when nothing in the segment waits on disk any more."""
+        return self.pending == 0 and self.kept == 0
 
 
 class Spool:
@@ -123,6 +128,7 @@ class Spool:
         self._lock = threading.Lock()
         self._writing = None  # the segment appended to
         self._queue = collections.deque()  # (segment, offset, count, length), oldest first
+        self._kept = {}  # id -> segment holding records kept on disk (see keep)
         self.used_bytes = 0
         self.pending_spans = 0  # own spans spooled and not yet delivered
         self.adopted_spans = 0  # other processes' spans adopted and not yet delivered
@@ -137,7 +143,7 @@ class Spool:
         import fcntl
 
         old = self._writing
-        if old is not None and old.pending == 0:
+        if old is not None and old.removable():
             self._remove(old)  # fully delivered while it was being written: nothing left in it
         name = f"{self._prefix}{self._seq:06d}{_SUFFIX}"
         self._seq += 1
@@ -201,8 +207,9 @@ class Spool:
             self.done(entry)
 
     def done(self, token) -> None:
-        """The record ``token`` (from peek) was delivered, or given up: mark it sent; a
-        segment with nothing left pending is deleted."""
+        """The record ``token`` (from peek) was delivered, or the user gave it up: mark it
+        sent; a segment with nothing left pending is deleted. The only way a record leaves
+        the disk."""
         with self._lock:
             if not self._queue or self._queue[0] is not token:
                 return
@@ -217,8 +224,29 @@ class Spool:
             else:
                 self.pending_spans -= count
             segment.pending -= 1
-            if segment.pending == 0 and segment is not self._writing:
+            if segment.removable() and segment is not self._writing:
                 self._remove(segment)
+
+    def keep(self, token) -> None:
+        """The collector would not take the record ``token`` (from peek): stop offering it
+        in this process but leave it pending on disk, for ``lens replay`` (its spans still
+        count as spooled)."""
+        with self._lock:
+            if not self._queue or self._queue[0] is not token:
+                return
+            self._queue.popleft()
+            segment = token[0]
+            segment.pending -= 1
+            segment.kept += 1
+            self._kept[id(segment)] = segment
+
+    def _segments(self):
+        """Every segment this spool has open: queued, kept, and the one written."""
+        segments = {id(s): s for s, *_ in self._queue}
+        segments.update(self._kept)
+        if self._writing is not None:
+            segments[id(self._writing)] = self._writing
+        return segments
 
     def _remove(self, segment) -> None:
         try:
@@ -240,9 +268,7 @@ class Spool:
 
         added = 0
         with self._lock:
-            own = {s.name for s, *_ in self._queue}
-            if self._writing is not None:
-                own.add(self._writing.name)
+            own = {s.name for s in self._segments().values()}
             adopted = []
             for name in sorted(os.listdir(self._dir_fd)):
                 if not name.endswith(_SUFFIX) or name in own:
@@ -291,11 +317,8 @@ class Spool:
             self.closed = True
             if os.getpid() != self._pid:
                 return  # a forked child: the parent's segments are the parent's
-            segments = {id(s): s for s, *_ in self._queue}
-            if self._writing is not None:
-                segments[id(self._writing)] = self._writing
-            for segment in segments.values():
-                if segment.pending:
+            for segment in self._segments().values():
+                if not segment.removable():
                     try:
                         os.fsync(segment.fd)
                     except OSError:
@@ -309,10 +332,7 @@ class Spool:
     def forget(self) -> None:
         """In a forked child: drop the parent's descriptors without touching its files or locks."""
         # Closing a duplicate descriptor releases no flock while the parent holds its own.
-        segments = {id(s): s for s, *_ in self._queue}
-        if self._writing is not None:
-            segments[id(self._writing)] = self._writing
-        for segment in segments.values():
+        for segment in self._segments().values():
             try:
                 os.close(segment.fd)
             except OSError:
@@ -322,16 +342,40 @@ class Spool:
         except OSError:
             pass
         self._queue.clear()
+        self._kept.clear()
         self._writing = None
         self.closed = True
 
 
-def replay(directory: str, deliver, *, run_id=None, retries: int = 3):
+class ReplayResult:
+    """What ``replay`` did, in spans (``damaged`` in records): delivered; undelivered (left
+    on disk, to be replayed again); dropped (rejected by the collector and given up because
+    the caller said so); damaged (records whose bytes no longer match their checksum)."""
+
+    __slots__ = ("delivered", "undelivered", "dropped", "damaged", "error")
+
+    def __init__(self):
+        self.delivered = self.undelivered = self.dropped = self.damaged = 0
+        self.error = None
+
+
+_TOO_LARGE = 413
+_ENDPOINT_REFUSED = (401, 403, 404)  # credentials or the URL: every record would be refused alike
+
+
+def replay(directory: str, deliver, *, run_id=None, retries: int = 3, drop_rejected: bool = False,
+           split=None) -> ReplayResult:
     """Send what ended processes left in the spool under ``directory`` (every run, or only
-    ``run_id``'s) through ``deliver(payload, spans) -> (ok, error, retryable)``, oldest
-    first per run; returns (spans delivered, spans not delivered, torn records, last error).
-    A record the collector rejects outright (not retryable) is dropped; one it could not
-    take after ``retries`` tries stays spooled for the next replay."""
+    ``run_id``'s) through ``deliver(payload, spans) -> (ok, error, retryable, status)``,
+    oldest first per run.
+
+    A record leaves the disk only when the collector took it, or when it rejected it
+    (HTTP 4xx) and ``drop_rejected`` is set (counted dropped). A record refused as too large
+    (413) is cut in two by ``split(payload) -> [(payload, spans), ...]`` (None when it
+    cannot be cut) and the parts sent; parts still refused are written back as new records
+    before the old one is marked sent. A 401/403/404 (the credentials or the URL) or a
+    collector that cannot take a record after ``retries`` tries stops the run's replay:
+    the rest stays spooled."""
     if run_id is not None:
         runs = [spool_run_dir(run_id)]
     else:
@@ -339,8 +383,34 @@ def replay(directory: str, deliver, *, run_id=None, retries: int = 3):
             runs = sorted(name for name in os.listdir(directory) if os.path.isdir(os.path.join(directory, name)))
         except FileNotFoundError:
             runs = []
-    delivered = undelivered = torn = 0
-    error = None
+    result = ReplayResult()
+
+    def send(payload, count):
+        """(ok, status, parts the collector did not take), retrying what may pass later."""
+        for attempt in range(retries):
+            ok, result.error, retryable, status = deliver(payload, count)
+            if ok or not retryable:
+                break
+            time.sleep(min(2.0, 0.25 * 2 ** attempt))
+        if ok:
+            result.delivered += count
+            return True, status, []
+        if retryable or status != _TOO_LARGE or split is None:
+            return False, status, [(payload, count)]
+        parts = split(payload)
+        if not parts:
+            return False, status, [(payload, count)]
+        left, worst = [], status
+        for i, (part, spans) in enumerate(parts):
+            part_ok, part_status, part_left = send(part, spans)
+            left.extend(part_left)
+            if not part_ok:
+                worst = part_status
+                if part_status is None or not 400 <= part_status < 500:
+                    left.extend(parts[i + 1:])  # the collector went away: the rest waits too
+                    break
+        return not left, worst, left
+
     for run in runs:
         path = os.path.join(directory, run)
         if not os.path.isdir(path):
@@ -348,28 +418,37 @@ def replay(directory: str, deliver, *, run_id=None, retries: int = 3):
         spool = Spool(path, 1 << 62)
         try:
             spool.adopt()
-            torn += spool.torn
             while True:
                 head = spool.peek()
                 if head is None:
                     break
                 payload, count, _, token = head
-                for attempt in range(retries):
-                    ok, error, retryable = deliver(payload, count)
-                    if ok or not retryable:
-                        break
-                    time.sleep(min(2.0, 0.25 * 2 ** attempt))
-                if not ok and retryable:
-                    undelivered += spool.adopted_spans
-                    break
+                ok, status, left = send(payload, count)
                 if ok:
-                    delivered += count
+                    spool.done(token)
+                    continue
+                rejected = status is not None and 400 <= status < 500 and status not in (408, 429)
+                stop = not rejected or status in _ENDPOINT_REFUSED
+                if rejected and drop_rejected:
+                    result.dropped += sum(spans for _, spans in left)
+                    spool.done(token)
+                    continue
+                if left != [(payload, count)] and all(spool.append(p, n) for p, n in left):
+                    # What was not taken is on disk again, as smaller records queued last
+                    # (tried once more, then kept); only then does the old one go.
+                    spool.done(token)
                 else:
-                    undelivered += count
-                spool.done(token)
+                    spool.keep(token)
+                    result.undelivered += count
+                if stop:
+                    while (rest := spool.peek()) is not None:
+                        result.undelivered += rest[1]
+                        spool.keep(rest[3])
+                    break
         finally:
+            result.damaged += spool.torn
             spool.close()
-    return delivered, undelivered, torn, error
+    return result
 
 
 def spool_run_dir(run_id) -> str:

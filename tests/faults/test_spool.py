@@ -144,7 +144,7 @@ def test_lens_replay_sends_what_an_ended_process_left_in_the_spool(tmp_path, unu
         again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     record_figure("lens replay of a dead process's spool", spooled=3_000, delivered=delivered)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"delivered": 3_000, "undelivered": 0, "torn": 0}
+    assert json.loads(done.stdout) == {"delivered": 3_000, "undelivered": 0, "dropped": 0, "damaged": 0}
     assert delivered == 3_000 and _spool_files(tmp_path) == []
     assert again.returncode == 3 and "nothing spooled" in again.stderr
 
@@ -232,3 +232,83 @@ def test_records_marked_sent_while_their_segment_is_written_leave_the_rest_intac
         delivered.append(head[0])
         spool.done(head[3])
     assert delivered == payloads and spool.torn == 0
+
+
+def _replay(receiver, spool_dir, *extra):
+    env = child_environ(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+    command = [sys.executable, "-m", "lens_cli", "replay", "--spool-dir", str(spool_dir), *extra]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _spool_bytes(tmp_path):
+    return {path.name: path.read_bytes() for path in _spool_files(tmp_path)}
+
+
+def test_lens_replay_keeps_every_span_a_collector_rejects_until_it_is_taken_or_given_up(tmp_path, unused_port):
+    """Regression: `lens replay` against a collector answering 400, 401, 403, 404 or 413
+    deleted every spooled span while printing "they stay spooled" (an expired token or a
+    wrong URL path wiped the spool). Now the files are untouched by a refusal, a 413 is met
+    by smaller requests, and only --drop-rejected deletes what is rejected (counted)."""
+    first = start("slow_collector.py", 3_000, -1, 1000, **_otlp_env(unused_port, tmp_path, "native"))
+    first.communicate(timeout=120)
+    before = _spool_bytes(tmp_path)
+    assert before
+    with OTLPReceiver() as receiver:
+        for status in (400, 401, 403, 404):
+            receiver.reply_status = status
+            done = _replay(receiver, tmp_path / "spool")
+            assert done.returncode == 1, (status, done.stderr)
+            assert json.loads(done.stdout)["undelivered"] == 3_000 and "stay spooled" in done.stderr
+            assert _spool_bytes(tmp_path) == before, status  # not a byte changed: nothing marked sent
+        receiver.reply_status = 200
+        receiver.max_spans_per_request = 100  # every spooled request is larger: 413, then halves
+        done = _replay(receiver, tmp_path / "spool")
+        delivered = sorted(s.span_id for s in receiver.spans() if s.name == "tight")
+        largest = max(sum(len(ss.spans) for rs in r.request.resource_spans for ss in rs.scope_spans)
+                      for r in receiver.requests("traces"))
+    record_figure("lens replay against a collector refusing 4xx, then 413 at 100 spans", spooled=3_000,
+                  kept_through_refusals=3_000, delivered_in_halves=len(delivered), largest_request=largest)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"delivered": 3_000, "undelivered": 0, "dropped": 0, "damaged": 0}
+    assert len(delivered) == len(set(delivered)) == 3_000 and largest <= 100
+    assert _spool_files(tmp_path) == []
+
+
+def test_lens_replay_drop_rejected_deletes_what_the_collector_rejects_and_says_how_many(tmp_path, unused_port):
+    """The one way to give up spooled spans the collector will never take: --drop-rejected,
+    counted in the JSON and said on stderr; the files go."""
+    first = start("slow_collector.py", 2_000, -1, 1000, **_otlp_env(unused_port, tmp_path, "native"))
+    first.communicate(timeout=120)
+    assert _spool_files(tmp_path)
+    with OTLPReceiver() as receiver:
+        receiver.reply_status = 400
+        done = _replay(receiver, tmp_path / "spool", "--drop-rejected")
+    assert done.returncode == 0, done.stderr
+    counts = json.loads(done.stdout)
+    assert counts["dropped"] >= 2_000 and counts["delivered"] == counts["undelivered"] == 0  # + the final record
+    assert f"{counts['dropped']} spooled spans the collector rejected" in done.stderr
+    assert _spool_files(tmp_path) == []
+
+
+def test_a_record_too_large_for_the_collector_even_alone_stays_on_disk(tmp_path):
+    """A one-span record the collector refuses as too large cannot be cut: it stays spooled
+    (the other records are delivered)."""
+    from otel_bridge.sdk.spool import replay
+
+    directory = tmp_path / "spool" / "run"
+    writer = Spool(str(directory), 1 << 30)
+    for payload, spans in ((b"small", 1), (b"huge" * 1000, 1), (b"small too", 1)):
+        assert writer.append(payload, spans)
+    writer.forget()
+    sent = []
+
+    def deliver(payload, spans):
+        if len(payload) > 100:
+            return False, "HTTP 413", False, 413
+        sent.append(payload)
+        return True, None, False, 200
+
+    done = replay(str(tmp_path / "spool"), deliver, split=lambda payload: None)
+    assert sent == [b"small", b"small too"] and (done.delivered, done.undelivered) == (2, 1)
+    reader = Spool(str(directory), 1 << 30)
+    assert reader.adopt() == 1 and reader.peek()[0] == b"huge" * 1000
