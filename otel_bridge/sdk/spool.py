@@ -10,8 +10,9 @@ holds segment files ``<ns>-r<rank>-p<pid>-<seq>.spool`` (mode 0600, created with
 The writing process holds an exclusive ``flock`` on each of its segments; a segment nobody
 holds belongs to a process that ended, and the next process of the same run (or ``lens
 replay``) adopts it. A record is marked sent (one byte written in place) once delivered,
-so a crash sends at most the one record in flight twice. A torn tail (a crash mid-write)
-fails its length or checksum and is skipped and counted; everything before it is read.
+so a crash sends at most the one record in flight twice. A damaged record (a torn tail
+from a crash mid-write, a byte the disk changed) fails its framing or checksum and is
+skipped and counted; reading resumes at the next whole record with a good checksum.
 """
 
 from __future__ import annotations
@@ -83,24 +84,59 @@ def _private_dir(path: str) -> int:
     return fd
 
 
-def read_segment(fd: int):
-    """((offset, state, count, length) per intact record, torn): ``torn`` is 1 when the
-    segment ends in a record that fails its framing or checksum (the rest is skipped)."""
-    size = os.fstat(fd).st_size
-    records, offset = [], 0
+def _read_all(fd: int) -> bytes:
+    size, chunks, offset = os.fstat(fd).st_size, [], 0
     while offset < size:
-        head = os.pread(fd, _HEADER.size, offset)
-        if len(head) < _HEADER.size:
-            return records, 1
-        magic, state, count, length, crc = _HEADER.unpack(head)
-        end = offset + _HEADER.size + length
-        if magic != _MAGIC or state not in (_PENDING, _SENT) or end > size:
-            return records, 1
-        if state == _PENDING and _crc(count, os.pread(fd, length, offset + _HEADER.size)) != crc:
-            return records, 1
-        records.append((offset, state, count, length))
-        offset = end
-    return records, 0
+        chunk = os.pread(fd, size - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _record_at(data: bytes, offset: int, check_sent: bool):
+    """(state, count, length) of a well-formed record at ``offset``, else None. A pending
+    record's checksum is always checked; a sent one's only when ``check_sent``."""
+    if offset + _HEADER.size > len(data):
+        return None
+    magic, state, count, length, crc = _HEADER.unpack_from(data, offset)
+    start = offset + _HEADER.size
+    if magic != _MAGIC or state not in (_PENDING, _SENT) or start + length > len(data):
+        return None
+    if (state == _PENDING or check_sent) and _crc(count, data[start:start + length]) != crc:
+        return None
+    return state, count, length
+
+
+def read_segment(fd: int):
+    """((offset, state, count, length) per intact record, damaged): a record that fails its
+    framing or checksum (a torn tail, a changed byte) is skipped and counted in
+    ``damaged``, and reading resumes at the next offset where a whole record with a good
+    checksum begins, so every intact record after it is read too."""
+    data = _read_all(fd)
+    records, damaged, offset = [], 0, 0
+    while offset < len(data):
+        record = _record_at(data, offset, False)
+        if record is None:
+            damaged += 1
+            offset = _resync(data, offset + 1)
+            continue
+        records.append((offset, *record))
+        offset += _HEADER.size + record[2]
+    return records, damaged
+
+
+def _resync(data: bytes, offset: int) -> int:
+    """The next offset from ``offset`` where a record with a good checksum begins (the
+    end of ``data`` when none does)."""
+    while True:
+        offset = data.find(_MAGIC, offset)
+        if offset < 0:
+            return len(data)
+        if _record_at(data, offset, True) is not None:
+            return offset
+        offset += 1
 
 
 class _Segment:
