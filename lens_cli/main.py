@@ -183,7 +183,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
         done = replay(directory, deliver, run_id=args.run_id, drop_rejected=args.drop_rejected,
                       split=split_traces_request)
-    except (SpoolError, ValueError) as exc:
+    except SpoolError as exc:
+        return _error("replay", f"{exc.strerror}; nothing was sent", EXIT_USAGE)
+    except ValueError as exc:
         return _error("replay", str(exc), EXIT_USAGE)
     finally:
         if sink is not None:
@@ -192,8 +194,13 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             except Exception:
                 pass
     print(json.dumps({"delivered": done.delivered, "undelivered": done.undelivered, "dropped": done.dropped,
-                      "damaged": done.damaged}))
+                      "damaged": done.damaged, "refused": len(done.refused)}))
     status = EXIT_OK
+    if done.refused:
+        where, why = next(iter(done.refused.items()))
+        status = _error("replay", f"{len(done.refused)} spool files or directories are not this user's alone "
+                        f"(e.g. {where}: {why}); their spans were not sent and they are left as they are",
+                        EXIT_FAILED)
     if done.dropped:
         print(f"lens replay: {done.dropped} spooled spans the collector rejected ({done.error}) were deleted "
               "(--drop-rejected)", file=sys.stderr)
@@ -204,7 +211,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         return _error("replay", f"{done.undelivered} spooled spans were not delivered ({done.error}); they stay "
                       f"spooled in {directory} (run `lens replay` again, or add --drop-rejected to delete "
                       "the ones the collector rejects)", EXIT_FAILED)
-    if not done.delivered and not done.dropped and not done.damaged:
+    if not done.delivered and not done.dropped and not done.damaged and not done.refused:
         print(f"lens replay: nothing spooled under {directory}", file=sys.stderr)
         return EXIT_NO_DATA
     return status

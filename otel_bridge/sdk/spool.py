@@ -26,8 +26,8 @@ import threading
 import time
 import zlib
 
-__all__ = ["DEFAULT_SPOOL_MB", "SEGMENT_BYTES", "ReplayResult", "Spool", "SpoolError", "default_spool_dir", "read_segment", "replay",
-           "spool_run_dir"]
+__all__ = ["DEFAULT_SPOOL_MB", "SEGMENT_BYTES", "ReplayResult", "Spool", "SpoolError", "check_spool_base",
+           "default_spool_dir", "read_segment", "replay", "spool_run_dir"]
 
 #: LENS_SPOOL_MB when unset: disk the spool may use per process before spans are dropped.
 DEFAULT_SPOOL_MB = 256
@@ -58,30 +58,72 @@ def _crc(count: int, payload) -> int:
     return zlib.crc32(payload, zlib.crc32(struct.pack("<I", count)))
 
 
-def _private_dir(path: str) -> int:
-    """An O_DIRECTORY descriptor of ``path``, created 0700; SpoolError unless it is a real
-    directory owned by this user that no one else can write."""
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _euid():
+    return os.geteuid() if hasattr(os, "geteuid") else None
+
+
+def _checked_dir(path: str, name: str = None, dir_fd: int = None) -> int:
+    """An O_DIRECTORY descriptor of ``name`` in ``dir_fd`` (or of ``path``), opened without
+    following a symlink and checked on the descriptor itself: SpoolError unless it is a
+    directory owned by this user that no one else can write (a shared 1777 one included)."""
     try:
-        parent = os.path.dirname(os.path.normpath(path))
-        if parent and not os.path.isdir(parent):
-            os.makedirs(parent, mode=0o700, exist_ok=True)  # the spool's base dir, private too
-        os.makedirs(path, mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise SpoolError(exc.errno, f"cannot create spool directory {path}: {exc.strerror}") from exc
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(name if name is not None else path, _DIR_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         raise SpoolError(exc.errno, f"spool directory {path} is not a plain directory "
                                     f"(a symlink is refused): {exc.strerror}") from exc
     st = os.fstat(fd)
-    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+    if _euid() is not None and st.st_uid != _euid():
         os.close(fd)
-        raise SpoolError(errno.EPERM, f"spool directory {path} belongs to uid {st.st_uid}, not to this user")
+        raise SpoolError(errno.EPERM, f"spool directory {path} belongs to uid {st.st_uid}, not to this user "
+                                      f"(uid {_euid()}); use a directory of your own")
     if st.st_mode & 0o022:
         os.close(fd)
         raise SpoolError(errno.EPERM, f"spool directory {path} is writable by others "
                                       f"(mode {stat.S_IMODE(st.st_mode):o}); make it 0700")
     return fd
+
+
+def check_spool_base(directory: str) -> None:
+    """SpoolError unless ``directory`` (LENS_SPOOL_DIR) may hold a spool: not a symlink,
+    owned by this user, writable by no one else."""
+    os.close(_checked_dir(directory))
+
+
+def _private_dir(path: str) -> int:
+    """An O_DIRECTORY descriptor of the run directory ``path``, created 0700; SpoolError
+    unless both it and its base directory (LENS_SPOOL_DIR) are real directories owned by
+    this user that no one else can write."""
+    base, name = os.path.split(os.path.normpath(path))
+    base = base or "."
+    try:
+        os.makedirs(base, mode=0o700, exist_ok=True)  # the spool's base dir, private too
+    except OSError as exc:
+        raise SpoolError(exc.errno, f"cannot create spool directory {base}: {exc.strerror}") from exc
+    base_fd = _checked_dir(base)
+    try:
+        try:
+            os.mkdir(name, 0o700, dir_fd=base_fd)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise SpoolError(exc.errno, f"cannot create spool directory {path}: {exc.strerror}") from exc
+        return _checked_dir(path, name, base_fd)
+    finally:
+        os.close(base_fd)
+
+
+def _foreign(st) -> str:
+    """Why a segment file is not this user's to send ('' when it is)."""
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if _euid() is not None and st.st_uid != _euid():
+        return f"owned by uid {st.st_uid}"
+    if st.st_mode & 0o077:
+        return f"open to others (mode {stat.S_IMODE(st.st_mode):o})"
+    return ""
 
 
 def _read_all(fd: int) -> bytes:
@@ -170,6 +212,7 @@ class Spool:
         self.adopted_spans = 0  # other processes' spans adopted and not yet delivered
         self.spooled = 0  # own spans ever written to the spool
         self.torn = 0  # records skipped for a torn tail or a bad checksum
+        self.refused = {}  # segment name -> why it is not adopted (another owner, open to others)
         self.closed = False
         self._pid = os.getpid()
 
@@ -309,13 +352,16 @@ class Spool:
             for name in sorted(os.listdir(self._dir_fd)):
                 if not name.endswith(_SUFFIX) or name in own:
                     continue
-                try:
-                    fd = os.open(name, _OPEN_FLAGS, dir_fd=self._dir_fd)
+                try:  # O_NONBLOCK: a FIFO planted here must not hang the open
+                    fd = os.open(name, _OPEN_FLAGS | os.O_NONBLOCK, dir_fd=self._dir_fd)
                 except OSError:
                     continue
                 try:
-                    if not stat.S_ISREG(os.fstat(fd).st_mode):
-                        raise OSError("not a regular file")
+                    why = _foreign(os.fstat(fd))
+                    if why:  # another user's, or one others could have written: never sent
+                        if name not in self.refused:
+                            self.refused[name] = why
+                        raise OSError(why)
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     records, torn = read_segment(fd)
                 except OSError:  # held by a live process, or unreadable: not ours
@@ -386,12 +432,15 @@ class Spool:
 class ReplayResult:
     """What ``replay`` did, in spans (``damaged`` in records): delivered; undelivered (left
     on disk, to be replayed again); dropped (rejected by the collector and given up because
-    the caller said so); damaged (records whose bytes no longer match their checksum)."""
+    the caller said so); damaged (records whose bytes no longer match their checksum);
+    refused (path -> why, for run directories and segments that are not this user's alone:
+    left where they are, never sent)."""
 
-    __slots__ = ("delivered", "undelivered", "dropped", "damaged", "error")
+    __slots__ = ("delivered", "undelivered", "dropped", "damaged", "refused", "error")
 
     def __init__(self):
         self.delivered = self.undelivered = self.dropped = self.damaged = 0
+        self.refused = {}
         self.error = None
 
 
@@ -411,7 +460,9 @@ def replay(directory: str, deliver, *, run_id=None, retries: int = 3, drop_rejec
     cannot be cut) and the parts sent; parts still refused are written back as new records
     before the old one is marked sent. A 401/403/404 (the credentials or the URL) or a
     collector that cannot take a record after ``retries`` tries stops the run's replay:
-    the rest stays spooled."""
+    the rest stays spooled. SpoolError when ``directory`` itself is a symlink, another
+    user's, or writable by others."""
+    check_spool_base(directory)
     if run_id is not None:
         runs = [spool_run_dir(run_id)]
     else:
@@ -451,7 +502,11 @@ def replay(directory: str, deliver, *, run_id=None, retries: int = 3, drop_rejec
         path = os.path.join(directory, run)
         if not os.path.isdir(path):
             continue
-        spool = Spool(path, 1 << 62)
+        try:
+            spool = Spool(path, 1 << 62)
+        except SpoolError as exc:
+            result.refused[path] = exc.strerror
+            continue
         try:
             spool.adopt()
             while True:
@@ -483,6 +538,7 @@ def replay(directory: str, deliver, *, run_id=None, retries: int = 3, drop_rejec
                     break
         finally:
             result.damaged += spool.torn
+            result.refused.update((os.path.join(path, name), why) for name, why in spool.refused.items())
             spool.close()
     return result
 

@@ -144,7 +144,7 @@ def test_lens_replay_sends_what_an_ended_process_left_in_the_spool(tmp_path, unu
         again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     record_figure("lens replay of a dead process's spool", spooled=3_000, delivered=delivered)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"delivered": 3_000, "undelivered": 0, "dropped": 0, "damaged": 0}
+    assert json.loads(done.stdout) == {"delivered": 3_000, "undelivered": 0, "dropped": 0, "damaged": 0, "refused": 0}
     assert delivered == 3_000 and _spool_files(tmp_path) == []
     assert again.returncode == 3 and "nothing spooled" in again.stderr
 
@@ -269,7 +269,7 @@ def test_lens_replay_keeps_every_span_a_collector_rejects_until_it_is_taken_or_g
     record_figure("lens replay against a collector refusing 4xx, then 413 at 100 spans", spooled=3_000,
                   kept_through_refusals=3_000, delivered_in_halves=len(delivered), largest_request=largest)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"delivered": 3_000, "undelivered": 0, "dropped": 0, "damaged": 0}
+    assert json.loads(done.stdout) == {"delivered": 3_000, "undelivered": 0, "dropped": 0, "damaged": 0, "refused": 0}
     assert len(delivered) == len(set(delivered)) == 3_000 and largest <= 100
     assert _spool_files(tmp_path) == []
 
@@ -382,3 +382,74 @@ def test_lens_replay_of_a_segment_damaged_in_the_middle_delivers_every_intact_sp
     assert done.returncode == 1 and "1 spool records were damaged" in done.stderr, done.stderr
     assert counts["damaged"] == 1 and delivered == 950 - hit_spans and counts["delivered"] == delivered
     assert final is not None and final["lens.spans.spooled"] == 950
+
+
+def _one_segment_run(tmp_path, payload=b"mine"):
+    directory = tmp_path / "spool" / "run"
+    writer = Spool(str(directory), 1 << 30)
+    assert writer.append(payload, 1)
+    writer.forget()
+    (path,) = directory.iterdir()
+    return directory, path
+
+
+def test_spool_files_of_another_user_or_open_to_others_are_never_adopted_or_sent(tmp_path):
+    """Regression: segments owned by another user or readable by others were adopted and
+    sent (a planted copy of a segment was delivered twice). Checked on the opened
+    descriptor: only this user's private regular files are sent; the others are left as
+    they are and named (a FIFO planted among them does not hang the open)."""
+    from otel_bridge.sdk.spool import replay
+
+    directory, path = _one_segment_run(tmp_path)
+    planted = {}
+    for name, mode, owner in (("copy-0644", 0o644, None), ("copy-0640", 0o640, None), ("copy-0606", 0o606, None),
+                              ("nobody-0600", 0o600, 65534)):
+        target = directory / f"{name}.spool"
+        target.write_bytes(path.read_bytes())
+        os.chmod(target, mode)
+        if owner is not None:
+            os.chown(target, owner, owner)
+        planted[name] = target.read_bytes()
+    os.mkfifo(directory / "fifo.spool", 0o600)
+    sent = []
+    done = replay(str(tmp_path / "spool"), lambda payload, spans: (sent.append(payload) or True, None, False, 200))
+    assert sent == [b"mine"] and done.delivered == 1
+    record_figure("spool files planted by another user or open to others", planted=5, sent=len(sent),
+                  refused=len(done.refused))
+    assert sorted(os.path.basename(p) for p in done.refused) == sorted(
+        [f"{name}.spool" for name in planted] + ["fifo.spool"])
+    assert all((directory / f"{name}.spool").read_bytes() == data for name, data in planted.items())
+
+
+def test_a_symlinked_or_foreign_spool_base_directory_is_refused(tmp_path):
+    """Regression: a symlinked LENS_SPOOL_DIR, and a base directory owned by another user
+    with mode 1777, were used (only the run directory below them was checked). Both are
+    refused on the opened descriptor, by the writer and by `lens replay` (one line, exit 2)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    os.symlink(elsewhere, tmp_path / "link")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, 65534, 65534)
+    os.chmod(shared, 0o1777)
+    for base, why in ((tmp_path / "link", "symlink"), (shared, "belongs to uid 65534")):
+        with pytest.raises(SpoolError, match=why):
+            Spool(str(base / "run"), 1 << 20)
+        done = subprocess.run([sys.executable, "-m", "lens_cli", "replay", "--spool-dir", str(base)],
+                              env=child_environ(), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and why in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+    assert list(elsewhere.iterdir()) == [] and list(shared.iterdir()) == []
+
+
+def test_a_process_with_a_symlinked_spool_dir_warns_once_and_writes_nothing_through_it(tmp_path, unused_port):
+    """LENS_SPOOL_DIR planted as a symlink: one warning that says what becomes of the spans,
+    nothing written where the link points, and the loss record counts what was not sent."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    os.symlink(elsewhere, tmp_path / "link")
+    env = _otlp_env(unused_port, tmp_path, "native", LENS_SPOOL_DIR=tmp_path / "link")
+    proc = start("slow_collector.py", 500, -1, 1000, **env)
+    stdout, stderr = proc.communicate(timeout=120)
+    warnings = [line for line in stderr.splitlines() if "no disk spool" in line]
+    assert len(warnings) == 1 and "symlink" in warnings[0] and "dropped" in warnings[0], stderr
+    assert list(elsewhere.rglob("*")) == [] and stdout.split()[1] == "False"
