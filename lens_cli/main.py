@@ -169,7 +169,14 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                       "install 'lens-telemetry[otel]'", EXIT_USAGE)
     from lens_core import _impl
 
-    directory = args.spool_dir or os.environ.get("LENS_SPOOL_DIR", "").strip() or default_spool_dir()
+    from lens_core.config import LensConfig, parse_spool_dir
+
+    try:  # LENS_SPOOL_DIR is read where every LENS_* variable is: LensConfig.from_env
+        directory = (parse_spool_dir(os.path.abspath(args.spool_dir) if args.spool_dir.strip() else "", "--spool-dir")
+                     if args.spool_dir is not None
+                     else LensConfig.from_env().spool_dir or default_spool_dir())
+    except ValueError as exc:
+        return _error("replay", str(exc), EXIT_USAGE)
     if not os.path.isdir(directory):
         return _error("replay", f"no spool directory {directory}", EXIT_NO_DATA)
     sink = None

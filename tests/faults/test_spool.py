@@ -453,3 +453,18 @@ def test_a_process_with_a_symlinked_spool_dir_warns_once_and_writes_nothing_thro
     warnings = [line for line in stderr.splitlines() if "no disk spool" in line]
     assert len(warnings) == 1 and "symlink" in warnings[0] and "dropped" in warnings[0], stderr
     assert list(elsewhere.rglob("*")) == [] and stdout.split()[1] == "False"
+
+
+@pytest.mark.parametrize("value", ["spool", "./spool", "~/spool"])
+def test_lens_spool_dir_is_parsed_and_checked_in_one_place_for_processes_and_replay(tmp_path, value):
+    """Regression: LENS_SPOOL_DIR was parsed twice, and `lens replay`'s copy skipped the
+    check (a relative path, which the processes of a run and replay resolve against
+    different working directories, was used as given). Both now go through LensConfig."""
+    from lens_core import LensConfig
+
+    with pytest.raises(ValueError, match="LENS_SPOOL_DIR=.*absolute"):
+        LensConfig.from_env(environ={"LENS_SPOOL_DIR": value})
+    done = subprocess.run([sys.executable, "-m", "lens_cli", "replay"], env=child_environ(LENS_SPOOL_DIR=value),
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2 and "LENS_SPOOL_DIR" in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+    assert LensConfig.from_env(environ={"LENS_SPOOL_DIR": f" {tmp_path} "}).spool_dir == str(tmp_path)
