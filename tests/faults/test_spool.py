@@ -468,3 +468,28 @@ def test_lens_spool_dir_is_parsed_and_checked_in_one_place_for_processes_and_rep
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 2 and "LENS_SPOOL_DIR" in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
     assert LensConfig.from_env(environ={"LENS_SPOOL_DIR": f" {tmp_path} "}).spool_dir == str(tmp_path)
+
+
+def test_a_process_whose_collector_rejects_adopted_spans_leaves_them_on_disk(tmp_path, unused_port):
+    """Regression: the next process of a run adopting a dead process's spool, against a
+    collector answering 401 (an expired token), marked every adopted record sent: the
+    spool was wiped. The records stay on disk, and `lens replay` delivers them later."""
+    first = start("slow_collector.py", 3_000, -1, 1000, **_otlp_env(unused_port, tmp_path, "native"))
+    first.communicate(timeout=120)
+    before = _spool_bytes(tmp_path)
+    assert before
+    with OTLPReceiver() as receiver:
+        receiver.reply_status = 401
+        second = start("slow_collector.py", 100, -1, 3000, **_otlp_env(receiver, tmp_path, "native"))
+        _, stderr = second.communicate(timeout=120)
+        assert "rejected spooled spans" in stderr, stderr[-3000:]
+        after = _spool_bytes(tmp_path)
+        assert all(after.get(name) == data for name, data in before.items())  # every adopted record still pending
+        receiver.reply_status = 200
+        done = _replay(receiver, tmp_path / "spool")
+        delivered = sum(1 for s in receiver.spans() if s.name == "tight")
+    record_figure("adopted spans against a collector answering 401", spooled=3_000, kept=3_000,
+                  replayed_later=delivered)
+    assert done.returncode == 0, done.stderr
+    # the second process's own 100 were spooled behind the adopted ones, and kept too
+    assert delivered == 3_100 and _spool_files(tmp_path) == []
