@@ -163,13 +163,20 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     try:
         from otel_bridge import exporters
         from otel_bridge.sdk.spool import SpoolError, default_spool_dir, replay
-        from otel_bridge.sdk.sinks import OtlpSink
+        from otel_bridge.sdk.sinks import OtlpSink, split_traces_request
     except ImportError as exc:
         return _error("replay", f"needs the OpenTelemetry SDK and OTLP exporters ({exc}); "
                       "install 'lens-telemetry[otel]'", EXIT_USAGE)
     from lens_core import _impl
 
-    directory = args.spool_dir or os.environ.get("LENS_SPOOL_DIR", "").strip() or default_spool_dir()
+    from lens_core.config import LensConfig, parse_spool_dir
+
+    try:  # LENS_SPOOL_DIR is read where every LENS_* variable is: LensConfig.from_env
+        directory = (parse_spool_dir(os.path.abspath(args.spool_dir) if args.spool_dir.strip() else "", "--spool-dir")
+                     if args.spool_dir is not None
+                     else LensConfig.from_env().spool_dir or default_spool_dir())
+    except ValueError as exc:
+        return _error("replay", str(exc), EXIT_USAGE)
     if not os.path.isdir(directory):
         return _error("replay", f"no spool directory {directory}", EXIT_NO_DATA)
     sink = None
@@ -177,8 +184,15 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         protocol = exporters.resolve_otlp_protocol("traces")
         sink = OtlpSink(lambda: exporters.otlp_span_exporter(protocol), _impl.recorder().encode_traces_pb)
         sink.exporter  # a bad OTEL_EXPORTER_OTLP_* setting fails here, with its own message
-        delivered, undelivered, torn, error = replay(directory, sink.deliver, run_id=args.run_id)
-    except (SpoolError, ValueError) as exc:
+
+        def deliver(payload, spans):
+            return (*sink.deliver(payload, spans), sink.last_status)
+
+        done = replay(directory, deliver, run_id=args.run_id, drop_rejected=args.drop_rejected,
+                      split=split_traces_request)
+    except SpoolError as exc:
+        return _error("replay", f"{exc.strerror}; nothing was sent", EXIT_USAGE)
+    except ValueError as exc:
         return _error("replay", str(exc), EXIT_USAGE)
     finally:
         if sink is not None:
@@ -186,14 +200,28 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                 sink.shutdown(0)
             except Exception:
                 pass
-    print(json.dumps({"delivered": delivered, "undelivered": undelivered, "torn": torn}))
-    if undelivered:
-        return _error("replay", f"{undelivered} spooled spans were not delivered ({error}); they stay spooled",
-                      EXIT_FAILED)
-    if not delivered:
+    print(json.dumps({"delivered": done.delivered, "undelivered": done.undelivered, "dropped": done.dropped,
+                      "damaged": done.damaged, "refused": len(done.refused)}))
+    status = EXIT_OK
+    if done.refused:
+        where, why = next(iter(done.refused.items()))
+        status = _error("replay", f"{len(done.refused)} spool files or directories are not this user's alone "
+                        f"(e.g. {where}: {why}); their spans were not sent and they are left as they are",
+                        EXIT_FAILED)
+    if done.dropped:
+        print(f"lens replay: {done.dropped} spooled spans the collector rejected ({done.error}) were deleted "
+              "(--drop-rejected)", file=sys.stderr)
+    if done.damaged:
+        status = _error("replay", f"{done.damaged} spool records were damaged on disk (their checksum failed) "
+                        "and could not be sent; the intact ones were", EXIT_FAILED)
+    if done.undelivered:
+        return _error("replay", f"{done.undelivered} spooled spans were not delivered ({done.error}); they stay "
+                      f"spooled in {directory} (run `lens replay` again, or add --drop-rejected to delete "
+                      "the ones the collector rejects)", EXIT_FAILED)
+    if not done.delivered and not done.dropped and not done.damaged and not done.refused:
         print(f"lens replay: nothing spooled under {directory}", file=sys.stderr)
         return EXIT_NO_DATA
-    return EXIT_OK
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -247,9 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="send spans left in the disk spool to the OTLP collector",
                             description="Send the spans that ended processes left in the disk spool "
                             "(LENS_SPOOL_DIR) to the collector named by OTEL_EXPORTER_OTLP_*; prints "
-                            "delivered/undelivered/torn as JSON.")
+                            "delivered/undelivered/dropped/damaged as JSON. A span leaves the spool only "
+                            "when the collector took it (or with --drop-rejected).")
     replay.add_argument("--spool-dir", help="the spool directory (default: LENS_SPOOL_DIR, else <tmp>/lens-spool-<uid>)")
     replay.add_argument("--run-id", help="only this run's spool (default: every run's)")
+    replay.add_argument("--drop-rejected", action="store_true",
+                        help="delete spooled spans the collector rejects (HTTP 4xx) instead of keeping them")
     replay.set_defaults(func=_cmd_replay)
 
     from lens_ci import benchgate

@@ -31,6 +31,7 @@ FORK_ORDER = (
     "lens_core.console",         # the lens command's Ctrl-C watch: its thread and pipe are the parent's
     "lens_core.registry",        # the span registry's lock
     "lens_core.state",           # the gate's spec lock
+    "lens_core.efficiency",      # the lock over the unregistered efficiency categories
     "lens_core.recorder",        # the native recorder: its queue and open-span ledger are the parent's
     "lens_core.device",          # device timing: the parent's events and anchors are never used
     "otel_bridge.handle",        # the setup lock and the active handle's lock

@@ -23,6 +23,7 @@ __all__ = [
     "parse_export_ranks",
     "parse_file_mode",
     "parse_redact_allow",
+    "parse_spool_dir",
     "pure_python_requested",
 ]
 
@@ -117,6 +118,16 @@ def parse_file_mode(value: object, variable: str = "file_mode") -> int:
         raise ValueError(f"{variable}={value!r}: must be octal file permissions with owner read and write and no "
                          "execute or special bits, from 0600 (the default) to 0666, e.g. 0640")
     return number
+
+
+def parse_spool_dir(value: object, variable: str = "spool_dir") -> str:
+    """The disk spool's base directory: an absolute path (every process of a run, and
+    ``lens replay`` run from anywhere, must find the same one), without NUL bytes."""
+    path = value.strip() if isinstance(value, str) else ""
+    if not path or "\x00" in path or not os.path.isabs(path):
+        raise ValueError(f"{variable}={value!r}: must be an absolute directory path, e.g. /var/tmp/lens-spool "
+                         "(the processes of a run and `lens replay` must find the same directory)")
+    return path
 
 
 class LensConfig(Record):
@@ -238,9 +249,8 @@ class LensConfig(Record):
         if not isinstance(self.nvtx, bool):
             raise ValueError(f"nvtx={self.nvtx!r}: must be a bool")
         object.__setattr__(self, "redact_allow", parse_redact_allow(self.redact_allow))
-        if self.spool_dir is not None and (not isinstance(self.spool_dir, str) or not self.spool_dir.strip()
-                                           or "\x00" in self.spool_dir):
-            raise ValueError(f"spool_dir={self.spool_dir!r}: must be a directory path (a non-empty str) or None")
+        if self.spool_dir is not None:
+            object.__setattr__(self, "spool_dir", parse_spool_dir(self.spool_dir))
         object.__setattr__(self, "file_mode", parse_file_mode(self.file_mode))
         if not isinstance(self.service_name, str) or not self.service_name.strip():
             raise ValueError(f"service_name={self.service_name!r}: must be a non-empty string")
@@ -296,7 +306,7 @@ class LensConfig(Record):
             ("buffer_mb", "BUFFER_MB", "number"),
             ("redact_allow", "REDACT_ALLOW", "keys"),
             ("goodput_metrics", "GOODPUT_METRICS", "bool"),
-            ("spool_dir", "SPOOL_DIR", "str"),
+            ("spool_dir", "SPOOL_DIR", "spool_dir"),
             ("spool_mb", "SPOOL_MB", "number"),
             ("file_mode", "FILE_MODE", "mode"),
             ("file_line_mb", "FILE_LINE_MB", "number"),
@@ -330,6 +340,8 @@ class LensConfig(Record):
                 values[field] = parse_redact_allow(raw, var)
             elif kind == "mode":
                 values[field] = parse_file_mode(raw, var)
+            elif kind == "spool_dir":
+                values[field] = parse_spool_dir(raw, var)
             else:
                 values[field] = raw
         if "service_name" not in values and env.get("OTEL_SERVICE_NAME", "").strip():

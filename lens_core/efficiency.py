@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import _thread
 from time import monotonic as _monotonic
 
-from . import _impl, _log, scopes, semconv, state
+from . import _impl, _lifecycle, _log, scopes, semconv, state
 from .carrier import usable_carrier
 from .registry import Bucket, SpanRegistry
 from .attributes import describe_exception, sanitize_attributes
@@ -20,6 +21,8 @@ __all__ = [
     "EFFICIENCY_CATEGORY_BUCKET",
     "EfficiencySpan",
     "IdleWait",
+    "MAX_UNREGISTERED_CATEGORIES",
+    "OTHER_CATEGORY",
     "TIMER_ONLY",
     "category_bucket",
     "deferred_child_span",
@@ -48,6 +51,41 @@ _DEFAULT_MEASUREMENT = "driver_wall_clock"
 _sink: Any = None
 
 
+#: How many categories outside the registered catalog (register_efficiency_categories) get
+#: an efficiency/<category> series of their own; the seconds of any further one go to the
+#: efficiency/other series (its count says how many waits), with one warning.
+MAX_UNREGISTERED_CATEGORIES = 32
+#: The category that stands for every unregistered one past MAX_UNREGISTERED_CATEGORIES.
+OTHER_CATEGORY = "other"
+_unregistered: set = set()  # the unregistered categories given a series of their own
+_lock = _thread.allocate_lock()
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = _thread.allocate_lock()  # a thread of the parent may have held it at the fork
+
+
+_lifecycle.on_fork("lens_core.efficiency", after_in_child=_after_fork_in_child)
+
+
+def _series_category(category: str) -> str:
+    """``category``, or OTHER_CATEGORY once MAX_UNREGISTERED_CATEGORIES others have a series."""
+    if category in EFFICIENCY_CATEGORY_BUCKET or category in TIMER_ONLY or category in _unregistered:
+        return category
+    with _lock:
+        if category in _unregistered:
+            return category
+        if len(_unregistered) < MAX_UNREGISTERED_CATEGORIES:
+            _unregistered.add(category)
+            return category
+    _log.warn_once("efficiency-other", f"efficiency category {category!r} and any further unregistered ones are "
+                   f"recorded as {semconv.EFFICIENCY_METRIC_PREFIX}{OTHER_CATEGORY}: at most "
+                   f"{MAX_UNREGISTERED_CATEGORIES} categories outside the registered catalog get a series of their "
+                   "own (register_efficiency_categories declares more)")
+    return OTHER_CATEGORY
+
+
 def set_efficiency_sink(sink: Any) -> None:
     """Install ``sink(metric_name, seconds, attributes)`` for efficiency/* timer seconds (None: drop them)."""
     global _sink
@@ -57,10 +95,12 @@ def set_efficiency_sink(sink: Any) -> None:
 def record_efficiency_time(category: str, seconds: float) -> None:
     """Record ``seconds`` of ``category`` as the ``efficiency/<category>`` metric, labelled with
     its ``rl.efficiency.measurement``. For waits measured elsewhere (a precomputed backoff), and
-    what a timer-only category's efficiency_span records instead of a span."""
+    what a timer-only category's efficiency_span records instead of a span. Past
+    MAX_UNREGISTERED_CATEGORIES categories outside the catalog, ``efficiency/other``."""
     sink = _sink
     if sink is None:
         return
+    category = _series_category(category)
     sink(semconv.EFFICIENCY_METRIC_PREFIX + category, float(seconds),
          {semconv.RL_EFFICIENCY_MEASUREMENT: _MEASUREMENT.get(category, _DEFAULT_MEASUREMENT),
           semconv.RL_EFFICIENCY_CATEGORY: category})

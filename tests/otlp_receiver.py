@@ -179,6 +179,11 @@ class _HTTPHandler(BaseHTTPRequestHandler):
             spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
             with receiver._drain_lock:  # one request drained at a time, whatever the client's concurrency
                 time.sleep(spans / receiver.drain_spans_per_s)
+        if receiver.reply_status != 200:  # a collector refusing every request (a bad token, a wrong path)
+            return self._reply(receiver.reply_status)
+        if receiver.max_spans_per_request and signal == "traces":  # a collector with a request size limit
+            if sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans) > receiver.max_spans_per_request:
+                return self._reply(413)
         self.server.receiver._record(ReceivedRequest(signal, "http", request, headers))
         self._reply(200, response_cls().SerializeToString())
 
@@ -207,6 +212,8 @@ class OTLPReceiver:
         # one request at a time: a collector that drains this many spans a second (0: no limit).
         self.drain_spans_per_s = drain_spans_per_s
         self._drain_lock = threading.Lock()
+        self.reply_status = 200  # the HTTP receiver answers every request with this status (not recorded unless 200)
+        self.max_spans_per_request = 0  # the HTTP receiver answers 413 to a traces request with more spans (0: no limit)
         self._connections: set[Any] = set()  # open HTTP connections (keep-alive outlives serve_forever)
         self._http_port_wanted = http_port  # 0: a free port; else this one (a restart on the same port)
         self._received: list[ReceivedRequest] = []

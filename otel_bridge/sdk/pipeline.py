@@ -641,8 +641,15 @@ class SpanPipeline:
                     return  # shutdown moved it to the spool meanwhile: it stays there
                 _, _, size = self._outbox.popleft()
                 self._outbox_bytes -= size
-            else:
+            elif ok:
                 self.spool.done(where)
+            else:
+                # Rejected (HTTP 4xx): a spooled record leaves the disk only once delivered
+                # (or given up by `lens replay --drop-rejected`); it stays, counted spooled.
+                self.spool.keep(where)
+                self._warn_once("rejected", f"lens telemetry: the collector rejected spooled spans ({self.last_error}); "
+                                            f"they stay in {self.spool.directory} for `lens replay`")
+                return
         if not ok:
             self.failed += spans
         elif adopted:
@@ -656,6 +663,7 @@ class SpanPipeline:
             if self.spool.adopt():  # spans an ended process of this run left behind
                 self._warn_once("adopted", f"lens telemetry: replaying {self.spool.adopted_spans} spooled spans "
                                            f"of an earlier process of this run")
+            self._warn_refused()
         except OSError as exc:
             if self._sender_stopping:  # the spool was closed under it: shutdown came first
                 return
@@ -670,6 +678,7 @@ class SpanPipeline:
                     # themselves, restarted ranks) may have left spans: adopt them.
                     next_adopt = time.monotonic() + _ADOPT_EVERY_S
                     self.spool.adopt()
+                    self._warn_refused()
             except Exception as exc:
                 if self._sender_stopping:
                     # close() closed the spool under a delivery or a read already under way
@@ -679,6 +688,13 @@ class SpanPipeline:
                 self._internal_error(exc)
                 time.sleep(_POLL_S)
             self._ensure_threads()
+
+    def _warn_refused(self):
+        refused = self.spool.refused
+        if refused:
+            name, why = next(iter(refused.items()))
+            self._warn_once("refused", f"lens telemetry: {len(refused)} spool files in {self.spool.directory} are not "
+                                       f"this user's alone (e.g. {name}: {why}); they are not sent and left as they are")
 
     def _send_one(self, tries) -> int:
         """Deliver the oldest request once: the next retry count (0 after a success)."""

@@ -21,6 +21,7 @@ __all__ = [
     "OtlpSink",
     "SdkExporterSink",
     "grpc_fork_support_disabled",
+    "split_traces_request",
 ]
 
 
@@ -41,6 +42,7 @@ class OtlpSink:
         self._factory = factory  # builds the SDK exporter (again in a forked child)
         self._encode = encoder
         self._exporter = None
+        self.last_status = None  # the HTTP status of the last delivery (None: gRPC, or no answer)
 
     @property
     def exporter(self):
@@ -61,11 +63,13 @@ class OtlpSink:
         """Send one encoded request: (ok, error, retryable); not retryable only when the
         collector rejected the request itself (HTTP 4xx other than 408 and 429)."""
         exporter = self.exporter
+        self.last_status = None
         if hasattr(exporter, "_lens_grpc"):
             result = upstream.grpc_export(exporter, _Encoded(data, count))
             ok = getattr(result, "name", "") == "SUCCESS"
             return ok, None if ok else f"{type(exporter).__name__} returned {getattr(result, 'name', result)}", True
         result = upstream.http_export(exporter, data)
+        self.last_status = result.status_code or None
         if result.success:
             return True, None, False
         code = result.status_code
@@ -136,6 +140,32 @@ class DeferredSink:
 
     def for_child(self):
         return self
+
+
+def split_traces_request(payload):
+    """An encoded ExportTraceServiceRequest cut in two: [(payload, spans), (payload, spans)],
+    each part keeping its spans' resource and scope; None when it holds fewer than 2 spans."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest.FromString(payload)
+    total = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    if total < 2:
+        return None
+    parts = []
+    for first, last in ((0, total // 2), (total // 2, total)):
+        part, index = ExportTraceServiceRequest(), 0
+        for rs in request.resource_spans:
+            target = None
+            for ss in rs.scope_spans:
+                keep = ss.spans[max(0, first - index):max(0, last - index)]
+                index += len(ss.spans)
+                if not keep:
+                    continue
+                if target is None:
+                    target = part.resource_spans.add(resource=rs.resource, schema_url=rs.schema_url)
+                target.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url).spans.extend(keep)
+        parts.append((part.SerializeToString(), last - first))
+    return parts
 
 
 def _adapt_otlp(exporter):

@@ -144,7 +144,7 @@ def test_lens_replay_sends_what_an_ended_process_left_in_the_spool(tmp_path, unu
         again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     record_figure("lens replay of a dead process's spool", spooled=3_000, delivered=delivered)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"delivered": 3_000, "undelivered": 0, "torn": 0}
+    assert json.loads(done.stdout) == {"delivered": 3_000, "undelivered": 0, "dropped": 0, "damaged": 0, "refused": 0}
     assert delivered == 3_000 and _spool_files(tmp_path) == []
     assert again.returncode == 3 and "nothing spooled" in again.stderr
 
@@ -232,3 +232,264 @@ def test_records_marked_sent_while_their_segment_is_written_leave_the_rest_intac
         delivered.append(head[0])
         spool.done(head[3])
     assert delivered == payloads and spool.torn == 0
+
+
+def _replay(receiver, spool_dir, *extra):
+    env = child_environ(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+    command = [sys.executable, "-m", "lens_cli", "replay", "--spool-dir", str(spool_dir), *extra]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _spool_bytes(tmp_path):
+    return {path.name: path.read_bytes() for path in _spool_files(tmp_path)}
+
+
+def test_lens_replay_keeps_every_span_a_collector_rejects_until_it_is_taken_or_given_up(tmp_path, unused_port):
+    """Regression: `lens replay` against a collector answering 400, 401, 403, 404 or 413
+    deleted every spooled span while printing "they stay spooled" (an expired token or a
+    wrong URL path wiped the spool). Now the files are untouched by a refusal, a 413 is met
+    by smaller requests, and only --drop-rejected deletes what is rejected (counted)."""
+    first = start("slow_collector.py", 3_000, -1, 1000, **_otlp_env(unused_port, tmp_path, "native"))
+    first.communicate(timeout=120)
+    before = _spool_bytes(tmp_path)
+    assert before
+    with OTLPReceiver() as receiver:
+        for status in (400, 401, 403, 404):
+            receiver.reply_status = status
+            done = _replay(receiver, tmp_path / "spool")
+            assert done.returncode == 1, (status, done.stderr)
+            assert json.loads(done.stdout)["undelivered"] == 3_000 and "stay spooled" in done.stderr
+            assert _spool_bytes(tmp_path) == before, status  # not a byte changed: nothing marked sent
+        receiver.reply_status = 200
+        receiver.max_spans_per_request = 100  # every spooled request is larger: 413, then halves
+        done = _replay(receiver, tmp_path / "spool")
+        delivered = sorted(s.span_id for s in receiver.spans() if s.name == "tight")
+        largest = max(sum(len(ss.spans) for rs in r.request.resource_spans for ss in rs.scope_spans)
+                      for r in receiver.requests("traces"))
+    record_figure("lens replay against a collector refusing 4xx, then 413 at 100 spans", spooled=3_000,
+                  kept_through_refusals=3_000, delivered_in_halves=len(delivered), largest_request=largest)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"delivered": 3_000, "undelivered": 0, "dropped": 0, "damaged": 0, "refused": 0}
+    assert len(delivered) == len(set(delivered)) == 3_000 and largest <= 100
+    assert _spool_files(tmp_path) == []
+
+
+def test_lens_replay_drop_rejected_deletes_what_the_collector_rejects_and_says_how_many(tmp_path, unused_port):
+    """The one way to give up spooled spans the collector will never take: --drop-rejected,
+    counted in the JSON and said on stderr; the files go."""
+    first = start("slow_collector.py", 2_000, -1, 1000, **_otlp_env(unused_port, tmp_path, "native"))
+    first.communicate(timeout=120)
+    assert _spool_files(tmp_path)
+    with OTLPReceiver() as receiver:
+        receiver.reply_status = 400
+        done = _replay(receiver, tmp_path / "spool", "--drop-rejected")
+    assert done.returncode == 0, done.stderr
+    counts = json.loads(done.stdout)
+    assert counts["dropped"] >= 2_000 and counts["delivered"] == counts["undelivered"] == 0  # + the final record
+    assert f"{counts['dropped']} spooled spans the collector rejected" in done.stderr
+    assert _spool_files(tmp_path) == []
+
+
+def test_a_record_too_large_for_the_collector_even_alone_stays_on_disk(tmp_path):
+    """A one-span record the collector refuses as too large cannot be cut: it stays spooled
+    (the other records are delivered)."""
+    from otel_bridge.sdk.spool import replay
+
+    directory = tmp_path / "spool" / "run"
+    writer = Spool(str(directory), 1 << 30)
+    for payload, spans in ((b"small", 1), (b"huge" * 1000, 1), (b"small too", 1)):
+        assert writer.append(payload, spans)
+    writer.forget()
+    sent = []
+
+    def deliver(payload, spans):
+        if len(payload) > 100:
+            return False, "HTTP 413", False, 413
+        sent.append(payload)
+        return True, None, False, 200
+
+    done = replay(str(tmp_path / "spool"), deliver, split=lambda payload: None)
+    assert sent == [b"small", b"small too"] and (done.delivered, done.undelivered) == (2, 1)
+    reader = Spool(str(directory), 1 << 30)
+    assert reader.adopt() == 1 and reader.peek()[0] == b"huge" * 1000
+
+
+def test_a_byte_changed_anywhere_in_a_segment_costs_only_the_record_it_hit(tmp_path):
+    """Regression: one flipped byte in the middle of a segment lost every intact record
+    after it (250 of 950 spans delivered, "1 torn"). Reading resumes at the next record with
+    a good checksum: a byte flipped at each of ~300 offsets (headers, payloads, the last
+    record, the first) costs at most the one record it hit, counted damaged."""
+    directory = tmp_path / "spool" / "run"
+    writer = Spool(str(directory), 1 << 30)
+    payloads = [(f"record {i} ".encode() + bytes([i]) * (40 + 13 * i)) for i in range(40)]
+    for i, payload in enumerate(payloads):
+        assert writer.append(payload, i + 1)
+    head = writer.peek()  # the first record delivered: marked sent, still in the file
+    writer.done(head[3])
+    writer.forget()
+    (path,) = directory.iterdir()
+    original = path.read_bytes()
+    offsets = sorted(set(range(0, len(original), 37)) | {0, 4, 20, len(original) - 1})
+    lost_beyond_the_hit = []
+    for offset in offsets:
+        damaged = bytearray(original)
+        damaged[offset] ^= 0x5A
+        path.write_bytes(bytes(damaged))
+        reader = Spool(str(directory), 1 << 30)
+        reader.adopt()
+        read = []
+        while (head := reader.peek()) is not None:
+            read.append(head[0])
+            reader.keep(head[3])
+        reader.close()
+        missing = [p for p in payloads[1:] if p not in read]
+        if len(missing) + reader.torn > 2 or (missing and reader.torn != 1):
+            lost_beyond_the_hit.append((offset, len(missing), reader.torn))
+        assert all(p in payloads[1:] for p in read)
+    record_figure("a byte flipped at each of many offsets of a spool segment", offsets=len(offsets),
+                  records=len(payloads), offsets_losing_more_than_the_hit_record=len(lost_beyond_the_hit))
+    assert lost_beyond_the_hit == []
+
+
+def test_lens_replay_of_a_segment_damaged_in_the_middle_delivers_every_intact_span_and_the_loss_record(
+        tmp_path, unused_port):
+    """Regression: a flipped byte mid-segment: 250 of 950 spans delivered, exit 0, "1 torn",
+    and the first process's own loss record (last in the segment) lost. Now every intact
+    span and the loss record arrive, and replay exits 1 saying one record was damaged."""
+    first = start("slow_collector.py", 950, -1, 1000, 50, **_otlp_env(unused_port, tmp_path, "native"))
+    first.communicate(timeout=120)
+    from otel_bridge.sdk.spool import read_segment
+
+    (path,) = _spool_files(tmp_path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        records, _ = read_segment(fd)
+    finally:
+        os.close(fd)
+    assert len(records) >= 5  # spans in batches, the loss record last
+    data = bytearray(path.read_bytes())
+    hit = len(data) // 3
+    data[hit] ^= 0xFF
+    path.write_bytes(bytes(data))
+    hit_spans = next(count for offset, _, count, length in records if offset <= hit < offset + 20 + length)
+    with OTLPReceiver() as receiver:
+        done = _replay(receiver, tmp_path / "spool")
+        delivered = sum(1 for s in receiver.spans() if s.name == "tight")
+        final = _final(receiver)
+    counts = json.loads(done.stdout)
+    record_figure("lens replay of a segment with one byte flipped mid-way", spooled=950, delivered=delivered,
+                  in_the_damaged_record=hit_spans, damaged=counts["damaged"])
+    assert done.returncode == 1 and "1 spool records were damaged" in done.stderr, done.stderr
+    assert counts["damaged"] == 1 and delivered == 950 - hit_spans and counts["delivered"] == delivered
+    assert final is not None and final["lens.spans.spooled"] == 950
+
+
+def _one_segment_run(tmp_path, payload=b"mine"):
+    directory = tmp_path / "spool" / "run"
+    writer = Spool(str(directory), 1 << 30)
+    assert writer.append(payload, 1)
+    writer.forget()
+    (path,) = directory.iterdir()
+    return directory, path
+
+
+def test_spool_files_of_another_user_or_open_to_others_are_never_adopted_or_sent(tmp_path):
+    """Regression: segments owned by another user or readable by others were adopted and
+    sent (a planted copy of a segment was delivered twice). Checked on the opened
+    descriptor: only this user's private regular files are sent; the others are left as
+    they are and named (a FIFO planted among them does not hang the open)."""
+    from otel_bridge.sdk.spool import replay
+
+    directory, path = _one_segment_run(tmp_path)
+    planted = {}
+    for name, mode, owner in (("copy-0644", 0o644, None), ("copy-0640", 0o640, None), ("copy-0606", 0o606, None),
+                              ("nobody-0600", 0o600, 65534)):
+        target = directory / f"{name}.spool"
+        target.write_bytes(path.read_bytes())
+        os.chmod(target, mode)
+        if owner is not None:
+            os.chown(target, owner, owner)
+        planted[name] = target.read_bytes()
+    os.mkfifo(directory / "fifo.spool", 0o600)
+    sent = []
+    done = replay(str(tmp_path / "spool"), lambda payload, spans: (sent.append(payload) or True, None, False, 200))
+    assert sent == [b"mine"] and done.delivered == 1
+    record_figure("spool files planted by another user or open to others", planted=5, sent=len(sent),
+                  refused=len(done.refused))
+    assert sorted(os.path.basename(p) for p in done.refused) == sorted(
+        [f"{name}.spool" for name in planted] + ["fifo.spool"])
+    assert all((directory / f"{name}.spool").read_bytes() == data for name, data in planted.items())
+
+
+def test_a_symlinked_or_foreign_spool_base_directory_is_refused(tmp_path):
+    """Regression: a symlinked LENS_SPOOL_DIR, and a base directory owned by another user
+    with mode 1777, were used (only the run directory below them was checked). Both are
+    refused on the opened descriptor, by the writer and by `lens replay` (one line, exit 2)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    os.symlink(elsewhere, tmp_path / "link")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, 65534, 65534)
+    os.chmod(shared, 0o1777)
+    for base, why in ((tmp_path / "link", "symlink"), (shared, "belongs to uid 65534")):
+        with pytest.raises(SpoolError, match=why):
+            Spool(str(base / "run"), 1 << 20)
+        done = subprocess.run([sys.executable, "-m", "lens_cli", "replay", "--spool-dir", str(base)],
+                              env=child_environ(), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and why in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+    assert list(elsewhere.iterdir()) == [] and list(shared.iterdir()) == []
+
+
+def test_a_process_with_a_symlinked_spool_dir_warns_once_and_writes_nothing_through_it(tmp_path, unused_port):
+    """LENS_SPOOL_DIR planted as a symlink: one warning that says what becomes of the spans,
+    nothing written where the link points, and the loss record counts what was not sent."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    os.symlink(elsewhere, tmp_path / "link")
+    env = _otlp_env(unused_port, tmp_path, "native", LENS_SPOOL_DIR=tmp_path / "link")
+    proc = start("slow_collector.py", 500, -1, 1000, **env)
+    stdout, stderr = proc.communicate(timeout=120)
+    warnings = [line for line in stderr.splitlines() if "no disk spool" in line]
+    assert len(warnings) == 1 and "symlink" in warnings[0] and "dropped" in warnings[0], stderr
+    assert list(elsewhere.rglob("*")) == [] and stdout.split()[1] == "False"
+
+
+@pytest.mark.parametrize("value", ["spool", "./spool", "~/spool"])
+def test_lens_spool_dir_is_parsed_and_checked_in_one_place_for_processes_and_replay(tmp_path, value):
+    """Regression: LENS_SPOOL_DIR was parsed twice, and `lens replay`'s copy skipped the
+    check (a relative path, which the processes of a run and replay resolve against
+    different working directories, was used as given). Both now go through LensConfig."""
+    from lens_core import LensConfig
+
+    with pytest.raises(ValueError, match="LENS_SPOOL_DIR=.*absolute"):
+        LensConfig.from_env(environ={"LENS_SPOOL_DIR": value})
+    done = subprocess.run([sys.executable, "-m", "lens_cli", "replay"], env=child_environ(LENS_SPOOL_DIR=value),
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2 and "LENS_SPOOL_DIR" in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+    assert LensConfig.from_env(environ={"LENS_SPOOL_DIR": f" {tmp_path} "}).spool_dir == str(tmp_path)
+
+
+def test_a_process_whose_collector_rejects_adopted_spans_leaves_them_on_disk(tmp_path, unused_port):
+    """Regression: the next process of a run adopting a dead process's spool, against a
+    collector answering 401 (an expired token), marked every adopted record sent: the
+    spool was wiped. The records stay on disk, and `lens replay` delivers them later."""
+    first = start("slow_collector.py", 3_000, -1, 1000, **_otlp_env(unused_port, tmp_path, "native"))
+    first.communicate(timeout=120)
+    before = _spool_bytes(tmp_path)
+    assert before
+    with OTLPReceiver() as receiver:
+        receiver.reply_status = 401
+        second = start("slow_collector.py", 100, -1, 3000, **_otlp_env(receiver, tmp_path, "native"))
+        _, stderr = second.communicate(timeout=120)
+        assert "rejected spooled spans" in stderr, stderr[-3000:]
+        after = _spool_bytes(tmp_path)
+        assert all(after.get(name) == data for name, data in before.items())  # every adopted record still pending
+        receiver.reply_status = 200
+        done = _replay(receiver, tmp_path / "spool")
+        delivered = sum(1 for s in receiver.spans() if s.name == "tight")
+    record_figure("adopted spans against a collector answering 401", spooled=3_000, kept=3_000,
+                  replayed_later=delivered)
+    assert done.returncode == 0, done.stderr
+    # the second process's own 100 were spooled behind the adopted ones, and kept too
+    assert delivered == 3_100 and _spool_files(tmp_path) == []
