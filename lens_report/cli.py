@@ -275,11 +275,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
     """``lens report --clickhouse URL``: the spans of ``--table`` read through ClickHouse, then the same report."""
-    from .clickhouse import ClickHouseStore, display_url, failure_text, open_source
+    from .clickhouse import ClickHouseStore, check_table_name, display_url, failure_text, open_source
 
     progress = _Progress(sys.stderr)
     url = display_url(args.clickhouse)
     try:
+        check_table_name(args.table)  # a malformed name is said before any connection
         source = open_source(args.clickhouse)
     except (ImportError, ValueError) as exc:
         _error(str(exc))

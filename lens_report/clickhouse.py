@@ -34,6 +34,7 @@ __all__ = [
     "open_source",
     "otel_traces_ddl",
     "schema_sql",
+    "server_options",
 ]
 
 CLICKHOUSE_HINT = "pip install 'lens-telemetry[clickhouse]'"
@@ -252,9 +253,14 @@ class ServerSource:
         # the URL's send_receive_timeout, when given, bounds every request, the first included (it wins over
         # the argument below); else the first waits CONNECT_CHECK_S and the statements STATEMENT_TIMEOUT_S
         own = "send_receive_timeout" in parse_qs(urlsplit(url).query)
+        options = server_options(url)
         try:
-            client: Any = clickhouse_connect.get_client(dsn=url, send_receive_timeout=CONNECT_CHECK_S)
+            client: Any = clickhouse_connect.get_client(**options, send_receive_timeout=CONNECT_CHECK_S)
         except OperationalError as exc:
+            if options.get("interface") == "https" and "ssl" in str(exc).lower():
+                raise ConnectionError(
+                    f"no TLS answer from {options['host']}:{options['port']} (the URL says https://; nothing, "
+                    "credentials included, was sent in clear): a plain-HTTP port is read with http://") from None
             if own or "read timed out" not in str(exc).lower():
                 raise
             raise TimeoutError(f"no answer within {CONNECT_CHECK_S} s: a ClickHouse server answers its HTTP port "
@@ -317,15 +323,74 @@ class ServerSource:
         self.client.close()
 
 
-def display_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages: a command line's URL may carry one)."""
-    from urllib.parse import urlsplit, urlunsplit
+_SECRET_PARAMS = ("password", "access_token")
+"""URL parameters whose values are credentials: never printed."""
 
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.netloc.rpartition('@')[2]}"
-    return urlunsplit(parts._replace(netloc=netloc))
+
+def display_url(url: str) -> str:
+    """``url`` with its password (``user:password@`` or a ``password=`` parameter) replaced by ``***``, for messages.
+
+    Never raises: a URL too malformed to parse is masked by pattern (everything between ``:`` and
+    the last ``@`` of its authority, and every secret parameter's value).
+    """
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        if any(key in _SECRET_PARAMS for key, _ in query):
+            masked = urlencode([(key, "***" if key in _SECRET_PARAMS else value) for key, value in query], safe="*")
+            parts = parts._replace(query=masked)
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        masked = re.sub(r"^([^:/?#]+://[^:/?#@]*):[^/?#]*@", r"\1:***@", url)
+        return re.sub(r"((?:^|[?&])(?:%s)=)[^&#]*" % "|".join(_SECRET_PARAMS), r"\1***", masked)
+
+
+_URL_FORM = "http[s]://[USER[:PASSWORD]@]HOST[:PORT][/DATABASE][?SETTING=VALUE&...]"
+
+
+def server_options(url: str) -> dict[str, Any]:
+    """The arguments of ``clickhouse_connect.get_client`` for a server ``url``; ValueError (one line, the
+    password masked) for a URL that is not :data:`_URL_FORM`.
+
+    The scheme is the user's word: ``https`` is TLS (and a URL that also says ``secure=false`` is
+    refused), ``http`` is plain HTTP whatever the port; ``clickhouse://`` leaves it to the client
+    (TLS on ports 443 and 8443). The user and password, from the authority or from ``user=`` and
+    ``password=`` parameters, are passed as arguments, never inside the URL the client sees.
+    """
+    from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+    shown = display_url(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+        host = parts.hostname
+    except ValueError as exc:
+        raise ValueError(f"a ClickHouse URL is {_URL_FORM}, got {shown} ({exc})") from None
+    if parts.scheme not in ("http", "https", "clickhouse") or not host:
+        raise ValueError(f"a ClickHouse URL is {_URL_FORM}, got {shown}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    params = dict(query)
+    user = unquote(parts.username) if parts.username else params.get("user") or params.get("user_name")
+    password = unquote(parts.password) if parts.password is not None else params.get("password", "")
+    secure = {"true": True, "1": True, "false": False, "0": False}.get(params.get("secure", "").strip().lower())
+    options: dict[str, Any] = {"host": host, "username": user, "password": password}
+    if port:
+        options["port"] = port
+    if parts.scheme != "clickhouse":
+        tls = parts.scheme == "https"
+        if secure is not None and secure != tls:
+            raise ValueError(f"the URL says {parts.scheme}:// and secure={params['secure']}: https:// is TLS and "
+                             f"http:// plain HTTP, got {shown}")
+        options.update(interface=parts.scheme, secure=tls)
+    # the rest (database, settings, client options) goes to the client in a URL without credentials
+    rest = [(key, value) for key, value in query if key not in ("user", "user_name", "password", "secure")]
+    options["dsn"] = urlunsplit((parts.scheme, f"[{host}]" if ":" in host else host, parts.path, urlencode(rest), ""))
+    return options
 
 
 def failure_text(exc: BaseException) -> str:
@@ -346,7 +411,8 @@ def open_source(url: str) -> ChdbSource | ServerSource:
             raise ValueError(f"chdb:DIR needs an existing directory holding a chdb database, got {url!r}")
         return ChdbSource(path)
     if not re.match(r"(https?|clickhouse)://", url):
-        raise ValueError(f"expected a server URL (http://user:password@host:8123) or chdb:DIR, got {url!r}")
+        raise ValueError(f"expected a server URL (http://user:password@host:8123) or chdb:DIR, got {display_url(url)!r}")
+    server_options(url)  # a malformed URL: ValueError, before the client is loaded
     return ServerSource(url)
 
 
