@@ -99,14 +99,21 @@ ORDER BY (ServiceName, SpanName, toDateTime(Timestamp))
 SETTINGS index_granularity = 8192"""
 
 
+def _map_lookup(column: str, key: str) -> str:
+    """ClickHouse SQL: ``key``'s value in the map ``column``, NULL when absent, as a ClickHouse user writes it
+    (``mapContains(M, 'k')`` and ``M['k']``: two searches of the keys, where the report's own reads use one,
+    :meth:`~lens_report.dialect.Dialect.map_value`; the schema helper's columns compute it once a row, at insert)."""
+    return f"if(mapContains({column}, {sql_text(key)}), {column}[{sql_text(key)}], NULL)"
+
+
 # the resource and span fields read from the exporter's maps: a missing key is NULL, as in files
-def _resource_fields(res: str = "ResourceAttributes") -> ResourceFields:
+def _resource_fields(res: str = "ResourceAttributes", lookup: Any = CLICKHOUSE.map_value) -> ResourceFields:
     return ResourceFields(
-        CLICKHOUSE, run=CLICKHOUSE.map_value(res, semconv.NEMO_RUN_ID),
-        instance=CLICKHOUSE.map_value(res, semconv.SERVICE_INSTANCE_ID),
-        rank_text=CLICKHOUSE.map_value(res, semconv.NV_DL_RANK), pid_text=CLICKHOUSE.map_value(res, semconv.PROCESS_PID),
-        host=CLICKHOUSE.map_value(res, semconv.HOST_NAME), service=CLICKHOUSE.map_value(res, semconv.SERVICE_NAME),
-        distro=CLICKHOUSE.map_value(res, semconv.TELEMETRY_DISTRO_NAME))
+        CLICKHOUSE, run=lookup(res, semconv.NEMO_RUN_ID),
+        instance=lookup(res, semconv.SERVICE_INSTANCE_ID),
+        rank_text=lookup(res, semconv.NV_DL_RANK), pid_text=lookup(res, semconv.PROCESS_PID),
+        host=lookup(res, semconv.HOST_NAME), service=lookup(res, semconv.SERVICE_NAME),
+        distro=lookup(res, semconv.TELEMETRY_DISTRO_NAME))
 
 
 def _span_attr(key: str) -> str:
@@ -117,15 +124,27 @@ def _span_attr(key: str) -> str:
 # distinct value, not once per row; the store casts the result to String
 _SPAN = SpanFields(CLICKHOUSE, kind_text="SpanKind", status_text="CAST(StatusCode AS String)")
 
+_COLUMN_NOTES = {
+    "LensRun": f"the run: resource {semconv.NEMO_RUN_ID}, else what {semconv.SERVICE_INSTANCE_ID} holds before "
+               "-rankN, else ''",
+    "LensRank": f"the rank: resource {semconv.NV_DL_RANK} when it is an integer, else NULL",
+    "LensStep": f"the training step: span attribute {ITERATION_ATTR} when it is an integer, else NULL",
+    "LensBucket": f"the goodput bucket of a leaf span: span attribute {BUCKET_ATTR} (productive, overhead, idle, "
+                  "wasted), else NULL",
+    "LensProcess": f"the process: {semconv.SERVICE_INSTANCE_ID}, else 'pid P@HOST', else the service name",
+}
+"""What each materialized column holds, printed above its DDL by ``lens clickhouse-schema``."""
 
-def _materialized() -> dict[str, tuple[str, str]]:
-    """column -> (type, expression) of the materialized columns: the same expressions the report reads maps with."""
-    res = _resource_fields()
+
+def _materialized(lookup: Any = CLICKHOUSE.map_value) -> dict[str, tuple[str, str]]:
+    """column -> (type, expression) of the materialized columns, reading the maps with ``lookup``: the
+    report's fast form (the default, for a table without the columns) or :func:`_map_lookup` (the DDL)."""
+    res = _resource_fields(lookup=lookup)
     return {
         "LensRun": ("LowCardinality(String)", res.run_id()),
         "LensRank": ("Nullable(Int64)", res.rank()),
-        "LensStep": ("Nullable(Int64)", _SPAN.iteration(_span_attr(ITERATION_ATTR))),
-        "LensBucket": ("LowCardinality(Nullable(String))", _span_attr(BUCKET_ATTR)),
+        "LensStep": ("Nullable(Int64)", _SPAN.iteration(lookup("SpanAttributes", ITERATION_ATTR))),
+        "LensBucket": ("LowCardinality(Nullable(String))", lookup("SpanAttributes", BUCKET_ATTR)),
         # the process label (instance id, else pid@host, else service): its other resource fields are
         # read once per process, not once per span
         "LensProcess": ("LowCardinality(String)", res.process()),
@@ -136,14 +155,18 @@ def schema_sql(table: str = "otel_traces", *, rollup: bool = True) -> str:
     """What ``lens clickhouse-schema`` prints: materialized columns for run id, rank, step, bucket and process,
     and (``rollup``) a per-(run, rank, step) rollup table kept by a materialized view at insert time.
 
-    Existing rows get the columns with ``ALTER TABLE ... MATERIALIZE COLUMN`` (a background
-    mutation); the report uses the columns when the table has them and reads the maps otherwise.
+    Each statement has a comment saying what it is for. Existing rows get the columns with
+    ``ALTER TABLE ... MATERIALIZE COLUMN`` (a background mutation); the report uses the columns
+    when the table has them and reads the maps otherwise.
     """
     name = check_table_name(table)
-    lines = [f"-- lens: columns the report scans instead of the attribute maps (run, rank, step, bucket, process)"]
-    for column, (kind, expr) in _materialized().items():
+    lines = ["-- lens: columns computed once per row at insert time, so the report scans them instead of",
+             "-- looking keys up in the attribute maps of every span (the report reads the maps when they are absent)"]
+    for column, (kind, expr) in _materialized(_map_lookup).items():
+        lines.append(f"-- {column}: {_COLUMN_NOTES[column]}")
         lines.append(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind} MATERIALIZED {expr};")
-    lines += [f"-- rows inserted before: ALTER TABLE {name} MATERIALIZE COLUMN LensRun (and LensRank, LensStep, LensBucket, LensProcess)"]
+    lines += [f"-- rows inserted before: ALTER TABLE {name} MATERIALIZE COLUMN LensRun (and LensRank, LensStep, "
+              "LensBucket, LensProcess)"]
     if rollup:
         base = table.rsplit(".", 1)
         target = check_table_name(".".join([*base[:-1], base[-1] + "_lens_rank_steps"]))
@@ -151,12 +174,16 @@ def schema_sql(table: str = "otel_traces", *, rollup: bool = True) -> str:
         sums = ",\n    ".join(f"sumIf(Duration, LensBucket = '{b}') AS {b.capitalize()}Ns"
                               for b in ("productive", "overhead", "idle", "wasted"))
         lines += [
-            "-- lens (optional): per (run, rank, step) bucket seconds of spans stamped with rl.iteration, kept at",
-            "-- insert time for dashboards; lens report computes its own figures from the spans",
+            "-- lens (optional): one row per (run, rank, step): the spans stamped with rl.iteration, counted, and",
+            "-- the nanoseconds of the leaf spans in each goodput bucket, kept at insert time for dashboards",
+            "-- (SummingMergeTree adds up the rows of one key as parts merge: query it with sum() ... GROUP BY);",
+            "-- lens report computes its own figures from the spans",
             f"CREATE TABLE IF NOT EXISTS {target} (",
             "    LensRun LowCardinality(String), LensRank Int64, LensStep Int64, Spans UInt64,",
             "    ProductiveNs UInt64, OverheadNs UInt64, IdleNs UInt64, WastedNs UInt64",
             ") ENGINE = SummingMergeTree ORDER BY (LensRun, LensStep, LensRank);",
+            "-- lens (optional): the view that adds each insert's rows to the rollup (rows inserted before it are",
+            "-- not in the rollup)",
             f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view} TO {target} AS",
             f"SELECT LensRun, assumeNotNull(LensRank) AS LensRank, assumeNotNull(LensStep) AS LensStep,",
             f"    count() AS Spans,\n    {sums}",

@@ -13,6 +13,7 @@ pytest.importorskip("chdb")
 
 from lens_report import TraceStore, build_report  # noqa: E402
 from lens_report.clickhouse import (  # noqa: E402
+    LENS_COLUMNS,
     ChdbSource,
     ClickHouseStore,
     check_table_name,
@@ -268,3 +269,18 @@ def test_each_spans_resource_fields_are_its_processes_with_the_schema_columns_as
         from_files = sorted((span.span_id, sorted(span.resource.items())) for span in store.spans())
     assert from_columns == from_maps == from_files
     assert len({str(resource) for _, resource in from_columns}) == len(files)  # one resource per rank's process
+
+
+def test_the_schema_helper_prints_map_reads_a_clickhouse_user_reads_and_says_what_each_column_is_for():
+    """Issue 42: the DDL's column expressions were 300-700 characters of ``if(indexOf(mapKeys(M),'k')>0,
+    mapValues(M)[indexOf(...)], NULL)``; now ``mapContains(M, 'k')`` and ``M['k']``, and a comment above each
+    column and the rollup says what it holds."""
+    text = schema_sql("otel_traces")
+    assert "indexOf(mapKeys" not in text and "mapValues(" not in text, text
+    assert "mapContains(SpanAttributes, 'rl.iteration')" in text and "SpanAttributes['rl.iteration']" in text
+    lines = text.splitlines()
+    for column in LENS_COLUMNS:
+        at = next(i for i, line in enumerate(lines) if f"ADD COLUMN IF NOT EXISTS {column} " in line)
+        assert lines[at - 1].startswith(f"-- {column}: "), lines[at - 1]
+    before_rollup = lines[next(i for i, line in enumerate(lines) if line.startswith("CREATE TABLE")) - 1]
+    assert before_rollup.startswith("--"), before_rollup
