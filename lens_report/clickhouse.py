@@ -706,8 +706,7 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
         self.stored_columns = SPAN_COLUMNS
         """The columns of the ``spans`` table: every one (see :func:`~lens_report.ingest.stored_columns`)."""
         self._tables: dict[str, None] = {}
-        for setting in _SETTINGS:
-            source.command(f"SET {setting}")
+        source.command("SET " + ", ".join(_SETTINGS))  # one round trip for all
 
     def close(self) -> None:
         """Drop the working tables (the session would drop them when it ends)."""
@@ -736,8 +735,14 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
         for batch in self.source.batches(sql):
             yield list(batch.schema.names), list(zip(*(column.to_pylist() for column in batch.columns)))
 
+    def _replace(self, name: str) -> None:
+        """Drop ``name`` before it is made again, when this store made it: a name it never made is not in the
+        session (two stores on one session at once would clash anyway), and asking costs a round trip."""
+        if name in self._tables:
+            self.drop(name)
+
     def create(self, name: str, select: str) -> None:
-        self.drop(name)
+        self._replace(name)
         self.source.command(f"CREATE TEMPORARY TABLE {name} ENGINE = {self.engine} AS {select}")
         self._tables[name] = None
 
@@ -749,7 +754,7 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
     def create_columns(self, name: str, columns: str) -> None:
         typed = ", ".join(f"{column} {self.dialect.column_type(kind)}"
                           for column, kind in (part.split() for part in columns.split(",")))
-        self.drop(name)
+        self._replace(name)
         self.source.command(f"CREATE TEMPORARY TABLE {name} ({typed}) ENGINE = {self.engine}")
         self._tables[name] = None
 
