@@ -5,6 +5,7 @@
     python bench/report_bench.py --only files --files 10000      # 10,000 rank files of 30 spans
     python bench/report_bench.py --only floor --sizes 100x500    # report CPU / DuckDB reading and unnesting (3 pairs)
     python bench/report_bench.py --only clickhouse --sizes 100x500  # the same spans in otel_traces (chdb)
+    python bench/report_bench.py --only clickhouse --sizes 10000x500 --no-report  # 100M: the server-side paths
 
 Many files: N rank files of 30 spans (a job span, one 20-span step and 9 more) against the same number
 of spans in 10 files; the per-file overhead is the CPU difference over N. Floor: DuckDB alone
@@ -216,7 +217,70 @@ def run_floor(sizes: list[tuple[int, int]], workdir: Path, jobs: int, pairs: int
     return rows
 
 
-def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load: str = "sql") -> list[dict[str, object]]:
+# ---- issue 42's server-side paths, measured before the report takes them (prototypes: the report does not run
+# these yet; the figures say what aggregating where the spans live costs, beside today's report)
+
+STAMPED_GROUP_BY = """
+SELECT count() AS groups, sum(spans), sum(ns) FROM (
+  SELECT LensRun, LensRank, LensStep, LensBucket, count() AS spans, sum(Duration) AS ns,
+         min(Timestamp) AS first_start, max(toUnixTimestamp64Nano(Timestamp) + Duration) AS last_end
+  FROM otel_traces
+  WHERE LensStep IS NOT NULL AND (LensBucket IS NULL OR SpanAttributes['lens.umbrella'] <> 'true')
+  GROUP BY LensRun, LensRank, LensStep, LensBucket)
+SETTINGS max_threads = 2, max_bytes_before_external_group_by = 200000000"""
+"""The spans Lens stamps (rl.iteration, rank and run on the resource, rl.bucket on leaves) summed per (run, rank,
+step, bucket) in one statement over ``otel_traces``, nothing copied; the groups spill to disk past 200 MB."""
+
+ROLLUP_TABLE = """
+CREATE TABLE IF NOT EXISTS otel_traces_lens_steps (
+    LensRun LowCardinality(String), LensProcess LowCardinality(String), LensRank Int64, LensStep Int64,
+    Spans UInt64, LeafSpans UInt64, ProductiveNs UInt64, OverheadNs UInt64, IdleNs UInt64, WastedNs UInt64,
+    FirstStartNs SimpleAggregateFunction(min, Int64), LastEndNs SimpleAggregateFunction(max, Int64)
+) ENGINE = SummingMergeTree ORDER BY (LensRun, LensStep, LensRank, LensProcess)"""
+"""The per-(run, process, rank, step) rollup proposed for ``lens clickhouse-schema`` (the process names the
+attempt at read time): counts, bucket ns, and the step's first start and last end."""
+
+ROLLUP_BACKFILL = """
+INSERT INTO otel_traces_lens_steps
+SELECT LensRun, LensProcess, assumeNotNull(LensRank), assumeNotNull(LensStep), count(),
+       countIf(LensBucket IS NOT NULL),
+       sumIf(Duration, LensBucket = 'productive'), sumIf(Duration, LensBucket = 'overhead'),
+       sumIf(Duration, LensBucket = 'idle'), sumIf(Duration, LensBucket = 'wasted'),
+       min(toUnixTimestamp64Nano(Timestamp)), max(toUnixTimestamp64Nano(Timestamp) + toInt64(Duration))
+FROM otel_traces WHERE LensRank IS NOT NULL AND LensStep IS NOT NULL
+GROUP BY LensRun, LensProcess, LensRank, LensStep
+SETTINGS max_threads = 2, max_bytes_before_external_group_by = 200000000"""
+"""What ``--backfill`` would run for rows already in the table."""
+
+ROLLUP_READ = """
+SELECT count(), sum(p), sum(wall) FROM (
+  SELECT LensStep, LensRank, sum(ProductiveNs) AS p, max(LastEndNs) - min(FirstStartNs) AS wall
+  FROM otel_traces_lens_steps WHERE LensRun = 'synth' GROUP BY LensStep, LensRank)
+SETTINGS max_threads = 2"""
+"""The per-(rank, step) figures read back from the rollup: what the run goodput, steps and heatmap need."""
+
+_CHDB_QUERY = ("import sys; from chdb import session; s = session.Session(sys.argv[1]); "
+               "print(s.query(sys.argv[2], 'TSV').bytes().decode().strip()); s.close()")
+
+
+def chdb_query(db: Path, sql: str) -> tuple[float, float, float]:
+    """(wall s, peak RSS MB, CPU s) of one statement in a fresh chdb process on ``db`` (the library alone: see
+    :func:`run_server_paths`' ``floor``)."""
+    return measure([], [sys.executable, "-c", _CHDB_QUERY, str(db), sql])
+
+
+def run_server_paths(db: Path) -> dict[str, float]:
+    """The prototypes above on ``db``'s otel_traces (schema-helper columns on): each in its own chdb process."""
+    row: dict[str, float] = {}
+    for name, sql in (("floor", "SELECT 1"), ("stamped_group_by", STAMPED_GROUP_BY), ("rollup_create", ROLLUP_TABLE),
+                      ("rollup_backfill", ROLLUP_BACKFILL), ("rollup_read", ROLLUP_READ)):
+        wall, rss, cpu = chdb_query(db, sql)
+        row.update({f"{name}_s": round(wall, 2), f"{name}_cpu_s": round(cpu, 2), f"{name}_rss_mb": round(rss)})
+    return row
+
+
+def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load: str = "sql",
+                   report: bool = True) -> list[dict[str, object]]:
     """Per size: the synthetic run in otel_traces in chdb (schema-helper columns on), then ``lens report --clickhouse``.
 
     ``load="sql"`` writes the rows with ClickHouse SQL (trace_synth.otel_traces_insert: the rows loading
@@ -246,9 +310,12 @@ def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load:
         source.command("OPTIMIZE TABLE otel_traces FINAL")  # the parts merged, as a day-old table's are
         source.close()
         load_s = time.perf_counter() - started
-        wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}"])
-        row = {"spans": loaded, "load": load, "load_s": round(load_s, 2), "report_s": round(wall, 2),
-               "report_cpu_s": round(cpu, 2), "peak_rss_mb": round(rss), "spans_per_cpu_s": round(loaded / cpu)}
+        row: dict[str, object] = {"spans": loaded, "load": load, "load_s": round(load_s, 2)}
+        if report:  # today's report copies the spans into ClickHouse's memory (~0.5 KB a span): 100M fits no laptop
+            wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}"])
+            row.update({"report_s": round(wall, 2), "report_cpu_s": round(cpu, 2), "peak_rss_mb": round(rss),
+                        "spans_per_cpu_s": round(loaded / cpu)})
+        row.update(run_server_paths(db))
         print(json.dumps({"clickhouse": row}), flush=True)
         rows.append(row)
         shutil.rmtree(db)
@@ -326,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
                              "pair ratio (the upper middle one for an even number) is gated")
     parser.add_argument("--load", choices=("sql", "files"), default="sql",
                         help="--only clickhouse: fill otel_traces with SQL (default) or by loading the files")
+    parser.add_argument("--no-report", action="store_true",
+                        help="--only clickhouse: measure the server-side paths only, not today's report")
     args = parser.parse_args(argv)
     if args.pairs < 1:
         parser.error(f"--pairs is how many times each side runs, at least 1; got {args.pairs}")
@@ -345,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only == "floor":
             results["floor"] = run_floor(sizes, workdir, args.jobs, args.pairs)
         if args.only == "clickhouse":
-            results["clickhouse"] = run_clickhouse(sizes, workdir, args.jobs, args.load)
+            results["clickhouse"] = run_clickhouse(sizes, workdir, args.jobs, args.load, not args.no_report)
     finally:
         if not args.dir:
             shutil.rmtree(workdir, ignore_errors=True)
