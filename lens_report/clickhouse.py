@@ -15,8 +15,8 @@ from ._units import memory_bytes
 from .dialect import CLICKHOUSE, DUCKDB, LOSS_COUNTERS, ResourceFields, SpanFields, sql_text
 from .discovery import find_trace_files
 from .ingest import SPAN_COLUMNS
-from .store import TraceStore
-from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem
+from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem, Span, span_from_row
+from .store import span_rows_sql
 
 __all__ = [
     "CLICKHOUSE_HINT",
@@ -670,8 +670,8 @@ SELECT line, problem FROM (
 WHERE problem <> '' ORDER BY line"""
 
 
-class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rollup's SQL runs on it unchanged
-    """The report's store inside ClickHouse: the spans of an ``otel_traces`` table, and every working
+class ClickHouseStore:
+    """The ClickHouse :class:`~lens_report.store.Store` (its own class, not the DuckDB store's subclass): the spans of an ``otel_traces`` table, and every working
     table of the rollup, are temporary tables of the source's session, so the rollup runs where the
     spans live and only its results leave ClickHouse.
 
@@ -708,6 +708,12 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
         self._tables: dict[str, None] = {}
         source.command("SET " + ", ".join(_SETTINGS))  # one round trip for all
 
+    def __enter__(self) -> ClickHouseStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Drop the working tables (the session would drop them when it ends)."""
         for name in list(self._tables):
@@ -719,10 +725,27 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
     # ---- the SQL the rollup runs ----------------------------------------------------------------
 
     def execute(self, sql: str) -> None:
+        """Run one statement."""
         self.source.command(sql)
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """Every row of a query (for small results)."""
         return self.source.rows(sql)
+
+    def value(self, sql: str) -> Any:
+        """The first column of the first row of a query."""
+        return self.rows(sql)[0][0]
+
+    def span_count(self) -> int:
+        """How many spans the store holds (loss records and rows with bad ids excluded)."""
+        return int(self.value("SELECT count() FROM spans"))
+
+    def spans(self, where: str = "true", order: str = "s.file, s.line, s.rowid") -> Iterator[Span]:
+        """The stored spans that satisfy ``where`` (alias ``s``) as :class:`~lens_report.model.Span` records, in
+        ``order``; attributes, events and links only in a store made with ``detail=True``."""
+        for columns, rows in self.stream(span_rows_sql(self.dialect, where, order, self.stored_columns)):
+            for row in rows:
+                yield span_from_row(dict(zip(columns, row)))
 
     def hold_outside(self, nbytes: int) -> None:
         """Nothing: ClickHouse's memory is the server's, not this process's."""
@@ -732,6 +755,7 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
         return 1
 
     def stream(self, sql: str) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        """(column names, a chunk of rows) for each block of a query's rows, streamed."""
         for batch in self.source.batches(sql):
             yield list(batch.schema.names), list(zip(*(column.to_pylist() for column in batch.columns)))
 
@@ -742,6 +766,7 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
             self.drop(name)
 
     def create(self, name: str, select: str) -> None:
+        """(Re)create the working table ``name`` from a query: a temporary table of the session."""
         self._replace(name)
         self.source.command(f"CREATE TEMPORARY TABLE {name} ENGINE = {self.engine} AS {select}")
         self._tables[name] = None
@@ -752,6 +777,7 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
         self.create(name, select)
 
     def create_columns(self, name: str, columns: str) -> None:
+        """(Re)create the empty working table ``name`` with ``columns`` (``a VARCHAR, b BIGINT``)."""
         typed = ", ".join(f"{column} {self.dialect.column_type(kind)}"
                           for column, kind in (part.split() for part in columns.split(",")))
         self._replace(name)
@@ -759,12 +785,14 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
         self._tables[name] = None
 
     def insert(self, name: str, rows: list[list[Any]] | list[tuple[Any, ...]]) -> None:
+        """Append ``rows`` to the table ``name`` (as literals, 1,000 rows a statement)."""
         literal = self.dialect.literal
         for start in range(0, len(rows), 1000):
             values = ", ".join("(" + ", ".join(map(literal, row)) + ")" for row in rows[start:start + 1000])
             self.source.command(f"INSERT INTO {name} VALUES {values}")
 
     def drop(self, name: str) -> None:
+        """Drop the working table ``name`` when it exists."""
         self.source.command(f"DROP TEMPORARY TABLE IF EXISTS {name}")
         self._tables.pop(name, None)
 

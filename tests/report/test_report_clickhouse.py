@@ -284,3 +284,19 @@ def test_the_schema_helper_prints_map_reads_a_clickhouse_user_reads_and_says_wha
         assert lines[at - 1].startswith(f"-- {column}: "), lines[at - 1]
     before_rollup = lines[next(i for i, line in enumerate(lines) if line.startswith("CREATE TABLE")) - 1]
     assert before_rollup.startswith("--"), before_rollup
+
+
+def test_the_clickhouse_store_is_a_store_of_its_own_not_the_duckdb_stores_subclass():
+    """Issue 41: ClickHouseStore subclassed the DuckDB TraceStore, inheriting file reading, memory plans and a
+    DuckDB connection it never used; it implements the Store protocol itself."""
+    from lens_report.store import Store, TraceStore
+
+    assert not issubclass(ClickHouseStore, TraceStore)
+    source = ChdbSource()
+    try:
+        source.command(otel_traces_ddl("otel_traces"))
+        with ClickHouseStore(source, "otel_traces") as store:
+            store.load_table()
+            assert isinstance(store, Store) and store.span_count() == 0 and list(store.spans()) == []
+    finally:
+        source.close()
