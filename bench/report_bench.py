@@ -220,6 +220,9 @@ def run_floor(sizes: list[tuple[int, int]], workdir: Path, jobs: int, pairs: int
 # ---- issue 42's server-side paths, measured before the report takes them (prototypes: the report does not run
 # these yet; the figures say what aggregating where the spans live costs, beside today's report)
 
+_SPILL = "\nSETTINGS max_threads = 2, max_bytes_before_external_group_by = 200000000"
+"""Two threads, and groups spilled to disk past 200 MB: the answer's size bounds the memory, not the table's."""
+
 STAMPED_GROUP_BY = """
 SELECT count() AS groups, sum(spans), sum(ns) FROM (
   SELECT LensRun, LensRank, LensStep, LensBucket, count() AS spans, sum(Duration) AS ns,
@@ -227,30 +230,9 @@ SELECT count() AS groups, sum(spans), sum(ns) FROM (
   FROM otel_traces
   WHERE LensStep IS NOT NULL AND (LensBucket IS NULL OR SpanAttributes['lens.umbrella'] <> 'true')
   GROUP BY LensRun, LensRank, LensStep, LensBucket)
-SETTINGS max_threads = 2, max_bytes_before_external_group_by = 200000000"""
+""" + _SPILL
 """The spans Lens stamps (rl.iteration, rank and run on the resource, rl.bucket on leaves) summed per (run, rank,
 step, bucket) in one statement over ``otel_traces``, nothing copied; the groups spill to disk past 200 MB."""
-
-ROLLUP_TABLE = """
-CREATE TABLE IF NOT EXISTS otel_traces_lens_steps (
-    LensRun LowCardinality(String), LensProcess LowCardinality(String), LensRank Int64, LensStep Int64,
-    Spans UInt64, LeafSpans UInt64, ProductiveNs UInt64, OverheadNs UInt64, IdleNs UInt64, WastedNs UInt64,
-    FirstStartNs SimpleAggregateFunction(min, Int64), LastEndNs SimpleAggregateFunction(max, Int64)
-) ENGINE = SummingMergeTree ORDER BY (LensRun, LensStep, LensRank, LensProcess)"""
-"""The per-(run, process, rank, step) rollup proposed for ``lens clickhouse-schema`` (the process names the
-attempt at read time): counts, bucket ns, and the step's first start and last end."""
-
-ROLLUP_BACKFILL = """
-INSERT INTO otel_traces_lens_steps
-SELECT LensRun, LensProcess, assumeNotNull(LensRank), assumeNotNull(LensStep), count(),
-       countIf(LensBucket IS NOT NULL),
-       sumIf(Duration, LensBucket = 'productive'), sumIf(Duration, LensBucket = 'overhead'),
-       sumIf(Duration, LensBucket = 'idle'), sumIf(Duration, LensBucket = 'wasted'),
-       min(toUnixTimestamp64Nano(Timestamp)), max(toUnixTimestamp64Nano(Timestamp) + toInt64(Duration))
-FROM otel_traces WHERE LensRank IS NOT NULL AND LensStep IS NOT NULL
-GROUP BY LensRun, LensProcess, LensRank, LensStep
-SETTINGS max_threads = 2, max_bytes_before_external_group_by = 200000000"""
-"""What ``--backfill`` would run for rows already in the table."""
 
 ROLLUP_READ = """
 SELECT count(), sum(p), sum(wall) FROM (
@@ -271,12 +253,36 @@ def chdb_query(db: Path, sql: str) -> tuple[float, float, float]:
 
 def run_server_paths(db: Path) -> dict[str, float]:
     """The prototypes above on ``db``'s otel_traces (schema-helper columns on): each in its own chdb process."""
+    from lens_report.clickhouse import rollup_sql
+
+    create, _view, backfill = rollup_sql("otel_traces")
     row: dict[str, float] = {}
-    for name, sql in (("floor", "SELECT 1"), ("stamped_group_by", STAMPED_GROUP_BY), ("rollup_create", ROLLUP_TABLE),
-                      ("rollup_backfill", ROLLUP_BACKFILL), ("rollup_read", ROLLUP_READ)):
+    for name, sql in (("floor", "SELECT 1"), ("stamped_group_by", STAMPED_GROUP_BY), ("rollup_create", create),
+                      ("rollup_backfill", backfill + _SPILL), ("rollup_read", ROLLUP_READ)):
         wall, rss, cpu = chdb_query(db, sql)
         row.update({f"{name}_s": round(wall, 2), f"{name}_cpu_s": round(cpu, 2), f"{name}_rss_mb": round(rss)})
     return row
+
+
+def _fill_otel_traces(db: str, ranks: int, steps: int, load: str, workdir: str, jobs: int) -> None:
+    """Create otel_traces with the schema helper's columns in the chdb database ``db`` and fill it with the
+    synthetic run (ClickHouse SQL, or the files loaded), its parts merged as a day-old table's are."""
+    from lens_report.clickhouse import ChdbSource, load_otlp_files, otel_traces_ddl, schema_sql
+
+    source = ChdbSource(db)
+    source.command(otel_traces_ddl("otel_traces"))
+    sql = "\n".join(line for line in schema_sql("otel_traces", rollup=False).splitlines() if not line.startswith("--"))
+    for statement in filter(None, (part.strip() for part in sql.split(";"))):
+        source.command(statement)
+    if load == "files":
+        folder = Path(workdir) / f"ch-r{ranks}s{steps}"
+        trace_synth.write_run(folder, ranks, steps, jobs=jobs)
+        load_otlp_files(source, "otel_traces", [folder], create=False)
+        shutil.rmtree(folder)
+    else:
+        source.command(trace_synth.otel_traces_insert("otel_traces", ranks, steps))
+    source.command("OPTIMIZE TABLE otel_traces FINAL")
+    source.close()
 
 
 def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load: str = "sql",
@@ -286,30 +292,24 @@ def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load:
     ``load="sql"`` writes the rows with ClickHouse SQL (trace_synth.otel_traces_insert: the rows loading
     the files gives, tested equal, in seconds); ``"files"`` writes the files and loads them (minutes at 10M).
     """
-    from lens_report.clickhouse import ChdbSource, load_otlp_files, otel_traces_ddl, schema_sql
+    import multiprocessing
 
     rows = []
     for ranks, steps in sizes:
         db = workdir / f"chdb-r{ranks}s{steps}"
         db.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
-        source = ChdbSource(str(db))
-        source.command(otel_traces_ddl("otel_traces"))
-        sql = "\n".join(line for line in schema_sql("otel_traces", rollup=False).splitlines()
-                        if not line.startswith("--"))
-        for statement in filter(None, (part.strip() for part in sql.split(";"))):
-            source.command(statement)
-        if load == "files":
-            folder = workdir / f"ch-r{ranks}s{steps}"
-            trace_synth.write_run(folder, ranks, steps, jobs=jobs)
-            loaded = load_otlp_files(source, "otel_traces", [folder], create=False)
-            shutil.rmtree(folder)
-        else:
-            source.command(trace_synth.otel_traces_insert("otel_traces", ranks, steps))
-            loaded = source.rows("SELECT count() FROM otel_traces")[0][0]
-        source.command("OPTIMIZE TABLE otel_traces FINAL")  # the parts merged, as a day-old table's are
-        source.close()
+        # in a child: a process that held the engine's gigabytes passes its peak RSS on to every child it
+        # forks (the measured reports below), so the bench process never opens the table itself
+        fill = multiprocessing.get_context("spawn").Process(target=_fill_otel_traces,
+                                                            args=(str(db), ranks, steps, load, str(workdir), jobs))
+        fill.start()
+        fill.join()
+        if fill.exitcode != 0:
+            raise RuntimeError(f"filling otel_traces ({ranks}x{steps}) exited {fill.exitcode}")
         load_s = time.perf_counter() - started
+        loaded = int(subprocess.run([sys.executable, "-c", _CHDB_QUERY, str(db), "SELECT count() FROM otel_traces"],
+                                    check=True, capture_output=True, text=True).stdout)
         row: dict[str, object] = {"spans": loaded, "load": load, "load_s": round(load_s, 2)}
         if report:  # today's report copies the spans into ClickHouse's memory (~0.5 KB a span): 100M fits no laptop
             wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}"])

@@ -405,6 +405,9 @@ def build_schema_parser(sub: Any) -> argparse.ArgumentParser:
                         help="the exporter's span table (default otel_traces)")
     schema.add_argument("--no-rollup", action="store_true",
                         help="only the materialized columns, not the per-(run, rank, step) rollup and its view")
+    schema.add_argument("--backfill", action="store_true",
+                        help="also print the statements that fill the columns and the rollup for rows already in "
+                             "the table (run them once, right after the view is created)")
     schema.add_argument("--exporter-table", action="store_true",
                         help="first print the exporter's own CREATE TABLE (for a table made by hand or in chdb)")
     schema.set_defaults(func=run_schema)
@@ -417,7 +420,7 @@ def run_schema(args: argparse.Namespace) -> int:
 
     try:
         text = (otel_traces_ddl(args.table) + ";\n" if args.exporter_table else "") + \
-            schema_sql(args.table, rollup=not args.no_rollup)
+            schema_sql(args.table, rollup=not args.no_rollup, backfill=args.backfill)
     except ValueError as exc:
         print(f"lens clickhouse-schema: {exc}", file=sys.stderr)
         return EXIT_USAGE

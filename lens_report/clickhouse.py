@@ -33,6 +33,8 @@ __all__ = [
     "load_otlp_files",
     "open_source",
     "otel_traces_ddl",
+    "rollup_sql",
+    "ROLLUP_SUFFIX",
     "schema_sql",
     "server_options",
 ]
@@ -151,13 +153,64 @@ def _materialized(lookup: Any = CLICKHOUSE.map_value) -> dict[str, tuple[str, st
     }
 
 
-def schema_sql(table: str = "otel_traces", *, rollup: bool = True) -> str:
-    """What ``lens clickhouse-schema`` prints: materialized columns for run id, rank, step, bucket and process,
-    and (``rollup``) a per-(run, rank, step) rollup table kept by a materialized view at insert time.
+ROLLUP_SUFFIX = "_lens_steps"
+"""The rollup table's name is the span table's with this suffix (its view's adds ``_mv``)."""
 
-    Each statement has a comment saying what it is for. Existing rows get the columns with
-    ``ALTER TABLE ... MATERIALIZE COLUMN`` (a background mutation); the report uses the columns
-    when the table has them and reads the maps otherwise.
+_ROLLUP_COLUMNS = (
+    ("LensRun", "LowCardinality(String)", "LensRun", "the run"),
+    ("LensProcess", "LowCardinality(String)", "LensProcess",
+     "the process (a launch of the run, an attempt, is a set of processes: told apart when read)"),
+    ("LensRank", "Int64", "assumeNotNull(LensRank)", "the rank"),
+    ("LensStep", "Int64", "assumeNotNull(LensStep)", "the training step"),
+    ("Spans", "UInt64", "count()", "spans of the step on the rank (the report's coverage check counts them)"),
+    ("LeafSpans", "UInt64", "countIf(LensBucket IS NOT NULL)", "of which leaves with a goodput bucket"),
+    *((f"{b.capitalize()}Ns", "UInt64", f"sumIf(Duration, LensBucket = '{b}')", f"nanoseconds of {b} leaves")
+      for b in ("productive", "overhead", "idle", "wasted")),
+    ("FirstStartNs", "SimpleAggregateFunction(min, Int64)", "min(toUnixTimestamp64Nano(Timestamp))",
+     "the step's first start on the rank (ns since the epoch)"),
+    ("LastEndNs", "SimpleAggregateFunction(max, Int64)", "max(toUnixTimestamp64Nano(Timestamp) + toInt64(Duration))",
+     "its last end: the step's wall time is LastEndNs - FirstStartNs"),
+)
+"""The rollup's columns: (name, type, aggregate over the span table's rows, what it holds)."""
+
+
+def rollup_sql(table: str = "otel_traces") -> tuple[str, str, str]:
+    """The per-(run, process, rank, step) rollup of ``table``'s stamped spans: (its table, the materialized view
+    that adds each insert's rows to it, the backfill: the same rows of what the table already holds).
+
+    Each column's comment says what it holds. A SummingMergeTree: rows of one key (an insert's
+    part of a step) are added up as parts merge, so a reader sums them (``sum() ... GROUP BY``).
+    """
+    name = check_table_name(table)
+    base = table.rsplit(".", 1)
+    target = check_table_name(".".join([*base[:-1], base[-1] + ROLLUP_SUFFIX]))
+    view = check_table_name(".".join([*base[:-1], base[-1] + ROLLUP_SUFFIX + "_mv"]))
+    width = max(len(column) + len(kind) for column, kind, _, _ in _ROLLUP_COLUMNS) + 2
+    columns = ",\n".join(f"    {f'{column} {kind}':<{width}} COMMENT {sql_text(note)}"
+                         for column, kind, _, note in _ROLLUP_COLUMNS)
+    create = (f"CREATE TABLE IF NOT EXISTS {target} (\n{columns}\n) ENGINE = SummingMergeTree "
+              "ORDER BY (LensRun, LensStep, LensRank, LensProcess)\n"
+              f"COMMENT {sql_text(f'lens: per (run, process, rank, step) sums of the spans of {table} stamped with rl.iteration')}")
+    # named as the target's columns (a view fills them by name); the rows filtered in a subquery, as the
+    # aliases LensRank and LensStep would otherwise stand for assumeNotNull(...) in WHERE
+    picked = ",\n       ".join(expr if expr == column else f"{expr} AS {column}"
+                                for column, _, expr, _ in _ROLLUP_COLUMNS)
+    select = (f"SELECT {picked}\n"
+              f"FROM (SELECT LensRun, LensProcess, LensRank, LensStep, LensBucket, Timestamp, Duration FROM {name}\n"
+              "      WHERE LensRank IS NOT NULL AND LensStep IS NOT NULL)\n"
+              "GROUP BY LensRun, LensProcess, LensRank, LensStep")
+    return (create, f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view} TO {target} AS\n{select}",
+            f"INSERT INTO {target}\n{select}")
+
+
+def schema_sql(table: str = "otel_traces", *, rollup: bool = True, backfill: bool = False) -> str:
+    """What ``lens clickhouse-schema`` prints: materialized columns for run id, rank, step, bucket and process,
+    and (``rollup``) a per-(run, process, rank, step) rollup table kept by a materialized view at insert
+    time (:func:`rollup_sql`); with ``backfill`` also the statements that fill the columns and the rollup
+    for the rows already in the table.
+
+    Each statement has a comment saying what it is for. The report uses the columns when the
+    table has them and reads the maps otherwise.
     """
     name = check_table_name(table)
     lines = ["-- lens: columns computed once per row at insert time, so the report scans them instead of",
@@ -165,31 +218,31 @@ def schema_sql(table: str = "otel_traces", *, rollup: bool = True) -> str:
     for column, (kind, expr) in _materialized(_map_lookup).items():
         lines.append(f"-- {column}: {_COLUMN_NOTES[column]}")
         lines.append(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind} MATERIALIZED {expr};")
-    lines += [f"-- rows inserted before: ALTER TABLE {name} MATERIALIZE COLUMN LensRun (and LensRank, LensStep, "
-              "LensBucket, LensProcess)"]
+    if not backfill:
+        lines += [f"-- rows inserted before: lens clickhouse-schema --backfill prints the statements that fill them"]
     if rollup:
-        base = table.rsplit(".", 1)
-        target = check_table_name(".".join([*base[:-1], base[-1] + "_lens_rank_steps"]))
-        view = check_table_name(".".join([*base[:-1], base[-1] + "_lens_rank_steps_mv"]))
-        sums = ",\n    ".join(f"sumIf(Duration, LensBucket = '{b}') AS {b.capitalize()}Ns"
-                              for b in ("productive", "overhead", "idle", "wasted"))
+        create, view, fill = rollup_sql(table)
         lines += [
-            "-- lens (optional): one row per (run, rank, step): the spans stamped with rl.iteration, counted, and",
-            "-- the nanoseconds of the leaf spans in each goodput bucket, kept at insert time for dashboards",
-            "-- (SummingMergeTree adds up the rows of one key as parts merge: query it with sum() ... GROUP BY);",
-            "-- lens report computes its own figures from the spans",
-            f"CREATE TABLE IF NOT EXISTS {target} (",
-            "    LensRun LowCardinality(String), LensRank Int64, LensStep Int64, Spans UInt64,",
-            "    ProductiveNs UInt64, OverheadNs UInt64, IdleNs UInt64, WastedNs UInt64",
-            ") ENGINE = SummingMergeTree ORDER BY (LensRun, LensStep, LensRank);",
-            "-- lens (optional): the view that adds each insert's rows to the rollup (rows inserted before it are",
-            "-- not in the rollup)",
-            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view} TO {target} AS",
-            f"SELECT LensRun, assumeNotNull(LensRank) AS LensRank, assumeNotNull(LensStep) AS LensStep,",
-            f"    count() AS Spans,\n    {sums}",
-            f"FROM {name} WHERE LensRank IS NOT NULL AND LensStep IS NOT NULL",
-            "GROUP BY LensRun, LensRank, LensStep;",
+            "-- lens (optional): one row per (run, process, rank, step): counts, nanoseconds of the leaf spans in",
+            "-- each goodput bucket and the step's bounds, kept at insert time (for dashboards; lens report reads",
+            "-- the spans today). It replaces otel_traces_lens_rank_steps and its _mv of earlier versions",
+            create + ";",
+            "-- lens: the view that adds each insert's stamped spans to the rollup",
+            view + ";",
         ]
+    if backfill:
+        lines += [
+            "-- lens --backfill: the rows already in the table. First the columns (a background mutation:",
+            "-- SELECT * FROM system.mutations WHERE NOT is_done shows it at work) ...",
+            f"ALTER TABLE {name} MATERIALIZE COLUMN LensRun, MATERIALIZE COLUMN LensRank, MATERIALIZE COLUMN LensStep, "
+            "MATERIALIZE COLUMN LensBucket, MATERIALIZE COLUMN LensProcess SETTINGS mutations_sync = 1;",
+        ]
+        if rollup:
+            lines += [
+                "-- ... then the rollup, once, right after the view is created: rows inserted between the two are",
+                "-- counted twice (a run's sum(Spans) then exceeds its count() of stamped rows in the table)",
+                fill + ";",
+            ]
     return "\n".join(lines) + "\n"
 
 
