@@ -190,7 +190,8 @@ def rollup_sql(table: str = "otel_traces") -> tuple[str, str, str]:
                          for column, kind, _, note in _ROLLUP_COLUMNS)
     create = (f"CREATE TABLE IF NOT EXISTS {target} (\n{columns}\n) ENGINE = SummingMergeTree "
               "ORDER BY (LensRun, LensStep, LensRank, LensProcess)\n"
-              f"COMMENT {sql_text(f'lens: per (run, process, rank, step) sums of the spans of {table} stamped with rl.iteration')}")
+              "COMMENT " + sql_text(f"lens: per (run, process, rank, step) sums of the spans of {table} stamped "
+                                    "with rl.iteration"))
     # named as the target's columns (a view fills them by name); the rows filtered in a subquery, as the
     # aliases LensRank and LensStep would otherwise stand for assumeNotNull(...) in WHERE
     picked = ",\n       ".join(expr if expr == column else f"{expr} AS {column}"
@@ -219,7 +220,7 @@ def schema_sql(table: str = "otel_traces", *, rollup: bool = True, backfill: boo
         lines.append(f"-- {column}: {_COLUMN_NOTES[column]}")
         lines.append(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind} MATERIALIZED {expr};")
     if not backfill:
-        lines += [f"-- rows inserted before: lens clickhouse-schema --backfill prints the statements that fill them"]
+        lines += ["-- rows inserted before: lens clickhouse-schema --backfill prints the statements that fill them"]
     if rollup:
         create, view, fill = rollup_sql(table)
         lines += [
@@ -491,7 +492,8 @@ def open_source(url: str) -> ChdbSource | ServerSource:
             raise ValueError(f"chdb:DIR needs an existing directory holding a chdb database, got {url!r}")
         return ChdbSource(path)
     if not re.match(r"(https?|clickhouse)://", url):
-        raise ValueError(f"expected a server URL (http://user:password@host:8123) or chdb:DIR, got {display_url(url)!r}")
+        raise ValueError(f"expected a server URL (http://user:password@host:8123) or chdb:DIR, "
+                         f"got {display_url(url)!r}")
     server_options(url)  # a malformed URL: ValueError, before the client is loaded
     return ServerSource(url)
 
@@ -724,8 +726,8 @@ WHERE problem <> '' ORDER BY line"""
 
 
 class ClickHouseStore:
-    """The ClickHouse :class:`~lens_report.store.Store` (its own class, not the DuckDB store's subclass): the spans of an ``otel_traces`` table, and every working
-    table of the rollup, are temporary tables of the source's session, so the rollup runs where the
+    """The ClickHouse :class:`~lens_report.store.Store` (its own class, not the DuckDB store's subclass): the
+    spans of an ``otel_traces`` table, and every working table of the rollup, are temporary tables of the source's session, so the rollup runs where the
     spans live and only its results leave ClickHouse.
 
     ClickHouse computes every field of a span (from the materialized columns of
