@@ -5,6 +5,7 @@
     python bench/report_bench.py --only files --files 10000      # 10,000 rank files of 30 spans
     python bench/report_bench.py --only floor --sizes 100x500    # report CPU / DuckDB reading and unnesting (3 pairs)
     python bench/report_bench.py --only clickhouse --sizes 100x500  # the same spans in otel_traces (chdb)
+    python bench/report_bench.py --only clickhouse --sizes 10000x500 --no-report  # 100M: the server-side paths
 
 Many files: N rank files of 30 spans (a job span, one 20-span step and 9 more) against the same number
 of spans in 10 files; the per-file overhead is the CPU difference over N. Floor: DuckDB alone
@@ -216,39 +217,105 @@ def run_floor(sizes: list[tuple[int, int]], workdir: Path, jobs: int, pairs: int
     return rows
 
 
-def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load: str = "sql") -> list[dict[str, object]]:
+# ---- issue 42's server-side paths, measured before the report takes them (prototypes: the report does not run
+# these yet; the figures say what aggregating where the spans live costs, beside today's report)
+
+_SPILL = "\nSETTINGS max_threads = 2, max_bytes_before_external_group_by = 200000000"
+"""Two threads, and groups spilled to disk past 200 MB: the answer's size bounds the memory, not the table's."""
+
+STAMPED_GROUP_BY = """
+SELECT count() AS groups, sum(spans), sum(ns) FROM (
+  SELECT LensRun, LensRank, LensStep, LensBucket, count() AS spans, sum(Duration) AS ns,
+         min(Timestamp) AS first_start, max(toUnixTimestamp64Nano(Timestamp) + Duration) AS last_end
+  FROM otel_traces
+  WHERE LensStep IS NOT NULL AND (LensBucket IS NULL OR SpanAttributes['lens.umbrella'] <> 'true')
+  GROUP BY LensRun, LensRank, LensStep, LensBucket)
+""" + _SPILL
+"""The spans Lens stamps (rl.iteration, rank and run on the resource, rl.bucket on leaves) summed per (run, rank,
+step, bucket) in one statement over ``otel_traces``, nothing copied; the groups spill to disk past 200 MB."""
+
+ROLLUP_READ = """
+SELECT count(), sum(p), sum(wall) FROM (
+  SELECT LensStep, LensRank, sum(ProductiveNs) AS p, max(LastEndNs) - min(FirstStartNs) AS wall
+  FROM otel_traces_lens_steps WHERE LensRun = 'synth' GROUP BY LensStep, LensRank)
+SETTINGS max_threads = 2"""
+"""The per-(rank, step) figures read back from the rollup: what the run goodput, steps and heatmap need."""
+
+_CHDB_QUERY = ("import sys; from chdb import session; s = session.Session(sys.argv[1]); "
+               "print(s.query(sys.argv[2], 'TSV').bytes().decode().strip()); s.close()")
+
+
+def chdb_query(db: Path, sql: str) -> tuple[float, float, float]:
+    """(wall s, peak RSS MB, CPU s) of one statement in a fresh chdb process on ``db`` (the library alone: see
+    :func:`run_server_paths`' ``floor``)."""
+    return measure([], [sys.executable, "-c", _CHDB_QUERY, str(db), sql])
+
+
+def run_server_paths(db: Path) -> dict[str, float]:
+    """The prototypes above on ``db``'s otel_traces (schema-helper columns on): each in its own chdb process."""
+    from lens_report.clickhouse import rollup_sql
+
+    create, _view, backfill = rollup_sql("otel_traces")
+    row: dict[str, float] = {}
+    for name, sql in (("floor", "SELECT 1"), ("stamped_group_by", STAMPED_GROUP_BY), ("rollup_create", create),
+                      ("rollup_backfill", backfill + _SPILL), ("rollup_read", ROLLUP_READ)):
+        wall, rss, cpu = chdb_query(db, sql)
+        row.update({f"{name}_s": round(wall, 2), f"{name}_cpu_s": round(cpu, 2), f"{name}_rss_mb": round(rss)})
+    return row
+
+
+def _fill_otel_traces(db: str, ranks: int, steps: int, load: str, workdir: str, jobs: int) -> None:
+    """Create otel_traces with the schema helper's columns in the chdb database ``db`` and fill it with the
+    synthetic run (ClickHouse SQL, or the files loaded), its parts merged as a day-old table's are."""
+    from lens_report.clickhouse import ChdbSource, load_otlp_files, otel_traces_ddl, schema_sql
+
+    source = ChdbSource(db)
+    source.command(otel_traces_ddl("otel_traces"))
+    sql = "\n".join(line for line in schema_sql("otel_traces", rollup=False).splitlines() if not line.startswith("--"))
+    for statement in filter(None, (part.strip() for part in sql.split(";"))):
+        source.command(statement)
+    if load == "files":
+        folder = Path(workdir) / f"ch-r{ranks}s{steps}"
+        trace_synth.write_run(folder, ranks, steps, jobs=jobs)
+        load_otlp_files(source, "otel_traces", [folder], create=False)
+        shutil.rmtree(folder)
+    else:
+        source.command(trace_synth.otel_traces_insert("otel_traces", ranks, steps))
+    source.command("OPTIMIZE TABLE otel_traces FINAL")
+    source.close()
+
+
+def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load: str = "sql",
+                   report: bool = True) -> list[dict[str, object]]:
     """Per size: the synthetic run in otel_traces in chdb (schema-helper columns on), then ``lens report --clickhouse``.
 
     ``load="sql"`` writes the rows with ClickHouse SQL (trace_synth.otel_traces_insert: the rows loading
     the files gives, tested equal, in seconds); ``"files"`` writes the files and loads them (minutes at 10M).
     """
-    from lens_report.clickhouse import ChdbSource, load_otlp_files, otel_traces_ddl, schema_sql
+    import multiprocessing
 
     rows = []
     for ranks, steps in sizes:
         db = workdir / f"chdb-r{ranks}s{steps}"
         db.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
-        source = ChdbSource(str(db))
-        source.command(otel_traces_ddl("otel_traces"))
-        sql = "\n".join(line for line in schema_sql("otel_traces", rollup=False).splitlines()
-                        if not line.startswith("--"))
-        for statement in filter(None, (part.strip() for part in sql.split(";"))):
-            source.command(statement)
-        if load == "files":
-            folder = workdir / f"ch-r{ranks}s{steps}"
-            trace_synth.write_run(folder, ranks, steps, jobs=jobs)
-            loaded = load_otlp_files(source, "otel_traces", [folder], create=False)
-            shutil.rmtree(folder)
-        else:
-            source.command(trace_synth.otel_traces_insert("otel_traces", ranks, steps))
-            loaded = source.rows("SELECT count() FROM otel_traces")[0][0]
-        source.command("OPTIMIZE TABLE otel_traces FINAL")  # the parts merged, as a day-old table's are
-        source.close()
+        # in a child: a process that held the engine's gigabytes passes its peak RSS on to every child it
+        # forks (the measured reports below), so the bench process never opens the table itself
+        fill = multiprocessing.get_context("spawn").Process(target=_fill_otel_traces,
+                                                            args=(str(db), ranks, steps, load, str(workdir), jobs))
+        fill.start()
+        fill.join()
+        if fill.exitcode != 0:
+            raise RuntimeError(f"filling otel_traces ({ranks}x{steps}) exited {fill.exitcode}")
         load_s = time.perf_counter() - started
-        wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}"])
-        row = {"spans": loaded, "load": load, "load_s": round(load_s, 2), "report_s": round(wall, 2),
-               "report_cpu_s": round(cpu, 2), "peak_rss_mb": round(rss), "spans_per_cpu_s": round(loaded / cpu)}
+        loaded = int(subprocess.run([sys.executable, "-c", _CHDB_QUERY, str(db), "SELECT count() FROM otel_traces"],
+                                    check=True, capture_output=True, text=True).stdout)
+        row: dict[str, object] = {"spans": loaded, "load": load, "load_s": round(load_s, 2)}
+        if report:  # today's report copies the spans into ClickHouse's memory (~0.5 KB a span): 100M fits no laptop
+            wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}"])
+            row.update({"report_s": round(wall, 2), "report_cpu_s": round(cpu, 2), "peak_rss_mb": round(rss),
+                        "spans_per_cpu_s": round(loaded / cpu)})
+        row.update(run_server_paths(db))
         print(json.dumps({"clickhouse": row}), flush=True)
         rows.append(row)
         shutil.rmtree(db)
@@ -326,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
                              "pair ratio (the upper middle one for an even number) is gated")
     parser.add_argument("--load", choices=("sql", "files"), default="sql",
                         help="--only clickhouse: fill otel_traces with SQL (default) or by loading the files")
+    parser.add_argument("--no-report", action="store_true",
+                        help="--only clickhouse: measure the server-side paths only, not today's report")
     args = parser.parse_args(argv)
     if args.pairs < 1:
         parser.error(f"--pairs is how many times each side runs, at least 1; got {args.pairs}")
@@ -345,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only == "floor":
             results["floor"] = run_floor(sizes, workdir, args.jobs, args.pairs)
         if args.only == "clickhouse":
-            results["clickhouse"] = run_clickhouse(sizes, workdir, args.jobs, args.load)
+            results["clickhouse"] = run_clickhouse(sizes, workdir, args.jobs, args.load, not args.no_report)
     finally:
         if not args.dir:
             shutil.rmtree(workdir, ignore_errors=True)

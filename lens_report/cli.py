@@ -278,11 +278,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
     """``lens report --clickhouse URL``: the spans of ``--table`` read through ClickHouse, then the same report."""
-    from .clickhouse import ClickHouseStore, display_url, failure_text, open_source
+    from .clickhouse import ClickHouseStore, check_table_name, display_url, failure_text, open_source
 
     progress = _Progress(sys.stderr)
     url = display_url(args.clickhouse)
     try:
+        check_table_name(args.table)  # a malformed name is said before any connection
         source = open_source(args.clickhouse)
     except (ImportError, ValueError) as exc:
         _error(str(exc))
@@ -423,6 +424,9 @@ def build_schema_parser(sub: Any) -> argparse.ArgumentParser:
                         help="the exporter's span table (default otel_traces)")
     schema.add_argument("--no-rollup", action="store_true",
                         help="only the materialized columns, not the per-(run, rank, step) rollup and its view")
+    schema.add_argument("--backfill", action="store_true",
+                        help="also print the statements that fill the columns and the rollup for rows already in "
+                             "the table (run them once, right after the view is created)")
     schema.add_argument("--exporter-table", action="store_true",
                         help="first print the exporter's own CREATE TABLE (for a table made by hand or in chdb)")
     schema.set_defaults(func=run_schema)
@@ -435,7 +439,7 @@ def run_schema(args: argparse.Namespace) -> int:
 
     try:
         text = (otel_traces_ddl(args.table) + ";\n" if args.exporter_table else "") + \
-            schema_sql(args.table, rollup=not args.no_rollup)
+            schema_sql(args.table, rollup=not args.no_rollup, backfill=args.backfill)
     except ValueError as exc:
         print(f"lens clickhouse-schema: {exc}", file=sys.stderr)
         return EXIT_USAGE

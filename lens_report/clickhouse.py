@@ -15,8 +15,8 @@ from ._units import memory_bytes
 from .dialect import CLICKHOUSE, DUCKDB, LOSS_COUNTERS, ResourceFields, SpanFields, sql_text
 from .discovery import find_trace_files
 from .ingest import SPAN_COLUMNS
-from .store import TraceStore
-from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem
+from .model import BUCKET_ATTR, DEFAULT_MEMORY_LIMIT, ITERATION_ATTR, Problem, Span, span_from_row
+from .store import span_rows_sql
 
 __all__ = [
     "CLICKHOUSE_HINT",
@@ -33,7 +33,10 @@ __all__ = [
     "load_otlp_files",
     "open_source",
     "otel_traces_ddl",
+    "rollup_sql",
+    "ROLLUP_SUFFIX",
     "schema_sql",
+    "server_options",
 ]
 
 CLICKHOUSE_HINT = "pip install 'lens-telemetry[clickhouse]'"
@@ -98,14 +101,21 @@ ORDER BY (ServiceName, SpanName, toDateTime(Timestamp))
 SETTINGS index_granularity = 8192"""
 
 
+def _map_lookup(column: str, key: str) -> str:
+    """ClickHouse SQL: ``key``'s value in the map ``column``, NULL when absent, as a ClickHouse user writes it
+    (``mapContains(M, 'k')`` and ``M['k']``: two searches of the keys, where the report's own reads use one,
+    :meth:`~lens_report.dialect.Dialect.map_value`; the schema helper's columns compute it once a row, at insert)."""
+    return f"if(mapContains({column}, {sql_text(key)}), {column}[{sql_text(key)}], NULL)"
+
+
 # the resource and span fields read from the exporter's maps: a missing key is NULL, as in files
-def _resource_fields(res: str = "ResourceAttributes") -> ResourceFields:
+def _resource_fields(res: str = "ResourceAttributes", lookup: Any = CLICKHOUSE.map_value) -> ResourceFields:
     return ResourceFields(
-        CLICKHOUSE, run=CLICKHOUSE.map_value(res, semconv.NEMO_RUN_ID),
-        instance=CLICKHOUSE.map_value(res, semconv.SERVICE_INSTANCE_ID),
-        rank_text=CLICKHOUSE.map_value(res, semconv.NV_DL_RANK), pid_text=CLICKHOUSE.map_value(res, semconv.PROCESS_PID),
-        host=CLICKHOUSE.map_value(res, semconv.HOST_NAME), service=CLICKHOUSE.map_value(res, semconv.SERVICE_NAME),
-        distro=CLICKHOUSE.map_value(res, semconv.TELEMETRY_DISTRO_NAME))
+        CLICKHOUSE, run=lookup(res, semconv.NEMO_RUN_ID),
+        instance=lookup(res, semconv.SERVICE_INSTANCE_ID),
+        rank_text=lookup(res, semconv.NV_DL_RANK), pid_text=lookup(res, semconv.PROCESS_PID),
+        host=lookup(res, semconv.HOST_NAME), service=lookup(res, semconv.SERVICE_NAME),
+        distro=lookup(res, semconv.TELEMETRY_DISTRO_NAME))
 
 
 def _span_attr(key: str) -> str:
@@ -116,52 +126,124 @@ def _span_attr(key: str) -> str:
 # distinct value, not once per row; the store casts the result to String
 _SPAN = SpanFields(CLICKHOUSE, kind_text="SpanKind", status_text="CAST(StatusCode AS String)")
 
+_COLUMN_NOTES = {
+    "LensRun": f"the run: resource {semconv.NEMO_RUN_ID}, else what {semconv.SERVICE_INSTANCE_ID} holds before "
+               "-rankN, else ''",
+    "LensRank": f"the rank: resource {semconv.NV_DL_RANK} when it is an integer, else NULL",
+    "LensStep": f"the training step: span attribute {ITERATION_ATTR} when it is an integer, else NULL",
+    "LensBucket": f"the goodput bucket of a leaf span: span attribute {BUCKET_ATTR} (productive, overhead, idle, "
+                  "wasted), else NULL",
+    "LensProcess": f"the process: {semconv.SERVICE_INSTANCE_ID}, else 'pid P@HOST', else the service name",
+}
+"""What each materialized column holds, printed above its DDL by ``lens clickhouse-schema``."""
 
-def _materialized() -> dict[str, tuple[str, str]]:
-    """column -> (type, expression) of the materialized columns: the same expressions the report reads maps with."""
-    res = _resource_fields()
+
+def _materialized(lookup: Any = CLICKHOUSE.map_value) -> dict[str, tuple[str, str]]:
+    """column -> (type, expression) of the materialized columns, reading the maps with ``lookup``: the
+    report's fast form (the default, for a table without the columns) or :func:`_map_lookup` (the DDL)."""
+    res = _resource_fields(lookup=lookup)
     return {
         "LensRun": ("LowCardinality(String)", res.run_id()),
         "LensRank": ("Nullable(Int64)", res.rank()),
-        "LensStep": ("Nullable(Int64)", _SPAN.iteration(_span_attr(ITERATION_ATTR))),
-        "LensBucket": ("LowCardinality(Nullable(String))", _span_attr(BUCKET_ATTR)),
+        "LensStep": ("Nullable(Int64)", _SPAN.iteration(lookup("SpanAttributes", ITERATION_ATTR))),
+        "LensBucket": ("LowCardinality(Nullable(String))", lookup("SpanAttributes", BUCKET_ATTR)),
         # the process label (instance id, else pid@host, else service): its other resource fields are
         # read once per process, not once per span
         "LensProcess": ("LowCardinality(String)", res.process()),
     }
 
 
-def schema_sql(table: str = "otel_traces", *, rollup: bool = True) -> str:
-    """What ``lens clickhouse-schema`` prints: materialized columns for run id, rank, step, bucket and process,
-    and (``rollup``) a per-(run, rank, step) rollup table kept by a materialized view at insert time.
+ROLLUP_SUFFIX = "_lens_steps"
+"""The rollup table's name is the span table's with this suffix (its view's adds ``_mv``)."""
 
-    Existing rows get the columns with ``ALTER TABLE ... MATERIALIZE COLUMN`` (a background
-    mutation); the report uses the columns when the table has them and reads the maps otherwise.
+_ROLLUP_COLUMNS = (
+    ("LensRun", "LowCardinality(String)", "LensRun", "the run"),
+    ("LensProcess", "LowCardinality(String)", "LensProcess",
+     "the process (a launch of the run, an attempt, is a set of processes: told apart when read)"),
+    ("LensRank", "Int64", "assumeNotNull(LensRank)", "the rank"),
+    ("LensStep", "Int64", "assumeNotNull(LensStep)", "the training step"),
+    ("Spans", "UInt64", "count()", "spans of the step on the rank (the report's coverage check counts them)"),
+    ("LeafSpans", "UInt64", "countIf(LensBucket IS NOT NULL)", "of which leaves with a goodput bucket"),
+    *((f"{b.capitalize()}Ns", "UInt64", f"sumIf(Duration, LensBucket = '{b}')", f"nanoseconds of {b} leaves")
+      for b in ("productive", "overhead", "idle", "wasted")),
+    ("FirstStartNs", "SimpleAggregateFunction(min, Int64)", "min(toUnixTimestamp64Nano(Timestamp))",
+     "the step's first start on the rank (ns since the epoch)"),
+    ("LastEndNs", "SimpleAggregateFunction(max, Int64)", "max(toUnixTimestamp64Nano(Timestamp) + toInt64(Duration))",
+     "its last end: the step's wall time is LastEndNs - FirstStartNs"),
+)
+"""The rollup's columns: (name, type, aggregate over the span table's rows, what it holds)."""
+
+
+def rollup_sql(table: str = "otel_traces") -> tuple[str, str, str]:
+    """The per-(run, process, rank, step) rollup of ``table``'s stamped spans: (its table, the materialized view
+    that adds each insert's rows to it, the backfill: the same rows of what the table already holds).
+
+    Each column's comment says what it holds. A SummingMergeTree: rows of one key (an insert's
+    part of a step) are added up as parts merge, so a reader sums them (``sum() ... GROUP BY``).
     """
     name = check_table_name(table)
-    lines = [f"-- lens: columns the report scans instead of the attribute maps (run, rank, step, bucket, process)"]
-    for column, (kind, expr) in _materialized().items():
+    base = table.rsplit(".", 1)
+    target = check_table_name(".".join([*base[:-1], base[-1] + ROLLUP_SUFFIX]))
+    view = check_table_name(".".join([*base[:-1], base[-1] + ROLLUP_SUFFIX + "_mv"]))
+    width = max(len(column) + len(kind) for column, kind, _, _ in _ROLLUP_COLUMNS) + 2
+    columns = ",\n".join(f"    {f'{column} {kind}':<{width}} COMMENT {sql_text(note)}"
+                         for column, kind, _, note in _ROLLUP_COLUMNS)
+    create = (f"CREATE TABLE IF NOT EXISTS {target} (\n{columns}\n) ENGINE = SummingMergeTree "
+              "ORDER BY (LensRun, LensStep, LensRank, LensProcess)\n"
+              "COMMENT " + sql_text(f"lens: per (run, process, rank, step) sums of the spans of {table} stamped "
+                                    "with rl.iteration"))
+    # named as the target's columns (a view fills them by name); the rows filtered in a subquery, as the
+    # aliases LensRank and LensStep would otherwise stand for assumeNotNull(...) in WHERE
+    picked = ",\n       ".join(expr if expr == column else f"{expr} AS {column}"
+                                for column, _, expr, _ in _ROLLUP_COLUMNS)
+    select = (f"SELECT {picked}\n"
+              f"FROM (SELECT LensRun, LensProcess, LensRank, LensStep, LensBucket, Timestamp, Duration FROM {name}\n"
+              "      WHERE LensRank IS NOT NULL AND LensStep IS NOT NULL)\n"
+              "GROUP BY LensRun, LensProcess, LensRank, LensStep")
+    return (create, f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view} TO {target} AS\n{select}",
+            f"INSERT INTO {target}\n{select}")
+
+
+def schema_sql(table: str = "otel_traces", *, rollup: bool = True, backfill: bool = False) -> str:
+    """What ``lens clickhouse-schema`` prints: materialized columns for run id, rank, step, bucket and process,
+    and (``rollup``) a per-(run, process, rank, step) rollup table kept by a materialized view at insert
+    time (:func:`rollup_sql`); with ``backfill`` also the statements that fill the columns and the rollup
+    for the rows already in the table.
+
+    Each statement has a comment saying what it is for. The report uses the columns when the
+    table has them and reads the maps otherwise.
+    """
+    name = check_table_name(table)
+    lines = ["-- lens: columns computed once per row at insert time, so the report scans them instead of",
+             "-- looking keys up in the attribute maps of every span (the report reads the maps when they are absent)"]
+    for column, (kind, expr) in _materialized(_map_lookup).items():
+        lines.append(f"-- {column}: {_COLUMN_NOTES[column]}")
         lines.append(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind} MATERIALIZED {expr};")
-    lines += [f"-- rows inserted before: ALTER TABLE {name} MATERIALIZE COLUMN LensRun (and LensRank, LensStep, LensBucket, LensProcess)"]
+    if not backfill:
+        lines += ["-- rows inserted before: lens clickhouse-schema --backfill prints the statements that fill them"]
     if rollup:
-        base = table.rsplit(".", 1)
-        target = check_table_name(".".join([*base[:-1], base[-1] + "_lens_rank_steps"]))
-        view = check_table_name(".".join([*base[:-1], base[-1] + "_lens_rank_steps_mv"]))
-        sums = ",\n    ".join(f"sumIf(Duration, LensBucket = '{b}') AS {b.capitalize()}Ns"
-                              for b in ("productive", "overhead", "idle", "wasted"))
+        create, view, fill = rollup_sql(table)
         lines += [
-            "-- lens (optional): per (run, rank, step) bucket seconds of spans stamped with rl.iteration, kept at",
-            "-- insert time for dashboards; lens report computes its own figures from the spans",
-            f"CREATE TABLE IF NOT EXISTS {target} (",
-            "    LensRun LowCardinality(String), LensRank Int64, LensStep Int64, Spans UInt64,",
-            "    ProductiveNs UInt64, OverheadNs UInt64, IdleNs UInt64, WastedNs UInt64",
-            ") ENGINE = SummingMergeTree ORDER BY (LensRun, LensStep, LensRank);",
-            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view} TO {target} AS",
-            f"SELECT LensRun, assumeNotNull(LensRank) AS LensRank, assumeNotNull(LensStep) AS LensStep,",
-            f"    count() AS Spans,\n    {sums}",
-            f"FROM {name} WHERE LensRank IS NOT NULL AND LensStep IS NOT NULL",
-            "GROUP BY LensRun, LensRank, LensStep;",
+            "-- lens (optional): one row per (run, process, rank, step): counts, nanoseconds of the leaf spans in",
+            "-- each goodput bucket and the step's bounds, kept at insert time (for dashboards; lens report reads",
+            "-- the spans today). It replaces otel_traces_lens_rank_steps and its _mv of earlier versions",
+            create + ";",
+            "-- lens: the view that adds each insert's stamped spans to the rollup",
+            view + ";",
         ]
+    if backfill:
+        lines += [
+            "-- lens --backfill: the rows already in the table. First the columns (a background mutation:",
+            "-- SELECT * FROM system.mutations WHERE NOT is_done shows it at work) ...",
+            f"ALTER TABLE {name} MATERIALIZE COLUMN LensRun, MATERIALIZE COLUMN LensRank, MATERIALIZE COLUMN LensStep, "
+            "MATERIALIZE COLUMN LensBucket, MATERIALIZE COLUMN LensProcess SETTINGS mutations_sync = 1;",
+        ]
+        if rollup:
+            lines += [
+                "-- ... then the rollup, once, right after the view is created: rows inserted between the two are",
+                "-- counted twice (a run's sum(Spans) then exceeds its count() of stamped rows in the table)",
+                fill + ";",
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -252,9 +334,14 @@ class ServerSource:
         # the URL's send_receive_timeout, when given, bounds every request, the first included (it wins over
         # the argument below); else the first waits CONNECT_CHECK_S and the statements STATEMENT_TIMEOUT_S
         own = "send_receive_timeout" in parse_qs(urlsplit(url).query)
+        options = server_options(url)
         try:
-            client: Any = clickhouse_connect.get_client(dsn=url, send_receive_timeout=CONNECT_CHECK_S)
+            client: Any = clickhouse_connect.get_client(**options, send_receive_timeout=CONNECT_CHECK_S)
         except OperationalError as exc:
+            if options.get("interface") == "https" and "ssl" in str(exc).lower():
+                raise ConnectionError(
+                    f"no TLS answer from {options['host']}:{options['port']} (the URL says https://; nothing, "
+                    "credentials included, was sent in clear): a plain-HTTP port is read with http://") from None
             if own or "read timed out" not in str(exc).lower():
                 raise
             raise TimeoutError(f"no answer within {CONNECT_CHECK_S} s: a ClickHouse server answers its HTTP port "
@@ -317,15 +404,74 @@ class ServerSource:
         self.client.close()
 
 
-def display_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages: a command line's URL may carry one)."""
-    from urllib.parse import urlsplit, urlunsplit
+_SECRET_PARAMS = ("password", "access_token")
+"""URL parameters whose values are credentials: never printed."""
 
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.netloc.rpartition('@')[2]}"
-    return urlunsplit(parts._replace(netloc=netloc))
+
+def display_url(url: str) -> str:
+    """``url`` with its password (``user:password@`` or a ``password=`` parameter) replaced by ``***``, for messages.
+
+    Never raises: a URL too malformed to parse is masked by pattern (everything between ``:`` and
+    the last ``@`` of its authority, and every secret parameter's value).
+    """
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        if any(key in _SECRET_PARAMS for key, _ in query):
+            masked = urlencode([(key, "***" if key in _SECRET_PARAMS else value) for key, value in query], safe="*")
+            parts = parts._replace(query=masked)
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        masked = re.sub(r"^([^:/?#]+://[^:/?#@]*):[^/?#]*@", r"\1:***@", url)
+        return re.sub(r"((?:^|[?&])(?:%s)=)[^&#]*" % "|".join(_SECRET_PARAMS), r"\1***", masked)
+
+
+_URL_FORM = "http[s]://[USER[:PASSWORD]@]HOST[:PORT][/DATABASE][?SETTING=VALUE&...]"
+
+
+def server_options(url: str) -> dict[str, Any]:
+    """The arguments of ``clickhouse_connect.get_client`` for a server ``url``; ValueError (one line, the
+    password masked) for a URL that is not :data:`_URL_FORM`.
+
+    The scheme is the user's word: ``https`` is TLS (and a URL that also says ``secure=false`` is
+    refused), ``http`` is plain HTTP whatever the port; ``clickhouse://`` leaves it to the client
+    (TLS on ports 443 and 8443). The user and password, from the authority or from ``user=`` and
+    ``password=`` parameters, are passed as arguments, never inside the URL the client sees.
+    """
+    from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+    shown = display_url(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+        host = parts.hostname
+    except ValueError as exc:
+        raise ValueError(f"a ClickHouse URL is {_URL_FORM}, got {shown} ({exc})") from None
+    if parts.scheme not in ("http", "https", "clickhouse") or not host:
+        raise ValueError(f"a ClickHouse URL is {_URL_FORM}, got {shown}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    params = dict(query)
+    user = unquote(parts.username) if parts.username else params.get("user") or params.get("user_name")
+    password = unquote(parts.password) if parts.password is not None else params.get("password", "")
+    secure = {"true": True, "1": True, "false": False, "0": False}.get(params.get("secure", "").strip().lower())
+    options: dict[str, Any] = {"host": host, "username": user, "password": password}
+    if port:
+        options["port"] = port
+    if parts.scheme != "clickhouse":
+        tls = parts.scheme == "https"
+        if secure is not None and secure != tls:
+            raise ValueError(f"the URL says {parts.scheme}:// and secure={params['secure']}: https:// is TLS and "
+                             f"http:// plain HTTP, got {shown}")
+        options.update(interface=parts.scheme, secure=tls)
+    # the rest (database, settings, client options) goes to the client in a URL without credentials
+    rest = [(key, value) for key, value in query if key not in ("user", "user_name", "password", "secure")]
+    options["dsn"] = urlunsplit((parts.scheme, f"[{host}]" if ":" in host else host, parts.path, urlencode(rest), ""))
+    return options
 
 
 def failure_text(exc: BaseException) -> str:
@@ -346,7 +492,9 @@ def open_source(url: str) -> ChdbSource | ServerSource:
             raise ValueError(f"chdb:DIR needs an existing directory holding a chdb database, got {url!r}")
         return ChdbSource(path)
     if not re.match(r"(https?|clickhouse)://", url):
-        raise ValueError(f"expected a server URL (http://user:password@host:8123) or chdb:DIR, got {url!r}")
+        raise ValueError(f"expected a server URL (http://user:password@host:8123) or chdb:DIR, "
+                         f"got {display_url(url)!r}")
+    server_options(url)  # a malformed URL: ValueError, before the client is loaded
     return ServerSource(url)
 
 
@@ -586,9 +734,9 @@ SELECT line, problem FROM (
 WHERE problem <> '' ORDER BY line"""
 
 
-class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rollup's SQL runs on it unchanged
-    """The report's store inside ClickHouse: the spans of an ``otel_traces`` table, and every working
-    table of the rollup, are temporary tables of the source's session, so the rollup runs where the
+class ClickHouseStore:
+    """The ClickHouse :class:`~lens_report.store.Store` (its own class, not the DuckDB store's subclass): the
+    spans of an ``otel_traces`` table, and every working table of the rollup, are temporary tables of the source's session, so the rollup runs where the
     spans live and only its results leave ClickHouse.
 
     ClickHouse computes every field of a span (from the materialized columns of
@@ -622,8 +770,13 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
         self.stored_columns = SPAN_COLUMNS
         """The columns of the ``spans`` table: every one (see :func:`~lens_report.ingest.stored_columns`)."""
         self._tables: dict[str, None] = {}
-        for setting in _SETTINGS:
-            source.command(f"SET {setting}")
+        source.command("SET " + ", ".join(_SETTINGS))  # one round trip for all
+
+    def __enter__(self) -> ClickHouseStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """Drop the working tables (the session would drop them when it ends)."""
@@ -636,10 +789,27 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
     # ---- the SQL the rollup runs ----------------------------------------------------------------
 
     def execute(self, sql: str) -> None:
+        """Run one statement."""
         self.source.command(sql)
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """Every row of a query (for small results)."""
         return self.source.rows(sql)
+
+    def value(self, sql: str) -> Any:
+        """The first column of the first row of a query."""
+        return self.rows(sql)[0][0]
+
+    def span_count(self) -> int:
+        """How many spans the store holds (loss records and rows with bad ids excluded)."""
+        return int(self.value("SELECT count() FROM spans"))
+
+    def spans(self, where: str = "true", order: str = "s.file, s.line, s.rowid") -> Iterator[Span]:
+        """The stored spans that satisfy ``where`` (alias ``s``) as :class:`~lens_report.model.Span` records, in
+        ``order``; attributes, events and links only in a store made with ``detail=True``."""
+        for columns, rows in self.stream(span_rows_sql(self.dialect, where, order, self.stored_columns)):
+            for row in rows:
+                yield span_from_row(dict(zip(columns, row)))
 
     def hold_outside(self, nbytes: int) -> None:
         """Nothing: ClickHouse's memory is the server's, not this process's."""
@@ -649,11 +819,19 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
         return 1
 
     def stream(self, sql: str) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        """(column names, a chunk of rows) for each block of a query's rows, streamed."""
         for batch in self.source.batches(sql):
             yield list(batch.schema.names), list(zip(*(column.to_pylist() for column in batch.columns)))
 
+    def _replace(self, name: str) -> None:
+        """Drop ``name`` before it is made again, when this store made it: a name it never made is not in the
+        session (two stores on one session at once would clash anyway), and asking costs a round trip."""
+        if name in self._tables:
+            self.drop(name)
+
     def create(self, name: str, select: str) -> None:
-        self.drop(name)
+        """(Re)create the working table ``name`` from a query: a temporary table of the session."""
+        self._replace(name)
         self.source.command(f"CREATE TEMPORARY TABLE {name} ENGINE = {self.engine} AS {select}")
         self._tables[name] = None
 
@@ -663,19 +841,22 @@ class ClickHouseStore(TraceStore):  # a Store (lens_report.store.Store): the rol
         self.create(name, select)
 
     def create_columns(self, name: str, columns: str) -> None:
+        """(Re)create the empty working table ``name`` with ``columns`` (``a VARCHAR, b BIGINT``)."""
         typed = ", ".join(f"{column} {self.dialect.column_type(kind)}"
                           for column, kind in (part.split() for part in columns.split(",")))
-        self.drop(name)
+        self._replace(name)
         self.source.command(f"CREATE TEMPORARY TABLE {name} ({typed}) ENGINE = {self.engine}")
         self._tables[name] = None
 
     def insert(self, name: str, rows: list[list[Any]] | list[tuple[Any, ...]]) -> None:
+        """Append ``rows`` to the table ``name`` (as literals, 1,000 rows a statement)."""
         literal = self.dialect.literal
         for start in range(0, len(rows), 1000):
             values = ", ".join("(" + ", ".join(map(literal, row)) + ")" for row in rows[start:start + 1000])
             self.source.command(f"INSERT INTO {name} VALUES {values}")
 
     def drop(self, name: str) -> None:
+        """Drop the working table ``name`` when it exists."""
         self.source.command(f"DROP TEMPORARY TABLE IF EXISTS {name}")
         self._tables.pop(name, None)
 

@@ -13,6 +13,7 @@ pytest.importorskip("chdb")
 
 from lens_report import TraceStore, build_report  # noqa: E402
 from lens_report.clickhouse import (  # noqa: E402
+    LENS_COLUMNS,
     ChdbSource,
     ClickHouseStore,
     check_table_name,
@@ -79,7 +80,7 @@ def test_the_schema_helpers_columns_are_used_and_give_the_same_report_as_the_map
             with ClickHouseStore(source, "otel.otel_traces", run=run) as store:
                 store.load_table()
                 assert store.span_count() == expected
-        rollup = source.rows("SELECT LensRank, sum(ProductiveNs) FROM otel.otel_traces_lens_rank_steps "
+        rollup = source.rows("SELECT LensRank, sum(ProductiveNs) FROM otel.otel_traces_lens_steps "
                              "GROUP BY LensRank ORDER BY LensRank")
     finally:
         source.close()
@@ -268,3 +269,74 @@ def test_each_spans_resource_fields_are_its_processes_with_the_schema_columns_as
         from_files = sorted((span.span_id, sorted(span.resource.items())) for span in store.spans())
     assert from_columns == from_maps == from_files
     assert len({str(resource) for _, resource in from_columns}) == len(files)  # one resource per rank's process
+
+
+def test_the_schema_helper_prints_map_reads_a_clickhouse_user_reads_and_says_what_each_column_is_for():
+    """Issue 42: the DDL's column expressions were 300-700 characters of ``if(indexOf(mapKeys(M),'k')>0,
+    mapValues(M)[indexOf(...)], NULL)``; now ``mapContains(M, 'k')`` and ``M['k']``, and a comment above each
+    column and the rollup says what it holds."""
+    text = schema_sql("otel_traces")
+    assert "indexOf(mapKeys" not in text and "mapValues(" not in text, text
+    assert "mapContains(SpanAttributes, 'rl.iteration')" in text and "SpanAttributes['rl.iteration']" in text
+    lines = text.splitlines()
+    for column in LENS_COLUMNS:
+        at = next(i for i, line in enumerate(lines) if f"ADD COLUMN IF NOT EXISTS {column} " in line)
+        assert lines[at - 1].startswith(f"-- {column}: "), lines[at - 1]
+    before_rollup = lines[next(i for i, line in enumerate(lines) if line.startswith("CREATE TABLE")) - 1]
+    assert before_rollup.startswith("--"), before_rollup
+
+
+def test_the_clickhouse_store_is_a_store_of_its_own_not_the_duckdb_stores_subclass():
+    """Issue 41: ClickHouseStore subclassed the DuckDB TraceStore, inheriting file reading, memory plans and a
+    DuckDB connection it never used; it implements the Store protocol itself."""
+    from lens_report.store import Store, TraceStore
+
+    assert not issubclass(ClickHouseStore, TraceStore)
+    source = ChdbSource()
+    try:
+        source.command(otel_traces_ddl("otel_traces"))
+        with ClickHouseStore(source, "otel_traces") as store:
+            store.load_table()
+            assert isinstance(store, Store) and store.span_count() == 0 and list(store.spans()) == []
+    finally:
+        source.close()
+
+
+def test_the_rollup_filled_by_its_view_and_by_backfill_equals_the_spans_sums():
+    """Issue 42: the schema helper's rollup held only rows inserted after its view was made (nothing filled it for
+    rows already in the table), per (run, rank, step) only. With --backfill's statements run right after the view,
+    a run inserted before and a run inserted after both sum, per (run, process, rank, step), to what the spans
+    give; a span without a rank is in neither."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import trace_synth
+
+    source = ChdbSource()
+    try:
+        source.command(otel_traces_ddl("otel_traces"))
+        for statement in _statements(schema_sql("otel_traces", rollup=False)):
+            source.command(statement)
+        source.command(trace_synth.otel_traces_insert("otel_traces", 3, 4, run="before"))
+        text = schema_sql("otel_traces", backfill=True)
+        assert "INSERT INTO `otel_traces_lens_steps`" in text and "MATERIALIZE COLUMN LensRun" in text
+        for statement in _statements(text):
+            source.command(statement)
+        source.command(trace_synth.otel_traces_insert("otel_traces", 2, 5, run="after"))
+        # a stamped span without a rank (no nv.dl.rank on its resource): not in the rollup
+        source.command("INSERT INTO otel_traces (Timestamp, TraceId, SpanId, SpanName, SpanAttributes, Duration) "
+                       "VALUES (now64(9), repeat('a', 32), repeat('b', 16), 'x', map('rl.iteration', '1', "
+                       "'rl.bucket', 'productive'), 7)")
+        keys = "LensRun, LensProcess, LensRank, LensStep"
+        rollup = source.rows(f"""
+            SELECT {keys}, sum(Spans), sum(LeafSpans), sum(ProductiveNs), sum(OverheadNs), sum(IdleNs),
+                   sum(WastedNs), min(FirstStartNs), max(LastEndNs)
+            FROM otel_traces_lens_steps GROUP BY {keys} ORDER BY {keys}""")
+        spans = source.rows(f"""
+            SELECT {keys}, count(), countIf(LensBucket IS NOT NULL), sumIf(Duration, LensBucket = 'productive'),
+                   sumIf(Duration, LensBucket = 'overhead'), sumIf(Duration, LensBucket = 'idle'),
+                   sumIf(Duration, LensBucket = 'wasted'), min(toUnixTimestamp64Nano(Timestamp)),
+                   max(toUnixTimestamp64Nano(Timestamp) + toInt64(Duration))
+            FROM otel_traces WHERE LensRank IS NOT NULL AND LensStep IS NOT NULL GROUP BY {keys} ORDER BY {keys}""")
+    finally:
+        source.close()
+    assert {row[0] for row in rollup} == {"before", "after"} and len(rollup) == 3 * 4 + 2 * 5
+    assert rollup == spans
