@@ -107,3 +107,26 @@ def test_the_compiled_span_type_is_known_to_shared_code_loaded_after_it():
     proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(REPO)),
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_quiet_ranks_setup_loads_no_redaction_or_shared_code():
+    """Regression: setup_telemetry on a quiet rank loaded lens_core.redaction (to apply an
+    empty allow-list that redaction starts with anyway), and through the recorder the
+    attribute safety and carriers; an allow-list given is still applied (loading it)."""
+    code = textwrap.dedent("""
+        import json, sys
+        import otel_bridge
+        from lens_core import LensConfig, managed_span
+        handle = otel_bridge.setup_telemetry(LensConfig(enabled=True, export_ranks="first"), rank=1, world_size=8)
+        assert not handle.is_exporting, handle
+        quiet = [m for m in {later!r} if m in sys.modules]
+        handle = otel_bridge.setup_telemetry(LensConfig(enabled=False, redact_allow=("api_key",)), rank=1,
+                                             world_size=8)
+        from lens_core.redaction import redact_allow
+        print(json.dumps([quiet, sorted(redact_allow())]))
+    """).format(later=LATER)
+    pytest.importorskip("opentelemetry.sdk")
+    proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(REPO)),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [[], ["api_key"]]
