@@ -60,6 +60,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    """The re-exported names of redaction and attribute safety, loaded on first use."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'lens_core.spans' has no attribute {name!r}")
