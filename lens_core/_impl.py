@@ -22,6 +22,7 @@ _factories = None
 _snapshot = ({}, 0, None)
 _native = None
 _hooks = None
+_attribute_loader = None
 
 
 def _load(name: str):
@@ -87,11 +88,21 @@ def publish(ids, bits, infos=None) -> None:
 def set_native(backend) -> None:
     """Tell the compiled gate which backend is installed: a compiled Recorder is recorded
     into directly; anything else goes through the span factory."""
-    global _native
+    global _native, _attribute_loader
+    if backend is not None and _attribute_loader is not None:
+        loader, _attribute_loader = _attribute_loader, None
+        loader()  # the gate's attribute hooks, before any span can take its fast path
     _native = backend
     for module in _loaded:
         if hasattr(module, "set_native"):
             module.set_native(backend)
+
+
+def set_attribute_loader(loader) -> None:
+    """Run ``loader`` (lens_core.spans: it loads attribute safety and calls
+    set_attribute_hooks) when a backend is first installed; a quiet rank never loads it."""
+    global _attribute_loader
+    _attribute_loader = loader
 
 
 def set_attribute_hooks(*hooks) -> None:

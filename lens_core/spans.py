@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from . import _impl, _log, _stepping, redaction, scopes, semconv, state
-from .carrier import usable_carrier
-from .redaction import DEFAULT_REDACT_KEYS, REDACTED, redact_text, redact_value
+from . import _impl, _log, _stepping, scopes, semconv, state
 from .registry import Bucket, SpanRegistry
 
 TYPE_CHECKING = False
@@ -12,6 +10,8 @@ if TYPE_CHECKING:  # typing is not imported at run time (import budget)
     from types import TracebackType
     from typing import Any, Collection, Dict, Literal, Mapping, Optional, Type, TypeVar, Union
 
+    from .attributes import describe_exception, dropped_attribute_count, sanitize_attributes
+    from .redaction import DEFAULT_REDACT_KEYS, REDACTED, redact_value
     from .typing import Span, SpanContextManager, SpanDecorator
 
     _T = TypeVar("_T")
@@ -43,16 +43,53 @@ else:  # the disabled fast paths live in the gate; these names are rebound if te
     is_span_group_enabled = _impl.gate.is_enabled
 
 # ---- attribute safety (lens_core.attributes; re-exported: public names of this module) -----
+# Loaded when a backend is first installed or a name is first asked for, not at import: a
+# quiet rank (no backend) imports managed_span and never loads redaction or attribute safety.
 
 _warn_once = _log.warn_once
 
-from lens_core.attributes import (  # noqa: E402
-    _sanitize_into,
-    _sanitize_one,
-    describe_exception,
-    dropped_attribute_count,
-    sanitize_attributes,
-)
+# public name -> the module that holds it
+_LAZY = {
+    "DEFAULT_REDACT_KEYS": "redaction",
+    "REDACTED": "redaction",
+    "describe_exception": "attributes",
+    "dropped_attribute_count": "attributes",
+    "redact_value": "redaction",
+    "sanitize_attributes": "attributes",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The re-exported names of redaction and attribute safety, loaded on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lens_core.spans' has no attribute {name!r}")
+    if module == "redaction":
+        from . import redaction as source
+    else:
+        from . import attributes as source
+    value = getattr(source, name)
+    globals()[name] = value
+    return value
+
+
+def _sanitize_into(merged, attrs):  # rebound to lens_core.attributes' own by _load_attribute_safety
+    _load_attribute_safety()
+    return _sanitize_into(merged, attrs)
+
+
+def _load_attribute_safety() -> None:
+    """Bind attribute safety and hand the compiled gate its attribute hooks; run once, when
+    a backend is first installed (lens_core._impl.set_native) or an enabled span needs it."""
+    global _sanitize_into
+    from . import redaction
+    from .attributes import _sanitize_into, _sanitize_one
+
+    # The compiled recorder's fast path keeps a str under a key known not to be secret only
+    # when redact_text returns it unchanged (credential shapes are checked in every text).
+    _impl.set_attribute_hooks(scopes._ATTRS, scopes._BUCKET, redaction._key_cache, _sanitize_one,
+                              _span_attributes, redaction.redact_text, redaction._clean_texts,
+                              redaction._SHAPE_MIN)
 
 
 def safe_set_span_attributes(span: Optional[Span], attrs: Optional[Mapping[str, object]],
@@ -61,6 +98,8 @@ def safe_set_span_attributes(span: Optional[Span], attrs: Optional[Mapping[str, 
     ``redact_keys`` defaults to DEFAULT_REDACT_KEYS."""
     if span is None or not attrs:
         return
+    from .attributes import sanitize_attributes
+
     clean = sanitize_attributes(attrs, redact_keys)
     if clean:
         backend = state.installed_backend()
@@ -140,10 +179,7 @@ def _call_factory(traced, args, kwargs):
 
 
 _impl.set_factories(_span_factory, _call_factory)
-# The compiled recorder's fast path keeps a str under a key known not to be secret only
-# when redact_text returns it unchanged (credential shapes are checked in every text).
-_impl.set_attribute_hooks(scopes._ATTRS, scopes._BUCKET, redaction._key_cache, _sanitize_one, _span_attributes, redact_text,
-                          redaction._clean_texts, redaction._SHAPE_MIN)
+_impl.set_attribute_loader(_load_attribute_safety)
 
 
 class _SpanSteps:
@@ -270,6 +306,8 @@ def _remote_parent(backend, context, where):
     types = backend.context_types if hasattr(backend, "context_types") else ()
     if types and isinstance(context, types):
         return context
+    from .carrier import usable_carrier
+
     return usable_carrier(context, where) or None
 
 
@@ -297,6 +335,8 @@ class remote_trace_context:
     def __enter__(self) -> None:
         backend = state.installed_backend()
         if backend is not None:
+            from .carrier import usable_carrier
+
             carrier = usable_carrier(self._carrier, "remote_trace_context")
             if carrier:
                 self._token = backend.attach_carrier(carrier)

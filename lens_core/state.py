@@ -6,7 +6,6 @@ import _thread
 
 from . import _impl, _lifecycle, _log
 from .backend import REQUIRED_METHODS
-from .carrier import usable_carrier
 from .registry import ALL, SpanRegistry, describe_registered, normalize_name
 
 TYPE_CHECKING = False
@@ -205,6 +204,8 @@ def set_pp_trace_carrier(carrier: Optional[Mapping[str, str]]) -> None:
     canonical copy; a malformed one is stored as ``{}`` (counted and warned about once,
     see lens_core.carrier)."""
     global _pp_trace_carrier
+    from .carrier import usable_carrier
+
     _pp_trace_carrier = usable_carrier(carrier, "set_pp_trace_carrier")
 
 

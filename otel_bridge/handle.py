@@ -15,6 +15,7 @@ SIGTERM (pool workers are terminated so); a raw ``os.fork()`` child must call
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -22,7 +23,6 @@ from lens_core import _log
 from lens_core.config import LensConfig
 from lens_core.semconv import SCHEMA_URL
 from lens_core.export_ranks import export_decision
-from lens_core.redaction import set_redact_allow
 
 from otel_bridge._extras import missing_otel, one_line_if_uncaught
 from otel_bridge.lifecycle import exit_through_multiprocessing, on_exit, on_fork
@@ -429,6 +429,15 @@ def _every_group_off() -> None:
         state.set_enabled_span_groups(())
 
 
+def _apply_redact_allow(keys) -> None:
+    """lens_core.redaction.set_redact_allow(keys), without loading redaction for an empty list
+    it does not hold yet (its list starts empty): a quiet rank never loads it."""
+    if keys or "lens_core.redaction" in sys.modules:
+        from lens_core.redaction import set_redact_allow
+
+        set_redact_allow(keys)
+
+
 def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping[str, Any]] = None,
                     rank: Optional[int] = None, world_size: Optional[int] = None, local_rank: Optional[int] = None,
                     span_exporter: Optional[SpanExporter] = None, metric_reader: Optional[MetricReader] = None,
@@ -454,7 +463,7 @@ def setup_telemetry(config: LensConfig, *, resource_attributes: Optional[Mapping
     if not isinstance(config, LensConfig):
         raise TypeError(f"setup_telemetry expects a LensConfig, got {type(config).__name__}")
     rank, world_size, local_rank = resolve_rank(rank, world_size, local_rank)
-    set_redact_allow(config.redact_allow)  # stdlib only: quiet ranks pay nothing for it
+    _apply_redact_allow(config.redact_allow)
     run_id = resolve_run_id(config.run_id)
     handle_args = dict(rank=rank, world_size=world_size, local_rank=local_rank, run_id=run_id)
     if not config.enabled:

@@ -9,7 +9,17 @@ active gate. Nothing here imports OpenTelemetry.
 
 from __future__ import annotations
 
-__all__ = ["Implementation", "available", "load"]
+__all__ = ["Implementation", "LARGE_VALUE", "RECORD_BYTES", "available", "load"]
+
+#: Bytes one queued record is budgeted at (a measured Span with a few attributes), plus
+#: the length of each long value it holds (_shared.record_size); the queued records' sizes add
+#: up to at most ``buffer_bytes``, so the queue holds at most ``buffer_bytes // RECORD_BYTES``.
+#: Here, not in _shared, so the compiled recorder can size its queue without loading _shared.
+RECORD_BYTES = 512
+
+#: A text or bytes value longer than this adds its length to its record's size (shorter
+#: ones are inside RECORD_BYTES).
+LARGE_VALUE = 64
 
 _NAMES = ("KIND_INTERNAL", "RECORD_BYTES", "Recorder", "SAMPLE_ALWAYS_OFF", "SAMPLE_ALWAYS_ON",
           "SAMPLE_CUSTOM", "SAMPLE_PARENT_RATIO", "SAMPLE_RATIO", "Span", "make_record")

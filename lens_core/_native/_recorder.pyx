@@ -52,7 +52,26 @@ cdef extern from "unistd.h" nogil:
 cdef extern from "sched.h" nogil:
     int sched_yield()
 
-from lens_core._native import _shared
+import sys
+
+from lens_core._native import LARGE_VALUE as _LARGE_VALUE, RECORD_BYTES
+
+
+class _SharedOnFirstUse:
+    """Stands for lens_core._native._shared (the rare paths) until one first runs: a quiet
+    rank that only imports the gate never loads it, nor the redaction, carrier and attribute
+    safety it imports. The first lookup rebinds ``_shared`` to the module itself, so later
+    ones cost what they did before."""
+
+    def __getattr__(self, name):
+        global _shared
+        from lens_core._native import _shared as shared
+        shared.add_span_type(Span)
+        _shared = shared
+        return getattr(shared, name)
+
+
+_shared = _SharedOnFirstUse()
 
 __all__ = [
     "KIND_INTERNAL",
@@ -69,9 +88,8 @@ __all__ = [
 
 KIND_INTERNAL = 1
 SAMPLE_ALWAYS_ON, SAMPLE_ALWAYS_OFF, SAMPLE_RATIO, SAMPLE_PARENT_RATIO, SAMPLE_CUSTOM = range(5)
-RECORD_BYTES = _shared.RECORD_BYTES
-cdef Py_ssize_t _RECORD_BYTES_C = _shared.RECORD_BYTES
-cdef Py_ssize_t _LARGE_VALUE_C = _shared.LARGE_VALUE
+cdef Py_ssize_t _RECORD_BYTES_C = RECORD_BYTES
+cdef Py_ssize_t _LARGE_VALUE_C = _LARGE_VALUE
 make_record_py = None  # set below
 
 cdef enum:
@@ -875,4 +893,5 @@ cdef object _parent_tuple(parent):
     return ctx.trace_id, ctx.span_id, int(ctx.trace_flags), ctx.is_remote, state or None
 
 
-_shared.SPAN_TYPES += (Span,)
+if "lens_core._native._shared" in sys.modules:  # loaded before this module (else it adds Span itself)
+    sys.modules["lens_core._native._shared"].add_span_type(Span)

@@ -659,4 +659,4 @@ class Recorder:
             span.status_msg = _shared.describe_exception(exc)
 
 
-_shared.SPAN_TYPES += (Span,)
+_shared.add_span_type(Span)

@@ -11,9 +11,11 @@ and writes only the span fields both declare (``attrs``, ``events``, ``links``,
 
 from __future__ import annotations
 
+import sys
 import time
 
 from lens_core import semconv
+from lens_core._native import LARGE_VALUE, RECORD_BYTES
 from lens_core.attributes import _sanitize_into, describe_exception, sanitize_attributes
 from lens_core.carrier import TRACEPARENT, TRACESTATE, format_traceparent, parse_traceparent
 from lens_core.redaction import redact_text
@@ -30,6 +32,7 @@ __all__ = [
     "THREAD_ATTRIBUTES",
     "add_event",
     "add_link",
+    "add_span_type",
     "apply_limits",
     "ask_sampler",
     "attach_carrier",
@@ -64,14 +67,6 @@ __all__ = [
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
-#: Bytes one queued record is budgeted at (a measured Span with a few attributes), plus
-#: the length of each long value it holds (record_size); the queued records' sizes add up
-#: to at most ``buffer_bytes``, so the queue holds at most ``buffer_bytes // RECORD_BYTES``.
-RECORD_BYTES = 512
-
-#: A text or bytes value longer than this adds its length to its record's size (shorter
-#: ones are inside RECORD_BYTES).
-LARGE_VALUE = 64
 
 
 def value_extra(value) -> int:
@@ -167,9 +162,17 @@ def record_size(record) -> int:
         attrs = getattr(record, "attributes", None)
     return RECORD_BYTES + attributes_extra(attrs) + events_extra(getattr(record, "events", None))
 
-#: The span classes of the loaded recorders (each adds its own at import): a Lens span's ids
-#: are read from its fields, any other span's from get_span_context().
+#: The span classes of the loaded recorders: a Lens span's ids are read from its fields, any
+#: other span's from get_span_context(). A recorder loaded before this module is added at
+#: this module's import (the compiled one loads it on first use), one loaded after adds its own.
 SPAN_TYPES: tuple = ()
+
+
+def add_span_type(cls) -> None:
+    """Count ``cls`` (a recorder's Span class) among SPAN_TYPES (once)."""
+    global SPAN_TYPES
+    if cls not in SPAN_TYPES:
+        SPAN_TYPES += (cls,)
 
 
 def carrier_of(rec, span) -> dict:
@@ -612,3 +615,9 @@ def parse_carrier(carrier):
     if not isinstance(state, str) or not state.strip() or len(state) > 512:
         state = None
     return parsed.trace_id, parsed.span_id, parsed.flags, state
+
+
+for _name in ("lens_core._native._recorder", "lens_core._native._recorder_py"):
+    _span_type = getattr(sys.modules.get(_name), "Span", None)
+    if _span_type is not None:
+        add_span_type(_span_type)
