@@ -100,9 +100,13 @@ def set_native(backend) -> None:
 
 def set_attribute_loader(loader) -> None:
     """Run ``loader`` (lens_core.spans: it loads attribute safety and calls
-    set_attribute_hooks) when a backend is first installed; a quiet rank never loads it."""
+    set_attribute_hooks) when a backend is first installed; a quiet rank never loads it. With a
+    backend installed already (lens_core.spans imported after setup), it runs now."""
     global _attribute_loader
-    _attribute_loader = loader
+    if _native is not None:
+        loader()
+    else:
+        _attribute_loader = loader
 
 
 def set_attribute_hooks(*hooks) -> None:

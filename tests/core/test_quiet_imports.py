@@ -130,3 +130,40 @@ def test_a_quiet_ranks_setup_loads_no_redaction_or_shared_code():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [[], ["api_key"]]
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["default-gate", "pure-gate"])
+def test_spans_first_imported_after_a_backend_is_installed_still_get_attribute_safety(pure):
+    """Regression: with attribute safety loaded at the first backend install, a program that
+    installed its backend before anything imported lens_core.spans (setup first, then
+    `lens_core.managed_span`) never got the gate's hooks: a span with a sequence or other
+    non-scalar attribute raised TypeError ('NoneType' object is not callable) in the job."""
+    code = textwrap.dedent("""
+        import json, sys
+        import lens_core
+        from lens_core import _impl
+        assert "lens_core.spans" not in sys.modules
+        from opentelemetry.sdk.trace import TracerProvider
+        from otel_bridge.sdk import recording
+
+        twin = _impl.recorder()
+        rec = twin.Recorder()
+        recording._bind(rec, TracerProvider(shutdown_on_exit=False), twin)
+        lens_core.install_backend(rec)
+        lens_core.SpanRegistry.register("q", ["fwd"])
+        lens_core.set_span_group_spec("all")
+        with lens_core.managed_span("fwd", "train.forward", tokens=["ghp_" + "a" * 36, "b"], cfg={"x": 1}, n=2):
+            pass
+        lens_core.uninstall_backend()
+        (record,) = rec.take(10)
+        print(json.dumps({k: record.attrs.get(k) for k in ("tokens", "cfg", "n")}))
+    """)
+    pytest.importorskip("opentelemetry.sdk")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("LENS_PURE_PYTHON", None)
+    if pure:
+        env["LENS_PURE_PYTHON"] = "1"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    attrs = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert attrs["n"] == 2 and attrs["cfg"] is None and "ghp_" not in json.dumps(attrs["tokens"])
