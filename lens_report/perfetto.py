@@ -54,7 +54,7 @@ def trace_events(store: Any, report: Report, *, steps: frozenset[int] | None = N
     where = (f"s.run = {store.dialect.literal(report.run_id)} AND s.start_ns IS NOT NULL AND s.end_ns IS NOT NULL "
              "AND s.end_ns >= s.start_ns")
     if steps is not None or ranks is not None:
-        from .rollup import choose_spans
+        from .waterfall import choose_spans
 
         _, _, chosen = choose_spans(store, report, steps=steps, ranks=ranks, small_run=report.span_count,
                                     default_ranks=len(labels))

@@ -453,7 +453,8 @@ def render_html(report: Report, store: Any, *, steps: frozenset[int] | None = No
     command that made this page, default: ``lens report`` over the files read). Text from the
     input shows control and bidi characters escaped and is cut past :data:`NAME_CHARS`.
     """
-    from .rollup import CELL_BYTES, cell_spans, waterfall_spans
+    from .rollup import CELL_BYTES
+    from .waterfall import cell_spans, waterfall_spans
 
     # the page's figures are held beside the engine too (see TraceStore.hold_outside)
     store.hold_outside(len(report.rank_steps) * (CELL_BYTES + _PAGE_CELL_BYTES))

@@ -4,33 +4,29 @@ from __future__ import annotations
 
 import math
 import re
-from array import array
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from .classify import K_COLUMNS, KD, load_catalog
+from .classify import K_COLUMNS, load_catalog
 from .clock import device_clock, device_times, has_device_times, leaf_join, leaf_ns, make_blocked, step_counts
-from .rules import vocabulary_violations
 from .plan import PARENT_ROW_BYTES, STEP_ROW_BYTES
+from .invariants import _BUCKET_LIST, TOLERANCE_NS, _violations
 from .store import Store
 from .model import (
     BUCKETS,
     AttemptInfo,
     DEFAULT_STEP_PATTERN,
-    NS_PER_S,
     BucketTotals,
     LossRow,
     RankRow,
     RankSteps,
     Report,
-    Rule,
     RunInfo,
     StepRow,
     TopSpan,
     UnfinishedProcess,
-    Violation,
 )
 
 __all__ = [
@@ -41,12 +37,9 @@ __all__ = [
     "DEFAULT_TOP_N",
     "RunChoiceError",
     "TOLERANCE_NS",
-    "WaterfallSelection",
     "build_report",
-    "cell_spans",
     "list_attempts",
     "list_runs",
-    "waterfall_spans",
 ]
 
 DEFAULT_TOP_N = 10
@@ -55,10 +48,6 @@ DEFAULT_TOP_N = 10
 DEFAULT_MAX_VIOLATIONS = 1000
 """How many violations a report lists (all are counted, by rule)."""
 
-TOLERANCE_NS = 1_000
-"""Slack (1 µs) allowed before bucket seconds exceeding a wall time count as a violation."""
-
-_BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
 _BUCKET_NUMBER = "CASE {bucket} " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(BUCKETS)) + " END"
 """SQL (``.format(bucket=...)``): a bucket's position in :data:`BUCKETS` (NULL for any other text)."""
 
@@ -500,144 +489,6 @@ def _create_in_parts(db: Store, name: str, part_sql: list[str]) -> None:
         db.execute(f"INSERT INTO {name} {sql}")
 
 
-def _span_ref(db: Store, ids: list[int]) -> dict[int, tuple[str, str, str, str, int, str]]:
-    """id -> (trace hex, span hex, name, file, line, rank) for the spans a report names."""
-    if not ids:
-        return {}
-    d = db.dialect
-    db.create_columns("wanted", "id BIGINT")
-    db.insert("wanted", [[i] for i in ids])
-    rows = db.rows(f"""
-        SELECT s.rowid, {d.hex_id('s.trace', 32)}, {d.hex_id('s.span', 16)}, s.name, f.path, s.line - f.first + 1,
-               s.rank_label
-        FROM spans s JOIN wanted w ON w.id = s.rowid JOIN files f ON f.idx = s.file
-    """)
-    return {row[0]: row[1:] for row in rows}
-
-
-def _seconds(ns: int) -> str:
-    return f"{ns / NS_PER_S:.6f} s"
-
-
-def _violations(db: Store, limit: int) -> tuple[tuple[Violation, ...], Counter[str]]:
-    """Every broken invariant: counted by rule, the first ``limit`` (by file and line) listed."""
-    d = db.dialect
-    # rule -> (condition on k that finds the spans, the reason, read from kd for the listed ones)
-    queries = {
-        Rule.BAD_TIMING: ("NOT ok", """CASE
-                WHEN start_ns IS NULL AND start_text IS NOT NULL AND end_ns IS NULL AND end_text IS NOT NULL
-                    THEN 'start ' || start_text || ' and end ' || end_text || ' ns are out of range; skipped'
-                WHEN start_ns IS NULL AND start_text IS NOT NULL THEN 'start ' || start_text || ' ns is out of range; skipped'
-                WHEN end_ns IS NULL AND end_text IS NOT NULL THEN 'end ' || end_text || ' ns is out of range; skipped'
-                WHEN start_ns IS NULL AND end_ns IS NULL THEN 'missing start and end timestamp; skipped'
-                WHEN start_ns IS NULL THEN 'missing start timestamp; skipped'
-                WHEN end_ns IS NULL THEN 'missing end timestamp; skipped'
-                ELSE 'ends ' || printf('%.6f', (start_ns - end_ns) / 1e9) || ' s before it starts; skipped' END"""),
-        Rule.UNKNOWN_BUCKET: (f"bucketed AND bucket NOT IN {_BUCKET_LIST}",
-                             f"'rl.bucket ''' || bucket || ''' is not one of {', '.join(BUCKETS)}'"),
-        Rule.BUCKETED_UMBRELLA: ("bucketed AND umbrella", """
-            'umbrella span' || coalesce(' of group ' || grp, '') || ' carries rl.bucket=' || bucket
-            || '; umbrellas contain or overlap other work and are never bucketed; not counted'"""),
-        Rule.BUCKETED_OVERLAP: ("bucketed AND never_reason IS NOT NULL AND NOT coalesce(umbrella, false)", """
-            'carries rl.bucket=' || bucket || ', but ' || never_reason || ', so it must carry no bucket; not counted'"""),
-        Rule.TIMER_ONLY: ("bucketed AND timer_only", """
-            'efficiency category ' || category || ' is timer-only (a metric, never a span) '
-            || 'but was emitted as a span with rl.bucket=' || bucket || '; not counted'"""),
-    }
-    found: list[tuple[Rule, int, str]] = []
-    counts: Counter[str] = Counter()
-    for rule, (condition, reason) in queries.items():
-        counts[rule] = db.value(f"SELECT count(*) FROM k WHERE {condition}")
-        if counts[rule]:
-            rows = db.rows(f"WITH {KD} SELECT id, {reason} FROM kd WHERE {condition} "
-                           f"ORDER BY file, line, id LIMIT {int(limit)}")
-            found += [(rule, span_id, text) for span_id, text in rows]
-    nested = ("SELECT anc.fb AS fb, count(*) AS n_inner, min(anc.id) AS example FROM anc "
-              "WHERE anc.fb IS NOT NULL AND NOT anc.cyclic AND anc.counted_bucket IS NOT NULL GROUP BY anc.fb")
-    counts[Rule.NESTED_BUCKET] = db.value(f"SELECT count(*) FROM ({nested}) nested")
-    if counts[Rule.NESTED_BUCKET]:
-        rows = db.rows(f"""
-            WITH {KD}
-            SELECT o.id, 'bucketed (' || o.bucket || ') span has ' || {d.text('n.n_inner')}
-                         || ' bucketed descendant(s), e.g. ''' || e.name || ''' span=' || {d.hex_id('e.span', 16)}
-                         || ' (' || e.bucket || ')'
-            FROM ({nested}) n JOIN k o ON o.id = n.fb JOIN kd e ON e.id = n.example
-            ORDER BY o.file, o.line, o.id LIMIT {int(limit)}
-        """)
-        found += [(Rule.NESTED_BUCKET, span_id, text) for span_id, text in rows]
-    overflow = f"{'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}"
-    counts[Rule.STEP_OVERFLOW] = db.value(f"SELECT count(*) FROM steps WHERE {overflow}")
-    if counts[Rule.STEP_OVERFLOW]:
-        rows = db.rows(f"""
-            SELECT anchor, 'buckets under step ' || {d.text('iteration')} || ' sum to '
-                           || printf('%.6f', ({'+'.join(BUCKETS)}) / 1e9)
-                           || ' s, more than its wall time ' || printf('%.6f', wall_ns / 1e9) || ' s'
-            FROM steps WHERE {overflow} ORDER BY anchor LIMIT {int(limit)}
-        """)
-        found += [(Rule.STEP_OVERFLOW, span_id, text) for span_id, text in rows]
-    overflowing = db.rows(f"""
-        SELECT rank_label, rank, {'+'.join(BUCKETS)} AS buckets, wall_ns FROM rank_totals
-        WHERE {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS} ORDER BY rank NULLS LAST, rank_label
-    """)
-    counts[Rule.RANK_OVERFLOW] = len(overflowing)
-    rank_violations = [
-        Violation(Rule.RANK_OVERFLOW, "-", "-", f"({label})", "", 0,
-                  f"buckets of {label} sum to {_seconds(int(buckets))}, more than its wall time {_seconds(int(wall))}",
-                  label)
-        for label, _, buckets, wall in overflowing]
-    vocabulary, vocabulary_counts = vocabulary_violations(db, limit)  # lens_report.rules
-    found += vocabulary
-    counts.update(vocabulary_counts)
-    counts[Rule.PARENT_CYCLE], cycles = _cycles(db, limit)
-    found += [(Rule.PARENT_CYCLE, span_id, reason) for span_id, reason in cycles]
-    counts += Counter()  # drop zero counts
-    refs = _span_ref(db, sorted({span_id for _, span_id, _ in found}))
-    violations = []
-    for rule, span_id, reason in found:
-        trace, span, name, file, line, rank = refs[span_id]
-        violations.append(Violation(rule, trace, span, name, file, line, reason, rank))
-    violations.sort(key=lambda v: (v.file, v.line, v.rule, v.span_id))
-    return tuple((rank_violations + violations)[:limit]), counts
-
-
-def _cycles(db: Store, limit: int) -> tuple[int, list[tuple[int, str]]]:
-    """How many spans lie on a parent cycle, and (id, reason) for the first ``limit`` of them.
-
-    Only spans whose look never reached a root (malformed input) are walked, each once. Their
-    parents are among them (a chain that never ends goes on through the parent), so they are
-    numbered 0..m-1 in the engine and read back as two arrays of 8 bytes a span: a dict of
-    Python ints for 1M cyclic spans took ~330 MB outside ``--memory-limit`` (a 256 MB report
-    peaked at 497 MiB)."""
-    if not db.value("SELECT count(*) FROM anc WHERE cyclic"):  # well-formed input: nothing to walk
-        return 0, []
-    db.create("cyclic", "SELECT id, pid, row_number() OVER (ORDER BY id) - 1 AS n FROM anc WHERE cyclic")
-    ids, parent = array("q"), array("q")
-    for _, chunk in db.stream("SELECT c.id, p.n FROM cyclic c JOIN cyclic p ON p.id = c.pid ORDER BY c.n"):
-        for span_id, parent_n in chunk:
-            ids.append(span_id)
-            parent.append(parent_n)
-    db.drop("cyclic")
-    state = bytearray(len(ids))  # 0: not seen, 1: on the current path, 2: done
-    path = array("q")
-    on_cycle = 0
-    examples: list[tuple[int, str]] = []
-    for start in range(len(ids)):
-        node = start
-        del path[:]
-        while not state[node]:
-            state[node] = 1
-            path.append(node)
-            node = parent[node]
-        if state[node] == 1:  # the walk came back to its own path: a new cycle
-            first = path.index(node)
-            on_cycle += len(path) - first
-            reason = f"parent ids form a cycle of {len(path) - first} span(s); no root"
-            examples += [(ids[member], reason) for member in path[first:first + max(0, limit - len(examples))]]
-        for member in path:
-            state[member] = 2
-    return on_cycle, examples
-
-
 def _rank_totals(db: Store, where: str, timed: bool = False, blocked: bool = False) -> None:
     """``rank_totals``: per rank its processes, wall (first start to last end) and counted buckets (on the
     clock their work ran on), and with device times (``timed``) its counted leaves and device-timed ones."""
@@ -825,137 +676,3 @@ def _loss(db: Store, cond: str | None) -> tuple[LossRow, ...]:
     """)
     return tuple(LossRow(rank, process, created, dropped, failed, unended, truncated)
                  for rank, process, created, dropped, failed, unended, truncated, _ in rows)
-
-
-
-class WaterfallSelection:
-    """The spans a waterfall draws (dicts: id, pid, name, times, bucket, rank, process, thread, ...)."""
-
-    def __init__(self, spans: list[dict[str, Any]], rank_order: dict[str, int], steps: list[int] | None,
-                 ranks: list[str], total: int) -> None:
-        self.spans = spans
-        self.rank_order = rank_order
-        self.steps = steps
-        self.ranks = ranks
-        self.total = total
-
-    def describe(self) -> str:
-        """One sentence: which steps and ranks are drawn, and what was left out."""
-        where = "the whole run" if self.steps is None else (
-            f"step{'s' if len(self.steps) != 1 else ''} {', '.join(map(str, self.steps))}" if self.steps
-            else "no step (none of the steps asked for was found)")
-        ranks = ", ".join(self.ranks[:20]) + (f" and {len(self.ranks) - 20} more" if len(self.ranks) > 20 else "")
-        text = f"{len(self.spans)} spans of {where} on {ranks or 'no rank'}"
-        if self.total > len(self.spans):
-            text += f"; {self.total - len(self.spans)} more not drawn (choose with --step and --ranks)"
-        return text + "."
-
-
-_WATERFALL_KEPT = ("k.id AS id, k.start_ns AS start_ns, k.end_ns AS end_ns, k.bucket AS bucket, k.iteration AS iteration, "
-                   "k.rank_label AS rank_label, k.error AS error, k.dev_start AS dev_start, k.dev_end AS dev_end")
-"""What ``wf_ids`` keeps of each span of ``k`` a waterfall draws (its device times for the device lane)."""
-
-
-def choose_spans(store: Store, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
-                 small_run: int, default_ranks: int) -> tuple[dict[str, int], list[int] | None, list[str]]:
-    """Put the ids of the spans of the chosen steps and ranks in the table ``wf_ids`` (id,
-    start_ns, end_ns, bucket, iteration, rank_label, error, dev_start, dev_end: what the waterfall draws of ``k``); defaults as :func:`waterfall_spans` says. Returns (rank label -> position,
-    the steps chosen or None for the whole run, the rank labels chosen)."""
-    labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
-    order = {label: i for i, label in enumerate(labels)}
-    if steps is None and report.span_count > small_run and report.steps:
-        slowest = max(report.steps, key=lambda s: (s.wall_max_ns, -s.iteration))
-        steps = frozenset({slowest.iteration})
-    chosen_steps = None if steps is None else sorted(s.iteration for s in report.steps if s.iteration in steps)
-    if ranks is not None:
-        chosen = [label for label in labels if label.startswith("rank ") and int(label[5:]) in ranks]
-    else:
-        wanted = [s.slowest_rank for s in report.steps if chosen_steps is None or s.iteration in chosen_steps]
-        chosen = list(dict.fromkeys(w for w in wanted if w))[: default_ranks // 2]
-        chosen += [label for label in labels if label not in chosen][: default_ranks - len(chosen)]
-        chosen.sort(key=lambda label: order[label])
-    db = store
-    db.create_columns("wf_ranks", "rank_label VARCHAR")
-    db.insert("wf_ranks", [[label] for label in chosen])
-    chosen_ranks = "k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks)"
-    # what the waterfall draws of k comes along: no second scan of every span to fetch it
-    kept = _WATERFALL_KEPT
-    if chosen_steps is None:
-        select = f"SELECT {kept} FROM k WHERE {chosen_ranks}"
-    else:
-        db.create_columns("wf_steps", "iteration BIGINT")
-        db.insert("wf_steps", [[it] for it in chosen_steps])
-        db.create("wf_windows", """
-            SELECT s.iteration AS iteration, min(k.start_ns) AS lo, max(k.end_ns) AS hi
-            FROM steps s JOIN wf_steps w ON w.iteration = s.iteration JOIN anchors a ON a.anchor = s.anchor
-            JOIN cands k ON k.id = a.cand JOIN wf_ranks r ON r.rank_label = s.rank_label GROUP BY s.iteration
-        """)
-        # the spans that overlap a chosen step's window (few windows: a join, not a lookup per span)
-        select = (f"SELECT DISTINCT {kept} FROM k CROSS JOIN wf_windows w "
-                  f"WHERE {chosen_ranks} AND k.start_ns < w.hi AND k.end_ns > w.lo")
-    # the chosen ids first, in a small table: joined to the spans by rowid, the details come
-    # from the few rows drawn, not from a scan of every span
-    db.create("wf_ids", select)
-    return order, chosen_steps, chosen
-
-
-def waterfall_spans(store: Store, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
-                    small_run: int, default_ranks: int, limit: int,
-                    name_chars: int | None = None) -> WaterfallSelection:
-    """The spans of the chosen steps (by ``rl.iteration`` of their step spans) and ranks (numbers).
-
-    Defaults: the whole run when it has at most ``small_run`` spans, else the slowest step;
-    up to ``default_ranks`` ranks, the stragglers of the chosen steps first. Call right after
-    :func:`build_report` on the same store. ``name_chars`` reads at most that many characters
-    of each name (a page cuts longer ones; the engine, not Python, holds the rest).
-    """
-    order, chosen_steps, chosen = choose_spans(store, report, steps=steps, ranks=ranks, small_run=small_run,
-                                               default_ranks=default_ranks)
-    total = store.value("SELECT count(*) FROM wf_ids")
-    return WaterfallSelection(_chosen_spans(store, limit, name_chars), order, chosen_steps, chosen, total)
-
-
-def cell_spans(store: Store, report: Report, cells: list[tuple[int, str]], *, limit: int,
-               name_chars: int | None = None) -> WaterfallSelection:
-    """The spans of each (iteration, rank label) of ``cells``: the rank's spans that overlap its
-    own step window (a straggler at the step it began, a slow step's busiest rank), in one
-    query whatever the number of cells. Call right after :func:`build_report` on the same store."""
-    db = store
-    labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
-    db.create_columns("wf_cells", "iteration BIGINT, rank_label VARCHAR")
-    db.insert("wf_cells", [[int(it), label] for it, label in dict.fromkeys(cells)])
-    db.create("wf_cell_windows", """
-        SELECT s.iteration AS iteration, s.rank_label AS rank_label, min(k.start_ns) AS lo, max(k.end_ns) AS hi
-        FROM steps s JOIN wf_cells w ON w.iteration = s.iteration AND w.rank_label = s.rank_label
-        JOIN anchors a ON a.anchor = s.anchor JOIN cands k ON k.id = a.cand GROUP BY s.iteration, s.rank_label
-    """)
-    db.create("wf_ids", f"""
-        SELECT DISTINCT {_WATERFALL_KEPT} FROM k JOIN wf_cell_windows w ON w.rank_label = k.rank_label
-        WHERE k.ok AND k.start_ns < w.hi AND k.end_ns > w.lo
-    """)
-    total = db.value("SELECT count(*) FROM wf_ids")
-    order = {label: i for i, label in enumerate(labels)}
-    steps = sorted({it for it, _ in cells})
-    ranks = sorted({label for _, label in cells}, key=lambda label: order.get(label, len(order)))
-    return WaterfallSelection(_chosen_spans(db, limit, name_chars), order, steps, ranks, total)
-
-
-def _chosen_spans(db: Store, limit: int, name_chars: int | None) -> list[dict[str, Any]]:
-    """The first ``limit`` spans of ``wf_ids`` by start, with what a waterfall draws of each."""
-    d = db.dialect
-    name = "s.name" if name_chars is None else d.prefix("s.name", name_chars)
-    spans = []
-    for columns, rows in db.stream(f"""
-        WITH chosen AS (SELECT * FROM wf_ids ORDER BY start_ns, id LIMIT {int(limit)})
-        SELECT c.id AS id, p.pid AS pid, {name} AS name, c.start_ns AS start_ns, c.end_ns AS end_ns,
-               c.bucket AS bucket, c.iteration AS iteration, c.rank_label AS rank_label, s.process AS process,
-               coalesce(s.thread || coalesce(' ' || s.thread_name, ''), s.thread_name, '') AS thread_label,
-               coalesce(s.thread_name, s.thread, '') AS thread_short,
-               {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, s.kind AS kind, c.error AS error,
-               c.dev_start AS dev_start, c.dev_end AS dev_end
-        FROM chosen c JOIN spans s ON s.rowid = c.id
-        LEFT JOIN (SELECT id, pid FROM anc WHERE id IN (SELECT id FROM chosen)) p ON p.id = c.id
-        ORDER BY c.start_ns, c.id
-    """):
-        spans += [dict(zip(columns, row)) for row in rows]
-    return spans

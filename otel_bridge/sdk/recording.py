@@ -12,7 +12,8 @@ from otel_bridge import exporters
 from otel_bridge.sdk import upstream
 from otel_bridge.sdk.failure import exception_attributes, record_failure
 from otel_bridge.sdk.identity import SeedIndependentIdGenerator, instance_id, lens_version
-from otel_bridge.sdk.pipeline import ScopeTable, SdkSpanProcessor, SpanPipeline
+from otel_bridge.sdk.pipeline import SpanPipeline
+from otel_bridge.sdk.processor import ScopeTable, SdkSpanProcessor
 from otel_bridge.sdk.sinks import FileSink, NullSink, OtlpSink, SdkExporterSink
 
 __all__ = ["RECORDERS", "build_span_pipeline", "exception_attributes", "sampling_mode"]

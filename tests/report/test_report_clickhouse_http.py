@@ -244,10 +244,10 @@ def test_a_port_that_takes_the_connection_and_never_answers_is_said_within_the_c
     import socket
     import time
 
-    from lens_report import clickhouse
+    from lens_report import clickhouse_source
     from lens_report.cli import main
 
-    monkeypatch.setattr(clickhouse, "CONNECT_CHECK_S", 1)
+    monkeypatch.setattr(clickhouse_source, "CONNECT_CHECK_S", 1)
     with socket.socket() as silent:  # takes connections (the kernel's backlog) and never reads or answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
@@ -265,7 +265,7 @@ def test_a_port_that_takes_the_connection_and_never_answers_is_said_within_the_c
     # a server that answers: its statements get the long timeout, or the URL's
     source = ServerSource(server.url(USER, PASSWORD))
     try:
-        assert source.client.timeout.read_timeout == clickhouse.STATEMENT_TIMEOUT_S == 300
+        assert source.client.timeout.read_timeout == clickhouse_source.STATEMENT_TIMEOUT_S == 300
         assert source.rows("SELECT 1") == [(1,)]
     finally:
         source.close()

@@ -532,7 +532,7 @@ def test_the_waterfall_reads_the_chosen_spans_without_joining_every_span_again(t
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from trace_synth import write_run
 
-    from lens_report import rollup
+    from lens_report import waterfall
     from lens_report.rollup import build_report
 
     write_run(tmp_path / "run", 4, 30)
@@ -542,8 +542,8 @@ def test_the_waterfall_reads_the_chosen_spans_without_joining_every_span_again(t
         queries = []
         stream = store.stream
         monkeypatch.setattr(store, "stream", lambda sql: queries.append(sql) or stream(sql))
-        chosen = rollup.waterfall_spans(store, report, steps=frozenset({3}), ranks=None, small_run=0,
-                                        default_ranks=4, limit=1000)
+        chosen = waterfall.waterfall_spans(store, report, steps=frozenset({3}), ranks=None, small_run=0,
+                                           default_ranks=4, limit=1000)
         expected = store.rows("""SELECT k.id, k.start_ns, k.end_ns, k.bucket, k.iteration, k.rank_label, k.error
                                  FROM k JOIN wf_ids w ON w.id = k.id ORDER BY k.start_ns, k.id""")
     (query,) = queries

@@ -46,7 +46,7 @@ def test_a_class_without_a_member_is_not_a_store():
         assert not isinstance(store, Store)
 
 
-@pytest.mark.parametrize("module", ["rollup.py", "render_html.py", "perfetto.py"])
+@pytest.mark.parametrize("module", ["rollup.py", "invariants.py", "waterfall.py", "render_html.py", "perfetto.py"])
 def test_the_rollup_and_the_views_ask_only_for_the_protocols_members(module):
     """Every attribute the rollup, the page and the Perfetto export read of a store (``store.x``,
     ``db.x``) is a member of Store: a second engine's store that implements the protocol runs them."""
