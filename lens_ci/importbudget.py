@@ -16,6 +16,7 @@ does not exist.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -135,12 +136,24 @@ def whole_process_ratio(code: str, yardstick_code: str, runs: int = 31, python: 
         process_seconds(text, python, env)
     times = {name: [] for name in codes}
     order = list(codes)
-    for round_ in range(max(1, runs)):
-        for name in (order if round_ % 2 == 0 else order[::-1]):
-            times[name].append(process_seconds(codes[name], python, env))
-    medians = {name: _median(values) for name, values in times.items()}
-    added = medians["yardstick"] - medians["pass"]
-    return (medians["probe"] - medians["pass"]) / max(added, 1e-6), medians
+    rounds = 0
+    for _ in range(_MORE_ROUNDS + 1):
+        for _ in range(max(1, runs)):
+            for name in (order if rounds % 2 == 0 else order[::-1]):
+                times[name].append(process_seconds(codes[name], python, env))
+            rounds += 1
+        medians = {name: _median(values) for name, values in times.items()}
+        added = medians["yardstick"] - medians["pass"]
+        if added > 0:
+            return (medians["probe"] - medians["pass"]) / added, medians
+    # the yardstick's cost is lost in the machine's noise: no ratio can be read, and a gate that
+    # divided by a floor instead passed any budget, even a negative one
+    return math.inf, medians
+
+
+_MORE_ROUNDS = 3
+"""How many times :func:`whole_process_ratio` measures ``runs`` rounds again while the yardstick
+adds no measurable time (its median at or below ``python -c pass``'s) before it gives up (inf)."""
 
 
 def measure_ratio(module: str, yardstick: str, runs: int = 31, python: str = sys.executable):
@@ -197,6 +210,9 @@ def run(args: argparse.Namespace, prog: str = "python -m lens_ci.importbudget") 
     ok = not forbidden
     if ratio is not None:
         ok = ok and ratio <= args.max_ratio
+        if ratio == math.inf:
+            print(f"import {args.yardstick} added no measurable CPU time to `python -c pass` in "
+                  f"{args.runs * (_MORE_ROUNDS + 1)} rounds (a noisy machine): no ratio; more --runs")
         print(f"import {args.module} / import {args.yardstick}: {ratio:.2f}x of the CPU time each adds to "
               f"`python -c pass` (medians of {args.runs} alternated rounds: pass {medians['pass'] * 1e3:.1f} ms, "
               f"+{(medians['probe'] - medians['pass']) * 1e3:.2f} ms and "

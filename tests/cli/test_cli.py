@@ -275,3 +275,28 @@ def test_import_budget_needs_a_budget_and_a_yardstick_for_a_ratio():
     assert none.returncode == 2 and "give a budget" in none.stderr
     alone = lens("import-budget", "json", "--max-ratio", "2", "--runs", "1")
     assert alone.returncode == 2 and "--max-ratio and --yardstick go together" in alone.stderr
+
+
+def test_a_yardstick_lost_in_noise_gives_no_ratio_instead_of_passing_every_budget(monkeypatch):
+    """Regression: when `import YARDSTICK` added no measurable time (its median at or below
+    `python -c pass`'s on a loaded machine), the ratio divided by a 1 us floor, so a probe
+    that also measured below `pass` read -3000x and passed a budget of -1000x (the CI run's
+    flaky test_import_budget_against_a_yardstick_gates_on_the_whole_process_ratio). The gate
+    now measures more rounds, and with the yardstick still unmeasurable reads inf (fails)."""
+    from lens_ci import importbudget
+
+    seconds = {"pass": 0.050, "import probe": 0.047, "import yardstick": 0.0484}
+    calls = []
+
+    def fake(code, python=None, env=None):
+        calls.append(code)
+        return seconds[code]
+
+    monkeypatch.setattr(importbudget, "process_seconds", fake)
+    ratio, medians = importbudget.whole_process_ratio("import probe", "import yardstick", runs=3)
+    assert ratio == float("inf") and medians["yardstick"] < medians["pass"]
+    assert len(calls) == 3 + 3 * 3 * (importbudget._MORE_ROUNDS + 1)  # warm-up, then every extra round
+    seconds["import yardstick"] = 0.052  # measurable: a ratio again, in the first rounds
+    calls.clear()
+    ratio, _ = importbudget.whole_process_ratio("import probe", "import yardstick", runs=3)
+    assert ratio == pytest.approx(-1.5) and len(calls) == 3 + 3 * 3
