@@ -11,6 +11,7 @@ bench/checks.txt gates the median of the rounds' ratios: device-timed / host-onl
 import time
 
 import pytest
+from paired import paired_benchmark
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -32,20 +33,6 @@ def _loop(group):
     return run
 
 
-def _paired_cpu(benchmark, measured, paired, *, label, rounds, warmup):
-    # paired.paired_benchmark, with the paired side on the same clock as the measured one
-    times = []
-
-    def paired_round():
-        started = time.thread_time()
-        paired()
-        times.append(time.thread_time() - started)
-
-    benchmark.pedantic(measured, setup=paired_round, rounds=rounds, warmup_rounds=warmup)
-    benchmark.extra_info[f"paired_{label}_s"] = times[warmup:]
-    benchmark.extra_info[f"paired_{label}_min_s"] = min(times[warmup:])
-
-
 @pytest.mark.benchmark(group="device-timed span", timer=time.thread_time)
 @pytest.mark.parametrize("recorder", ["native", "sdk"])
 def test_device_timed_span(benchmark, gate, recorder):
@@ -62,7 +49,8 @@ def test_device_timed_span(benchmark, gate, recorder):
                                             recorder=recorder, device_timing="on", device_events=1 << 20),
                                  _allow_reinit=True)
         try:
-            _paired_cpu(benchmark, _loop("d"), _loop("g"), label="host", rounds=100, warmup=5)
+            paired_benchmark(benchmark, _loop("d"), _loop("g"), label="host", rounds=100, warmup=5,
+                             clock=time.thread_time)
             timer = handle.pipeline.device
             assert device.records > 0 and timer.untimed == 0, (device.records, timer.untimed)
         finally:

@@ -8,6 +8,7 @@ import contextlib
 import time
 
 import pytest
+from paired import paired_benchmark
 
 import lens_core
 from lens_core.registry import SpanRegistry
@@ -184,17 +185,8 @@ def test_managed_span_disabled_against_c(benchmark, one_group_off):
     span (lens_core._gate._reference_null_span). bench/checks.txt gates the median ratio <= 1.1."""
     pytest.importorskip("lens_core._gate")
     lens_core._impl.use("cython")
-    floor = _floor_loop()
-    times = []
-
-    def paired_round():
-        started = time.perf_counter()
-        floor()
-        times.append(time.perf_counter() - started)
-
-    benchmark.pedantic(_with_loop(lens_core._impl.gate.managed_span), setup=paired_round, rounds=2000,
-                       warmup_rounds=50)
-    benchmark.extra_info["paired_floor_s"] = times[50:]
+    paired_benchmark(benchmark, _with_loop(lens_core._impl.gate.managed_span), _floor_loop(), label="floor",
+                     rounds=2000, warmup=50)
 
 
 @pytest.mark.benchmark(group="managed_span disabled, against C")
@@ -203,14 +195,5 @@ def test_managed_span_quiet_against_c(benchmark):
     pytest.importorskip("lens_core._gate")
     lens_core._impl.use("cython")
     SpanRegistry.register("bench", ["g", "other"])
-    floor = _floor_loop()
-    times = []
-
-    def paired_round():
-        started = time.perf_counter()
-        floor()
-        times.append(time.perf_counter() - started)
-
-    benchmark.pedantic(_with_loop(lens_core._impl.gate.managed_span), setup=paired_round, rounds=2000,
-                       warmup_rounds=50)
-    benchmark.extra_info["paired_floor_s"] = times[50:]
+    paired_benchmark(benchmark, _with_loop(lens_core._impl.gate.managed_span), _floor_loop(), label="floor",
+                     rounds=2000, warmup=50)
