@@ -30,6 +30,7 @@ __all__ = [
     "RankRow",
     "RankSteps",
     "Report",
+    "ReportPath",
     "Rule",
     "RunInfo",
     "Span",
@@ -590,6 +591,28 @@ class DeviceClock:
 
 
 @dataclass(frozen=True)
+class ReportPath:
+    """How a report over ClickHouse was computed: ``name`` is ``spans`` (every span walked, in ``parts`` parts of
+    traces so the server's working set stays bounded) or ``rollup`` (the per-(rank, step) rollup table, kept at
+    insert time: figures only). ``reason`` says why this path was taken; ``not_computed`` names the JSON keys
+    the path leaves empty (they need every span)."""
+
+    name: str
+    reason: str
+    parts: int = 1
+    not_computed: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        parts = f" in {self.parts:,} parts of traces" if self.parts > 1 else ""
+        missing = f"; not computed: {', '.join(self.not_computed)}" if self.not_computed else ""
+        return f"path: {self.name}{parts} ({self.reason}){missing}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The path as a JSON-ready dict."""
+        return {"name": self.name, "reason": self.reason, "parts": self.parts, "not_computed": list(self.not_computed)}
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything ``lens report`` says about one run of a set of trace files.
 
@@ -625,6 +648,8 @@ class Report:
     """Rank-seconds lost between attempts of the run (restarts), when known; the badput's ``restarts`` part."""
     device_clock: DeviceClock | None = None
     """Which clock the figures came from, when any leaf of the run has device times (else None: all host)."""
+    path: ReportPath | None = None
+    """How a report over ClickHouse was computed (None for files): see :class:`ReportPath`."""
 
     @functools.cached_property
     def aggregates(self) -> Any:
@@ -681,6 +706,8 @@ class Report:
         }
         if self.device_clock is not None:
             data["device_clock"] = self.device_clock.to_json()
+        if self.path is not None:
+            data["path"] = self.path.to_json()
         if self.attempts:
             data["attempt"] = self.attempt
             data["attempts"] = [a.to_json() for a in self.attempts]

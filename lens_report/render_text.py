@@ -104,9 +104,10 @@ def _header(report: Report) -> list[str]:
     counts = (f"{report.span_count} spans in {report.trace_count} traces from {len(report.files)} files"
               f" ({report.orphan_count} orphaned, {report.duplicate_count} duplicates dropped,"
               f" {report.error_count} with error status)")
+    path = [str(report.path)] if report.path is not None else []
     if not report.multi_rank:
-        return [f"lens report: {counts}"]
-    return [f"lens report: run {report.run_id or '(no run id)'}: {len(report.ranks)} ranks, {counts}"]
+        return [f"lens report: {counts}", *path]
+    return [f"lens report: run {report.run_id or '(no run id)'}: {len(report.ranks)} ranks, {counts}", *path]
 
 
 def badput_line(report: Report) -> str:

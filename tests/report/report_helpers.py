@@ -141,6 +141,7 @@ def comparable(report_json: dict[str, Any]) -> dict[str, Any]:
     """A report's JSON without what only files have: file names and lines (violations sorted without them)."""
     data = dict(report_json)
     data.pop("files", None)
+    data.pop("path", None)  # how ClickHouse computed it: files have no path
     data["violations"] = sorted((json.dumps({k: v for k, v in violation.items() if k not in ("file", "line")},
                                             sort_keys=True) for violation in data["violations"]))
     return data
