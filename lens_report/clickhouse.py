@@ -38,6 +38,9 @@ from .dialect import CLICKHOUSE, DUCKDB, LOSS_COUNTERS, ResourceFields, SpanFiel
 from .discovery import find_trace_files
 from .ingest import SPAN_COLUMNS
 from .model import DEFAULT_MEMORY_LIMIT, Problem, Span, span_from_row
+from .clickhouse_stamped import COMPLEX_TRACES, STAMPED_STEPS, STEP_COLUMNS, complex_traces_sql, presum_sql, stamped_steps_sql
+from .invariants import TOLERANCE_NS
+from .model import BUCKETS
 from .store import span_rows_sql
 
 __all__ = [
@@ -293,6 +296,12 @@ SELECT line, problem FROM (
 WHERE problem <> '' ORDER BY line"""
 
 
+DEFAULT_PART_SPANS = 1_000_000
+"""How many spans of ``otel_traces`` the report walks at once, at most (``--part-spans``): a run holding more is
+walked in parts of whole traces. ClickHouse's working set is ~0.5-0.7 KB a span walked, so a part of 1M spans
+keeps a report within ~1 GB of server memory whatever the run's size."""
+
+
 class ClickHouseStore:
     """The ClickHouse :class:`~lens_report.store.Store` (its own class, not the DuckDB store's subclass): the
     spans of an ``otel_traces`` table, and every working table of the rollup, are temporary tables of the source's session, so the rollup runs where the
@@ -305,6 +314,10 @@ class ClickHouseStore:
     is the same as for files (:mod:`lens_report.rollup`), in :attr:`dialect`. ``work_tables``:
     ``"memory"`` (fast; ~400 bytes a span of ClickHouse's memory) or ``"disk"`` (MergeTree,
     compressed: tens of bytes a span, ~2x the CPU; the joins' hash tables stay in memory).
+
+    A run of more than ``part_spans`` spans (``None``: no limit) is walked in parts of whole
+    traces (by a hash of the trace id), each part's spans copied, walked and dropped before the
+    next: the working set is one part's, and only per-step and per-rank sums outlive it.
     """
 
     dialect = CLICKHOUSE
@@ -312,19 +325,32 @@ class ClickHouseStore:
 
     def __init__(self, source: ClickHouseSource, table: str, *, detail: bool = False,
                  memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int | None = None,
-                 temp_dir: str | None = None, run: str | None = None, work_tables: str = "memory") -> None:
+                 temp_dir: str | None = None, run: str | None = None, work_tables: str = "memory",
+                 part_spans: int | None = DEFAULT_PART_SPANS, stamped: bool = True) -> None:
         check_table_name(table)
         memory_bytes(memory_limit)  # unused here (the server's memory is its own), but never misread silently
         if work_tables not in _WORK_ENGINES:
             raise ValueError(f"work_tables is one of {', '.join(_WORK_ENGINES)}, got {work_tables!r}")
+        if part_spans is not None and part_spans < 1:
+            raise ValueError(f"part_spans is a positive number of spans (or None: no parts), got {part_spans!r}")
         self.engine = _WORK_ENGINES[work_tables]
+        self.part_spans = part_spans
+        self.stamped = stamped
+        self._presumming = False  # whether the traces outside ``complex_traces`` are summed, not walked
+        self.walked_spans = 0
+        """How many spans the report walked (copied into ``spans``): the rest were summed where they lie."""
+        self._parts = 1  # how many parts the run needs (load_table)
+        self._loaded: tuple[int, int] | None = None  # the part ``spans`` holds: (part, parts)
+        self._duplicates: dict[tuple[int, int], int] = {}  # (part, parts) -> spans stored twice in it
+        self._span_where = "false"
+        self._columns: set[str] = set()
+        self._total = 0
         self.source = source
         self.table = table
         self.run = run
         self.detail = detail
         self.files: list[str] = []
         self.problems: list[Problem] = []
-        self.duplicate_count = 0
         self.columns_used: tuple[str, ...] = ()
         self.stored_columns = SPAN_COLUMNS
         """The columns of the ``spans`` table: every one (see :func:`~lens_report.ingest.stored_columns`)."""
@@ -359,9 +385,100 @@ class ClickHouseStore:
         """The first column of the first row of a query."""
         return self.rows(sql)[0][0]
 
+    @property
+    def duplicate_count(self) -> int:  # type: ignore[override]
+        """Spans stored twice (same trace and span id) and kept once: of every part walked so far."""
+        parts = self._loaded[1] if self._loaded else 1
+        return sum(n for (_, of), n in self._duplicates.items() if of == parts)
+
     def span_count(self) -> int:
-        """How many spans the store holds (loss records and rows with bad ids excluded)."""
-        return int(self.value("SELECT count() FROM spans"))
+        """How many spans the store holds (loss records and rows with bad ids excluded; a span stored twice
+        counts twice until its part is walked)."""
+        return self._total if self._parts > 1 else int(self.value("SELECT count() FROM spans"))
+
+    def span_parts(self, timed: bool, where: str) -> int:
+        """How many parts of whole traces the run is walked in: one when it fits ``part_spans``, or when it has
+        device times (their rule joins each rank's leaves across its traces).
+
+        With ``stamped`` (and no device times) only the traces that need the parent walk are walked
+        (:mod:`lens_report.clickhouse_stamped`): the others' steps are summed here (``stamped_steps``), the rest
+        of their sums by :meth:`presum`; none walked is 0 parts."""
+        self._presumming = False
+        if self._parts == 1 or timed or not self.stamped:
+            self.walked_spans = self._total
+            return 1 if timed else self._parts
+        self._loaded = None
+        relation = self.whole_relation()
+        self.create(COMPLEX_TRACES, complex_traces_sql(relation, where))
+        self.create(STAMPED_STEPS, stamped_steps_sql(relation, where))
+        # a step whose buckets overflow its wall is a violation the walk lists, and a (process, iteration) with
+        # two step spans leaves a leaf's nearest one to the walk: such traces are walked too
+        walk = f"step_spans > 1 OR {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}"
+        if self.value(f"SELECT count() FROM {STAMPED_STEPS} WHERE {walk}"):
+            self.execute(f"INSERT INTO {COMPLEX_TRACES} SELECT DISTINCT trace FROM {STAMPED_STEPS} WHERE {walk}")
+        # a (process, iteration) without a step span has no anchor: its unstamped leaves belong to no step
+        self.create("stamped_kept", f"SELECT {', '.join(STEP_COLUMNS)} FROM {STAMPED_STEPS} "
+                                    f"WHERE step_spans = 1 AND trace NOT IN (SELECT trace FROM {COMPLEX_TRACES})")
+        self.create(STAMPED_STEPS, "SELECT * FROM stamped_kept")
+        self.drop("stamped_kept")
+        self._presumming = True
+        self.walked_spans = int(self.value(
+            f"SELECT count() FROM {relation} s {where + ' AND' if where else 'WHERE'} "
+            f"s.trace IN (SELECT trace FROM {COMPLEX_TRACES})"))
+        if not self.walked_spans:
+            return 0
+        return 1 if self.part_spans is None else max(1, -(-self.walked_spans // self.part_spans))
+
+    def presums(self, timed: bool) -> bool:
+        """Whether the last :meth:`span_parts` left traces to :meth:`presum` (stamped, no device times)."""
+        return self._presumming
+
+    def presum(self, where: str, cond: str, prefix: str) -> tuple[int, int, int, int]:
+        """Add the sums of the traces no part held (see :meth:`span_parts`) to ``prefix`` + each kept table, made
+        when ``prefix`` is ''; their (spans, traces, error spans, orphans)."""
+        if not self._presumming:
+            return 0, 0, 0, 0
+        relation = self.whole_relation()
+        queries = presum_sql(relation, where, cond)
+        summary = self.rows(queries.pop("summary"))[0]
+        queries["steps"] = f"SELECT * FROM {STAMPED_STEPS}"
+        for name, sql in queries.items():
+            if prefix:
+                self.execute(f"INSERT INTO {prefix}{name} {sql}")
+            else:
+                self.create(name, sql)
+        self.drop(STAMPED_STEPS)
+        return tuple(int(value or 0) for value in summary)  # type: ignore[return-value]
+
+    def load_part(self, part: int, parts: int) -> None:
+        """Make ``spans`` hold the spans of part ``part`` of ``parts`` (of whole traces, by a hash of the
+        trace id; every span for one part), each span once."""
+        if self._loaded == (part, parts):
+            return
+        # the cheap conditions first: ClickHouse tests the rest of an AND only where they hold
+        walked = f"{_id('TraceId', 32)} IN (SELECT trace FROM {COMPLEX_TRACES}) AND " if self._presumming else ""
+        hashed = f"cityHash64(TraceId) % {int(parts)} = {int(part)} AND " if parts > 1 else ""
+        self.create("spans", _projection(self.table, self._columns, self.detail, walked + hashed + self._span_where))
+        self._loaded = (part, parts)
+        # distinct span ids alone first (cheap): only when some repeat can a (trace, span) pair repeat
+        duplicates = 0
+        if self.value("SELECT count() - uniqExact(span) FROM spans"):
+            duplicates = int(self.value("SELECT count() - uniqExact(trace, span) FROM spans"))
+        self._duplicates[(part, parts)] = duplicates
+        if duplicates:  # the same span stored twice (e.g. exported again): keep the first
+            self.create("spans_once", "SELECT * FROM spans ORDER BY line LIMIT 1 BY trace, span")
+            self.create("spans", "SELECT * FROM spans_once")
+            self.drop("spans_once")
+
+    def whole(self) -> str:
+        """SQL: every span of the run, whichever part ``spans`` holds (read from the table when ``spans`` holds
+        a part: what reads it are small aggregates by run, process or name, and ClickHouse computes only the
+        columns they read)."""
+        return "spans" if self._parts == 1 else self.whole_relation()
+
+    def whole_relation(self) -> str:
+        """SQL: every span of the run read from the table (a subquery with the ``spans`` columns)."""
+        return f"({_projection(self.table, self._columns, False, self._span_where)})"
 
     def spans(self, where: str = "true", order: str = "s.file, s.line, s.rowid") -> Iterator[Span]:
         """The stored spans that satisfy ``where`` (alias ``s``) as :class:`~lens_report.model.Span` records, in
@@ -457,16 +574,14 @@ class ClickHouseStore:
         # the cheap conditions first: ClickHouse evaluates the rest of an AND only where they hold
         hex_ids = " AND ".join(_is_hex(column, digits) for column, digits in _IDS)
         loss_name = sql_text(semconv.LENS_LOSS_SPAN_NAME)
+        # the processes' resource fields stay for the report: every part's spans are joined with them
         self.create("span_processes", _processes(self.table, columns, run))
-        self.create("spans", _projection(self.table, columns, self.detail,
-                                         f"{run} AND SpanName <> {loss_name} AND {hex_ids}"))
         self.create("loss", _projection(self.table, columns, False, f"{run} AND SpanName = {loss_name} AND {hex_ids}",
                                         loss=True))
-        self.drop("span_processes")
-        # distinct span ids alone first (cheap): only when some repeat can a (trace, span) pair repeat
-        if self.value("SELECT count() - uniqExact(span) FROM spans"):
-            self.duplicate_count = int(self.value("SELECT count() - uniqExact(trace, span) FROM spans"))
-        if self.duplicate_count:  # the same span stored twice (e.g. exported again): keep the first
-            self.create("spans_once", "SELECT * FROM spans ORDER BY line LIMIT 1 BY trace, span")
-            self.create("spans", "SELECT * FROM spans_once")
-            self.drop("spans_once")
+        self._columns = columns
+        self._span_where = f"{run} AND SpanName <> {loss_name} AND {hex_ids}"
+        self._total = int(self.value(f"SELECT count() FROM {check_table_name(self.table)} WHERE {self._span_where}"))
+        if self.part_spans is not None:
+            self._parts = max(1, -(-self._total // self.part_spans))
+        if self._parts == 1:  # the whole run at once (as the page and --perfetto read it)
+            self.load_part(0, 1)

@@ -33,7 +33,7 @@ def device_times(s: str) -> str:
 
 def has_device_times(db: Any, where: str) -> bool:
     """Whether any span of the run (``where``: '' or a WHERE clause on ``spans``) carries device times."""
-    return bool(db.value(f"SELECT count(*) FROM spans {where + ' AND' if where else 'WHERE'} "
+    return bool(db.value(f"SELECT count(*) FROM {db.whole()} spans {where + ' AND' if where else 'WHERE'} "
                          "dev_start IS NOT NULL"))
 
 

@@ -37,8 +37,10 @@ def _seconds(ns: int) -> str:
     return f"{ns / NS_PER_S:.6f} s"
 
 
-def _violations(db: Store, limit: int) -> tuple[tuple[Violation, ...], Counter[str]]:
-    """Every broken invariant: counted by rule, the first ``limit`` (by file and line) listed."""
+def _span_violations(db: Store, limit: int) -> tuple[list[Violation], Counter[str]]:
+    """The invariants the spans ``spans`` holds break (a part of whole traces: each rule but the rank
+    overflow, :func:`_merge_violations`, lies within one trace): counted by rule, the first ``limit`` of each
+    (by file and line) listed."""
     d = db.dialect
     # rule -> (condition on k that finds the spans, the reason, read from kd for the listed ones)
     queries = {
@@ -93,6 +95,25 @@ def _violations(db: Store, limit: int) -> tuple[tuple[Violation, ...], Counter[s
             FROM steps WHERE {overflow} ORDER BY anchor LIMIT {int(limit)}
         """)
         found += [(Rule.STEP_OVERFLOW, span_id, text) for span_id, text in rows]
+    vocabulary, vocabulary_counts = vocabulary_violations(db, limit)  # lens_report.rules
+    found += vocabulary
+    counts.update(vocabulary_counts)
+    counts[Rule.PARENT_CYCLE], cycles = _cycles(db, limit)
+    found += [(Rule.PARENT_CYCLE, span_id, reason) for span_id, reason in cycles]
+    refs = _span_ref(db, sorted({span_id for _, span_id, _ in found}))
+    violations = []
+    for rule, span_id, reason in found:
+        trace, span, name, file, line, rank = refs[span_id]
+        violations.append(Violation(rule, trace, span, name, file, line, reason, rank))
+    return violations, counts
+
+
+def _merge_violations(db: Store, found: list[Violation], counts: Counter[str],
+                      limit: int) -> tuple[tuple[Violation, ...], Counter[str]]:
+    """Every broken invariant of the run: the spans' (``found`` and ``counts``, of every part), then each rank
+    whose buckets overflow its wall (from ``rank_totals``); counted by rule, the first ``limit`` listed (the
+    ranks', then the spans' by file and line)."""
+    counts = Counter(counts)
     overflowing = db.rows(f"""
         SELECT rank_label, rank, {'+'.join(BUCKETS)} AS buckets, wall_ns FROM rank_totals
         WHERE {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS} ORDER BY rank NULLS LAST, rank_label
@@ -103,18 +124,8 @@ def _violations(db: Store, limit: int) -> tuple[tuple[Violation, ...], Counter[s
                   f"buckets of {label} sum to {_seconds(int(buckets))}, more than its wall time {_seconds(int(wall))}",
                   label)
         for label, _, buckets, wall in overflowing]
-    vocabulary, vocabulary_counts = vocabulary_violations(db, limit)  # lens_report.rules
-    found += vocabulary
-    counts.update(vocabulary_counts)
-    counts[Rule.PARENT_CYCLE], cycles = _cycles(db, limit)
-    found += [(Rule.PARENT_CYCLE, span_id, reason) for span_id, reason in cycles]
     counts += Counter()  # drop zero counts
-    refs = _span_ref(db, sorted({span_id for _, span_id, _ in found}))
-    violations = []
-    for rule, span_id, reason in found:
-        trace, span, name, file, line, rank = refs[span_id]
-        violations.append(Violation(rule, trace, span, name, file, line, reason, rank))
-    violations.sort(key=lambda v: (v.file, v.line, v.rule, v.span_id))
+    violations = sorted(found, key=lambda v: (v.file, v.line, v.rule, v.span_id))
     return tuple((rank_violations + violations)[:limit]), counts
 
 

@@ -10,9 +10,10 @@ from dataclasses import replace
 from typing import Any
 
 from .classify import K_COLUMNS, load_catalog
-from .clock import device_clock, device_times, has_device_times, leaf_join, leaf_ns, make_blocked, step_counts
+from .rules import load_rule_tables
+from .clock import STEPS_TABLE, device_clock, device_times, has_device_times, leaf_join, leaf_ns, make_blocked, step_counts
 from .plan import PARENT_ROW_BYTES, STEP_ROW_BYTES
-from .invariants import _BUCKET_LIST, TOLERANCE_NS, _violations
+from .invariants import _BUCKET_LIST, TOLERANCE_NS, _merge_violations, _span_violations
 from .store import Store
 from .model import (
     BUCKETS,
@@ -27,6 +28,7 @@ from .model import (
     StepRow,
     TopSpan,
     UnfinishedProcess,
+    Violation,
 )
 
 __all__ = [
@@ -71,9 +73,9 @@ class AttemptChoiceError(RunChoiceError):
 
 def list_runs(store: Store) -> tuple[RunInfo, ...]:
     """The runs in the store (by ``nemo.run.id``, else the ``service.instance.id`` prefix), oldest first."""
-    rows = store.rows("""
+    rows = store.rows(f"""
         SELECT run, count(DISTINCT rank_label), count(DISTINCT process), count(*), min(start_ns), max(end_ns)
-        FROM spans GROUP BY run ORDER BY min(start_ns) NULLS LAST, run
+        FROM {store.whole()} spans GROUP BY run ORDER BY min(start_ns) NULLS LAST, run
     """)
     return tuple(RunInfo(*row) for row in rows)
 
@@ -99,7 +101,7 @@ def _attempt_rows(db: Store, run_where: str) -> list[tuple[Any, ...]]:
     return db.rows(f"""
         SELECT process, min(rank), min(start_ns) FILTER (WHERE {timed}), max(end_ns) FILTER (WHERE {timed}),
                count(*) FILTER (WHERE span_row)
-        FROM (SELECT process, rank, start_ns, end_ns, run, true AS span_row FROM spans
+        FROM (SELECT process, rank, start_ns, end_ns, run, true AS span_row FROM {db.whole()} spans
               UNION ALL SELECT process, rank, start_ns, end_ns, run, false FROM loss)  -- a process with loss records only
         {run_where} GROUP BY process ORDER BY 3 NULLS LAST, process
     """)
@@ -198,30 +200,61 @@ def build_report(
 
 def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n: int,
            max_violations: int) -> Report:
-    """The report of the spans that satisfy ``cond`` (an SQL condition on ``spans``; '' for all)."""
+    """The report of the spans that satisfy ``cond`` (an SQL condition on ``spans``; '' for all).
+
+    The spans are walked in the parts of whole traces the store asks for (one for files): each
+    part's steps, rank sums, violations and counts are kept, and the figures are made from them
+    once every part is done. A step, its spans' parents and every rule but the rank overflow
+    lie within one trace, so the answer does not depend on the parts."""
     db = store
     load_catalog(db)
+    load_rule_tables(db)
     where = f"WHERE {cond}" if cond else ""
-    step_names = [name for (name,) in db.rows(f"SELECT DISTINCT name FROM spans {where}") if pattern.search(name)]
+    step_names = [name for (name,) in db.rows(f"SELECT DISTINCT name FROM {db.whole()} spans {where}")
+                  if pattern.search(name)]
     db.create_columns("step_names", "name VARCHAR")
     db.insert("step_names", [[n] for n in step_names])
-    _classify(db, where)
     timed = has_device_times(db, where)  # else nothing below reads a device time: today's figures
-    blocked = timed and make_blocked(db)
-    _jump(db, blocked)
-    _steps(db, where)
-    if timed:
-        step_counts(db)
-    _rank_totals(db, where, timed, blocked)
-    violations, counts = _violations(db, max_violations)
+    parts = db.span_parts(timed, where)
+    kept = KEPT + ((STEPS_TABLE,) if timed else ())
+    found: list[Violation] = []
+    counts: Counter[str] = Counter()
+    summary = [0, 0, 0, 0]
+    blocked = False
+    keeping = parts > 1 or db.presums(timed)  # the figures are read from what every part (or the store) adds
+    for part in range(parts):
+        db.load_part(part, parts)
+        part_blocked = _walk_part(db, where, timed)
+        blocked = blocked or part_blocked
+        part_found, part_counts = _span_violations(db, max_violations)
+        found += part_found
+        counts.update(part_counts)
+        row = db.rows("""
+            SELECT count(*), count(DISTINCT trace), count(*) FILTER (WHERE error),
+                   count(*) FILTER (WHERE parent IS NOT NULL) - (SELECT count(*) FROM anc)
+            FROM k
+        """)[0]
+        summary = [total + int(value or 0) for total, value in zip(summary, row)]
+        _part_sums(db, where, cond)
+        if keeping:  # what the figures read, kept from every part
+            for name in kept:
+                if part == 0:
+                    db.create(f"all_{name}", f"SELECT * FROM {name}")
+                else:
+                    db.execute(f"INSERT INTO all_{name} SELECT * FROM {name}")
+    if keeping:
+        # the spans no part held (the ClickHouse store's stamped traces) are summed where they lie
+        presummed = db.presum(where, cond, "all_" if parts else "")
+        summary = [total + int(value) for total, value in zip(summary, presummed)]
+        if parts:
+            for name in kept:
+                db.create(name, f"SELECT * FROM all_{name}")
+                db.drop(f"all_{name}")
+    _rank_totals(db)
+    violations, counts = _merge_violations(db, found, counts, max_violations)
     rank_labels, rank_steps = _rank_steps(db, timed)
     steps = _step_rows(db, rank_labels, rank_steps)
     ranks, run_totals = _ranks(db, rank_labels, rank_steps)
-    summary = db.rows("""
-        SELECT count(*), count(DISTINCT trace), count(*) FILTER (WHERE error),
-               count(*) FILTER (WHERE parent IS NOT NULL) - (SELECT count(*) FROM anc)
-        FROM k
-    """)[0]
     return Report(
         run_id=run_id,
         files=tuple(store.files),
@@ -235,7 +268,7 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
         run=run_totals,
         ranks=ranks,
         rank_steps=rank_steps,
-        top_spans=_top_spans(db, top_n, where),
+        top_spans=_top_spans(db, top_n),
         violations=violations,
         problems=tuple(store.problems),
         loss=_loss(db, cond or None),
@@ -243,6 +276,41 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
         unfinished=_unfinished(db, cond or None),
         device_clock=device_clock(db, rank_labels, blocked) if timed else None,
     )
+
+
+KEPT = ("steps", "rank_parts", "name_parts", "process_parts", "rank_process_parts")
+"""The tables each part of the spans adds to (see :func:`_walk_part` and :func:`_part_sums`): the figures are
+made from them once every part is done."""
+
+
+def _part_sums(db: Store, where: str, cond: str) -> None:
+    """``name_parts`` (per span name, its well-timed spans and their time), ``rank_process_parts`` (each rank's
+    processes) and ``process_parts`` (per process Lens set up, its spans) of the spans ``spans`` holds: what
+    the parts of a run add up to."""
+    timed = "start_ns IS NOT NULL AND end_ns >= start_ns"
+    db.create("name_parts", f"""
+        SELECT name, count(*) AS n, sum(end_ns - start_ns) AS total FROM spans
+        {where + " AND " + timed if where else "WHERE " + timed} GROUP BY name
+    """)
+    db.create("rank_process_parts", f"SELECT DISTINCT rank_label, process FROM spans {where}")
+    db.create("process_parts", f"""
+        SELECT {db.dialect.any_value('rank_label')} AS rank_label, process, count(*) AS n, min(rank) AS rank FROM spans
+        WHERE lens_process {"AND " + cond if cond else ""} GROUP BY process
+    """)
+
+
+def _walk_part(db: Store, where: str, timed: bool) -> bool:
+    """The spans ``spans`` holds (a part of whole traces) classified, walked up their parents and
+    summed per step anchor (``steps``) and per rank (``rank_parts``); whether any leaf lost host
+    time to the device (rule 2 of :mod:`lens_report.clock`)."""
+    _classify(db, where)
+    blocked = timed and make_blocked(db)
+    _jump(db, blocked)
+    _steps(db, where)
+    if timed:
+        step_counts(db)
+    _rank_parts(db, timed, blocked)
+    return blocked
 
 
 def _well_timed(s: str) -> str:
@@ -264,6 +332,31 @@ def _candidate(s: str) -> str:
     return (f"coalesce({_well_timed(s)} AND "
             f"CASE WHEN {s}.trace IN (SELECT trace FROM named_traces) THEN {_named_step(s)} "
             f"ELSE {s}.iteration IS NOT NULL AND {s}.bucket IS NULL END, false)")
+
+
+def classified_columns(s: str = "s", c: str = "c", r: str = "r") -> str:
+    """SQL select items of what the rollup's rules decide of the span ``s`` (an alias of ``spans``), with its
+    ``catalog`` row ``c`` and ``category_rules`` row ``r`` joined (see :func:`_classify`): ``ok``, ``bucketed``,
+    ``umbrella``, ``never_reason``, ``timer_only``, ``stamped_grp``, ``category``, ``catalogued``. One
+    definition for ``k`` and for the ClickHouse store's stamped sums."""
+    return f"""coalesce({_well_timed(s)}, false) AS ok,
+               {s}.bucket IS NOT NULL AS bucketed,
+               -- lens stamps lens.umbrella on umbrellas only: with lens.group, absence means a leaf
+               CASE WHEN {s}.grp IS NOT NULL THEN coalesce({s}.umbrella, false)
+                    ELSE coalesce({s}.umbrella, {c}.umbrella) END AS umbrella,
+               coalesce({c}.never_reason, CASE {r}.rule
+                   WHEN 'collector' THEN 'a collector-loop wait runs on the collector''s clock, concurrent with the driver''s'
+                   WHEN 'unbucketed' THEN 'its category (' || coalesce({s}.category, {c}.category)
+                                          || ') overlaps other bucketed work' END) AS never_reason,
+               coalesce({r}.rule = 'timer-only', false) AS timer_only,
+               {s}.grp AS stamped_grp, coalesce({s}.category, {c}.category) AS category,
+               {c}.name IS NOT NULL AS catalogued"""
+
+
+COUNTED = (f"coalesce(ok AND bucketed AND bucket IN {_BUCKET_LIST} AND NOT coalesce(umbrella, false) "
+           "AND never_reason IS NULL AND NOT timer_only, false)")
+"""SQL over :func:`classified_columns`: whether the span counts in the sums (a leaf whose bucket is one of
+:data:`BUCKETS`, well timed, by no rule left out)."""
 
 
 def _classify(db: Store, where: str) -> None:
@@ -288,24 +381,12 @@ def _classify(db: Store, where: str) -> None:
     # read from ``spans`` when ``cands`` is made (see _steps)
     db.define("k", f"""
         SELECT {", ".join(K_COLUMNS)}, stamped_grp, category, catalogued FROM (
-        SELECT *, coalesce(ok AND bucketed AND bucket IN {_BUCKET_LIST} AND NOT coalesce(umbrella, false)
-                           AND never_reason IS NULL AND NOT timer_only, false) AS counted
+        SELECT *, {COUNTED} AS counted
         FROM (
         SELECT s.rowid AS id, s.trace AS trace, s.span AS span, s.parent AS parent, s.bucket AS bucket,
                s.iteration AS iteration, s.start_ns AS start_ns, s.end_ns AS end_ns, s.error AS error,
                s.rank AS rank, s.rank_label AS rank_label, s.file AS file, s.line AS line,
-               {device_times("s")},
-               coalesce({_well_timed("s")}, false) AS ok,
-               s.bucket IS NOT NULL AS bucketed,
-               -- lens stamps lens.umbrella on umbrellas only: with lens.group, absence means a leaf
-               CASE WHEN s.grp IS NOT NULL THEN coalesce(s.umbrella, false)
-                    ELSE coalesce(s.umbrella, c.umbrella) END AS umbrella,
-               coalesce(c.never_reason, CASE r.rule
-                   WHEN 'collector' THEN 'a collector-loop wait runs on the collector''s clock, concurrent with the driver''s'
-                   WHEN 'unbucketed' THEN 'its category (' || coalesce(s.category, c.category)
-                                          || ') overlaps other bucketed work' END) AS never_reason,
-               coalesce(r.rule = 'timer-only', false) AS timer_only,
-               {_candidate("s")} AS cand, s.grp AS stamped_grp, coalesce(s.category, c.category) AS category, c.name IS NOT NULL AS catalogued
+               {device_times("s")}, {classified_columns()}, {_candidate("s")} AS cand
         FROM spans s
         LEFT JOIN catalog c ON c.name = s.name
         LEFT JOIN category_rules r ON r.category = coalesce(s.category, c.category)
@@ -489,19 +570,32 @@ def _create_in_parts(db: Store, name: str, part_sql: list[str]) -> None:
         db.execute(f"INSERT INTO {name} {sql}")
 
 
-def _rank_totals(db: Store, where: str, timed: bool = False, blocked: bool = False) -> None:
-    """``rank_totals``: per rank its processes, wall (first start to last end) and counted buckets (on the
-    clock their work ran on), and with device times (``timed``) its counted leaves and device-timed ones."""
+def _rank_parts(db: Store, timed: bool = False, blocked: bool = False) -> None:
+    """``rank_parts``: per rank, of the spans ``k`` holds, the first start and last end of its well-timed spans
+    and its counted buckets (on the clock their work ran on), with device times (``timed``) its counted leaves
+    and device-timed ones: sums and bounds, so the parts of a run add up in :func:`_rank_totals`."""
     counts = ("count(*) FILTER (WHERE k.counted) AS leaves, "
               "count(*) FILTER (WHERE k.counted AND k.dev_start IS NOT NULL) AS timed") if timed else "0 AS leaves, 0 AS timed"
-    db.create("rank_totals", f"""
-        WITH processes AS (SELECT rank_label, count(DISTINCT process) AS n FROM spans {where} GROUP BY rank_label)
-        SELECT k.rank_label AS rank_label, min(k.rank) AS rank, {db.dialect.any_value('p.n')} AS processes,
-               coalesce(max(k.end_ns) FILTER (WHERE k.ok) - min(k.start_ns) FILTER (WHERE k.ok), 0) AS wall_ns,
+    db.create("rank_parts", f"""
+        SELECT k.rank_label AS rank_label, min(k.rank) AS rank, min(k.start_ns) FILTER (WHERE k.ok) AS first_ns,
+               max(k.end_ns) FILTER (WHERE k.ok) AS last_ns,
                {", ".join(f"coalesce(sum({leaf_ns('k', blocked)}) FILTER (WHERE k.counted AND k.bucket = '{x}'), 0) AS {x}"
                           for x in BUCKETS)}, {counts}
-        FROM k JOIN processes p ON p.rank_label = k.rank_label{leaf_join('k', blocked)} GROUP BY k.rank_label
+        FROM k{leaf_join('k', blocked)} GROUP BY k.rank_label
     """)
+
+
+def _rank_totals(db: Store) -> None:
+    """``rank_totals`` from every part's ``rank_parts``: per rank its processes, wall (first start to last end)
+    and counted buckets, and its counted leaves and device-timed ones."""
+    db.create("rank_totals", f"""
+        WITH processes AS (SELECT rank_label, count(DISTINCT process) AS n FROM rank_process_parts GROUP BY rank_label)
+        SELECT k.rank_label AS rank_label, min(k.rank) AS rank, {db.dialect.any_value('p.n')} AS processes,
+               coalesce(max(k.last_ns) - min(k.first_ns), 0) AS wall_ns,
+               {", ".join(f"sum(k.{x}) AS {x}" for x in BUCKETS)}, sum(k.leaves) AS leaves, sum(k.timed) AS timed
+        FROM rank_parts k JOIN processes p ON p.rank_label = k.rank_label GROUP BY k.rank_label
+    """)
+    db.drop("rank_parts")
 
 
 def _rank_order(db: Store) -> list[str]:
@@ -640,11 +734,10 @@ def _ranks(db: Store, labels: list[str], rank_steps: RankSteps) -> tuple[tuple[R
     return tuple(ranks), BucketTotals(run_wall, run_buckets)
 
 
-def _top_spans(db: Store, top_n: int, where: str) -> tuple[TopSpan, ...]:
-    timed = "start_ns IS NOT NULL AND end_ns >= start_ns"
+def _top_spans(db: Store, top_n: int) -> tuple[TopSpan, ...]:
+    """The ``top_n`` span names by total time (from every part's ``name_parts``)."""
     rows = db.rows(f"""
-        SELECT name, count(*), sum(end_ns - start_ns) AS total FROM spans
-        {where + " AND " + timed if where else "WHERE " + timed}
+        SELECT name, sum(n), sum(total) AS total FROM name_parts
         GROUP BY name ORDER BY total DESC, name LIMIT {int(top_n)}
     """)
     return tuple(TopSpan(name, count, int(total)) for name, count, total in rows)
@@ -655,7 +748,7 @@ def _unfinished(db: Store, cond: str | None) -> tuple[UnfinishedProcess, ...]:
     where = f"AND {cond}" if cond is not None else ""
     rows = db.rows(f"""
         WITH seen AS (
-            SELECT rank_label, process, rank, 1 AS span FROM spans WHERE lens_process {where}
+            SELECT rank_label, process, rank, n AS span FROM process_parts
             UNION ALL
             SELECT rank_label, process, rank, 0 AS span FROM loss WHERE lens_process {where}
         )

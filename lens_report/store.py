@@ -112,6 +112,25 @@ class Store(Protocol):
     def span_count(self) -> int:
         """How many spans the store holds (loss records and bad input excluded)."""
 
+    def span_parts(self, timed: bool, where: str) -> int:
+        """Into how many parts of whole traces the rollup walks the spans that satisfy ``where`` (1: all at
+        once; 0: none, the store sums them all: :meth:`presum`); ``timed`` when the run has device times
+        (their rule joins a rank's leaves across traces, so they are walked at once)."""
+
+    def presums(self, timed: bool) -> bool:
+        """Whether :meth:`presum` sums some spans no part holds (after :meth:`span_parts`)."""
+
+    def presum(self, where: str, cond: str, prefix: str) -> tuple[int, int, int, int]:
+        """Add the sums of the spans no part holds to the tables the parts add to (``prefix`` + ``steps``,
+        ``rank_parts``, ... : see :data:`~lens_report.rollup.KEPT`; made when ``prefix`` is '') and return
+        their (spans, traces, error spans, orphans)."""
+
+    def load_part(self, part: int, parts: int) -> None:
+        """Make ``spans`` hold part ``part`` of ``parts`` (the store's every span when ``parts`` is 1)."""
+
+    def whole(self) -> str:
+        """SQL: a relation of every span of the store (the ``spans`` columns), whichever part ``spans`` holds."""
+
     def spans(self, where: str = "true", order: str = "s.file, s.line, s.rowid") -> Iterator[Span]:
         """The stored spans that satisfy ``where`` as :class:`~lens_report.model.Span` records."""
 
@@ -678,6 +697,25 @@ class TraceStore:
     def span_count(self) -> int:
         """How many spans the store holds (loss records and bad input excluded)."""
         return self.value("SELECT count(*) FROM spans")
+
+    def span_parts(self, timed: bool, where: str) -> int:
+        """One: the file store's engine bounds its own memory (it spills to its database file)."""
+        return 1
+
+    def presums(self, timed: bool) -> bool:
+        """False: every span is walked."""
+        return False
+
+    def presum(self, where: str, cond: str, prefix: str) -> tuple[int, int, int, int]:
+        """Nothing to add: every span is walked."""
+        return 0, 0, 0, 0
+
+    def load_part(self, part: int, parts: int) -> None:
+        """Nothing: ``spans`` always holds every span read."""
+
+    def whole(self) -> str:
+        """``spans``: it holds every span read."""
+        return "spans"
 
     def spans(self, where: str = "true", order: str = "s.file, s.line, s.rowid") -> Iterator[Span]:
         """The stored spans as :class:`~lens_report.model.Span` records, in file and line order.

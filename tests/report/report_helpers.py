@@ -131,7 +131,9 @@ ENGINES_ENV = "LENS_REPORT_ENGINES"
 """Set to ``clickhouse`` (and ``ENGINES_LOG`` to a file): every :func:`report_of` also loads its spans into
 ``otel_traces`` in chdb, reports from there, and asserts the two JSON reports are equal. ``clickhouse-http``
 does the same through a server: the ClickHouse HTTP front of ``clickhouse_http`` over chdb, read with
-clickhouse-connect as ``lens report --clickhouse http://...`` reads."""
+clickhouse-connect as ``lens report --clickhouse http://...`` reads. ``clickhouse-stamped`` reports through the
+stamped sums (every trace whose stamps give the walk's answer summed in ClickHouse, the rest walked),
+``clickhouse-parts`` through the walk in parts of traces (a part of one span each: as many parts as spans)."""
 
 ENGINES_LOG = "LENS_REPORT_ENGINES_LOG"
 """A file :func:`report_of` appends one line to per report: ``compared`` or ``files only: WHY``."""
@@ -148,6 +150,8 @@ def comparable(report_json: dict[str, Any]) -> dict[str, Any]:
 
 
 _HTTP_FRONT: list[Any] = []
+_SUMMED: list[int] = []
+"""How many spans the last report from ClickHouse summed by their stamps rather than walked."""
 
 
 def _http_source() -> Any:
@@ -175,12 +179,17 @@ def _clickhouse_report(paths: Any, options: dict[str, Any]) -> tuple[Any, Any]:
         if over_http:  # one server for every report of the process: each starts from an empty table
             source.command("DROP TABLE IF EXISTS otel_traces")
         load_otlp_files(source, "otel_traces", paths)
-        with ClickHouseStore(source, "otel_traces") as store:
+        mode = os.environ.get(ENGINES_ENV, "")
+        # a part of one span: every report takes the stamped sums (or, with -parts, the walk in parts of traces)
+        parts = {"part_spans": 1, "stamped": "parts" not in mode} if "stamped" in mode or "parts" in mode else {}
+        with ClickHouseStore(source, "otel_traces", **parts) as store:
             store.load_table()
             try:
-                return build_report(store, **options), None
+                report = build_report(store, **options)
             except Exception as exc:  # noqa: BLE001 - compared with what the file report raised
                 return None, exc
+            _SUMMED.append(store.span_count() - store.walked_spans)
+            return report, None
     finally:
         source.close()
 
@@ -261,7 +270,8 @@ def _files_report(paths: Any, options: dict[str, Any], engines: bool = True) -> 
             assert error is None, error
             ours, theirs = comparable(report.to_json()), comparable(other.to_json())
             assert theirs == ours, [(key, ours[key], theirs[key]) for key in ours if ours[key] != theirs.get(key)]
-            _log("compared")
+            _log("compared" + (f": {_SUMMED[-1]} spans summed by their stamps" if "stamped" in os.environ.get(
+                ENGINES_ENV, "") and _SUMMED and _SUMMED[-1] else ""))
     return report
 
 

@@ -1,0 +1,155 @@
+"""The report's stamped sums over ``otel_traces``: the traces whose Lens stamps give the parent walk's answer,
+summed where the spans lie (``GROUP BY``), so only the other traces are copied and walked.
+
+The rollup (:mod:`lens_report.rollup`) gives each counted leaf to its nearest step ancestor by
+walking parent links. A trace needs no walk when its structure pins every answer down, which
+one pass over its spans checks, each span beside its parent (a ``GROUP BY`` of each span id
+with the rows of its children, spilled to disk past a memory bound):
+
+* every span is well timed, and no rule of the report flags it (:func:`flagged`): a flagged
+  span is listed as a violation, which only the walk does;
+* every parent id is a span of the trace, stored once; no bucketed span has children;
+* a child sorts after its parent by (start, span id): no chain of parents is a cycle;
+* a span stamped with ``rl.iteration`` other than a step span has a parent, of the same process
+  and iteration, and an unstamped span has an unstamped parent (or none): every stamped leaf's
+  nearest step ancestor is then the one step span of its (trace, process, iteration);
+* the trace has a step span (matching the step pattern) for each (process, iteration) at most
+  once, or no step candidate at all; and no step's buckets overflow its wall time.
+
+Such a trace's steps, rank sums, span-name sums and counts are ``GROUP BY`` s of its spans,
+equal to what the walk gives. Every other trace (another library's spans, steps found by the
+iteration fallback, a rule broken, a span stored twice) is walked, in parts of bounded size.
+"""
+
+from __future__ import annotations
+
+from .model import BUCKETS
+from .rollup import COUNTED, classified_columns
+
+__all__ = ["COMPLEX_TRACES", "STAMPED_STEPS", "STEP_COLUMNS", "complex_traces_sql", "presum_sql", "stamped_steps_sql"]
+
+COMPLEX_TRACES = "complex_traces"
+"""The working table of the traces that are walked (``trace``): every trace :func:`complex_traces_sql` finds."""
+
+STAMPED_STEPS = "stamped_steps"
+"""The working table of the steps of the other traces, as the walk's ``steps`` rows (:func:`stamped_steps_sql`)."""
+
+STEP_COLUMNS = ("anchor", "rank", "rank_label", "iteration", "trace", "span", "name", "wall_ns", "method", "start_ns",
+                *BUCKETS)
+"""The columns of the walk's ``steps`` rows, in its order (``stamped_steps`` also counts each row's step spans)."""
+
+GROUP_BY_SPILL_BYTES = 256_000_000
+"""Memory a span-by-span ``GROUP BY`` may hold before ClickHouse writes its groups to disk: the bound on the
+stamped sums' working set whatever the number of spans."""
+
+_BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
+
+
+def _classified(relation: str, where: str) -> str:
+    """ClickHouse SQL: each span of ``relation`` (the store's spans columns) that satisfies ``where``, with the
+    rollup's classification (:func:`~lens_report.rollup.classified_columns`), whether it counts, whether it is
+    a step span (``named_step``) or could be a fallback step candidate, and whether a rule flags it."""
+    prefix = "regexpExtract(category, '^([^/]*)', 1)"
+    expected = f"coalesce(category_bucket, if({prefix} IN {_BUCKET_LIST}, {prefix}, NULL))"
+    return f"""
+SELECT *, {COUNTED} AS counted,
+       coalesce(name IN (SELECT name FROM step_names) AND iteration IS NOT NULL AND bucket IS NULL AND ok, false)
+           AS named_step,
+       coalesce(iteration IS NOT NULL AND bucket IS NULL AND ok, false) AS fallback_cand,
+       (NOT ok OR (bucketed AND NOT {COUNTED})
+        OR (bucketed AND category IS NOT NULL AND NOT coalesce(bucket = {expected}, false))
+        OR (bucketed AND NOT coalesce(umbrella, false) AND coalesce(stamped_grp IN (SELECT grp FROM umbrella_groups), false))
+        OR (bucketed AND stamped_grp IS NULL AND NOT catalogued)
+        OR coalesce(any_grp = 'evaluate', false)
+        -- a stamped span other than a step span with no parent: its leaves' step is no step span of theirs
+        OR (iteration IS NOT NULL AND parent IS NULL AND NOT named_step)) AS flagged
+FROM (
+    SELECT s.trace AS trace, s.span AS span, s.parent AS parent, s.name AS name, s.start_ns AS start_ns,
+           s.end_ns AS end_ns, s.error AS error, s.bucket AS bucket, s.iteration AS iteration, s.rank AS rank,
+           s.rank_label AS rank_label, s.process AS process, s.lens_process AS lens_process, s.run AS run,
+           {classified_columns()}, coalesce(s.grp, c.grp) AS any_grp, cb.bucket AS category_bucket
+    FROM {relation} s
+    LEFT JOIN catalog c ON c.name = s.name
+    LEFT JOIN category_rules r ON r.category = coalesce(s.category, c.category)
+    LEFT JOIN category_buckets cb ON cb.category = coalesce(s.category, c.category)
+    {where}) classified"""
+
+
+def complex_traces_sql(relation: str, where: str) -> str:
+    """ClickHouse SQL: the traces of ``relation`` (spans that satisfy ``where``) that must be walked, by the
+    module's conditions but two that :func:`stamped_steps_sql` finds (a step span twice, a bucket overflow).
+
+    A span's (process, iteration) is compared with its parent's as a 64-bit hash (0: no iteration): two
+    that differ read equal once in 2^64 comparisons."""
+    # the order (start, span id) as one number, and (process, iteration) as one
+    order = "bitShiftLeft(toUInt128(coalesce(start_ns, 0) + 9223372036854775808), 64) + span"
+    code = "if(iteration IS NULL, toUInt64(0), bitOr(cityHash64(process, iteration), 1))"
+    flags = "toUInt8(flagged) + 2 * bucketed + 4 * named_step + 8 * fallback_cand"
+    # each span's own row (self) and a row under its parent's id; a child other than a step span needs its
+    # parent to have its (process, iteration) code (0 = 0 for unstamped ones): ``need`` (NULL: no need)
+    rows = f"""
+        SELECT trace, r.1 AS key, r.2 AS self, {order} AS ord, {code} AS code, if(named_step, NULL, code) AS need,
+               {flags} AS flags
+        FROM ({_classified(relation, where)}) c
+        ARRAY JOIN arrayFilter(x -> x.1 IS NOT NULL, [(toNullable(span), true), (parent, false)]) AS r"""
+    # per span id of a trace: its own row (none: a parent not in the trace; two: a span stored twice) and its
+    # children's, in as few aggregates as can be (each costs ~0.1 s of CPU per 1M spans)
+    per_span = f"""
+        SELECT trace, sum(self) AS selves, count() - selves AS kids, anyIf(flags, self) AS p_flags,
+               anyIf(ord, self) AS p_ord, anyIf(code, self) AS p_code,
+               minIf(ord, NOT self) AS kid_ord, minIf(need, NOT self) AS need_lo, maxIf(need, NOT self) AS need_hi
+        FROM ({rows}) GROUP BY trace, key"""
+    bad = """selves <> 1 OR bitTest(p_flags, 0)
+             OR (kids > 0 AND (bitTest(p_flags, 1) OR NOT coalesce(p_ord < kid_ord, false)))
+             OR (need_lo IS NOT NULL AND NOT coalesce(need_lo = p_code AND need_hi = p_code, false))"""
+    return f"""
+SELECT trace FROM ({per_span})
+GROUP BY trace
+HAVING max({bad}) OR (countIf(bitTest(p_flags, 2)) = 0 AND countIf(bitTest(p_flags, 3)) > 0)
+SETTINGS max_bytes_before_external_group_by = {GROUP_BY_SPILL_BYTES}, max_bytes_ratio_before_external_group_by = 0"""
+
+
+def _simple(relation: str, where: str) -> str:
+    """ClickHouse SQL: the classified spans of the traces that are not walked."""
+    also = f"{where} AND" if where else "WHERE"
+    return _classified(relation, f"{also} s.trace NOT IN (SELECT trace FROM {COMPLEX_TRACES})")
+
+
+def stamped_steps_sql(relation: str, where: str) -> str:
+    """ClickHouse SQL: the steps of the traces that are not walked, as the walk's ``steps`` rows (the anchor is a
+    negative number: walked spans' row ids are not)."""
+    sums = ", ".join(f"coalesce(sumIf(end_ns - start_ns, counted AND bucket = '{b}'), 0) AS {b}" for b in BUCKETS)
+    return f"""
+SELECT -1 - toInt64(rowNumberInAllBlocks()) AS anchor, step_rank AS rank, step_rank_label AS rank_label, iteration,
+       trace, step_span AS span, step_name AS name, step_wall AS wall_ns, 'pattern' AS method, step_start AS start_ns,
+       {", ".join(BUCKETS)}, step_spans
+FROM (
+    -- the step span's own fields under names of their own (ClickHouse reads an alias wherever its name appears)
+    SELECT trace, process, iteration, anyIf(rank, named_step) AS step_rank,
+           anyIf(rank_label, named_step) AS step_rank_label, anyIf(span, named_step) AS step_span,
+           anyIf(name, named_step) AS step_name, anyIf(end_ns - start_ns, named_step) AS step_wall,
+           anyIf(start_ns, named_step) AS step_start, countIf(named_step) AS step_spans, {sums}
+    FROM ({_simple(relation, where)}) c
+    WHERE named_step OR counted
+    GROUP BY trace, process, iteration)"""
+
+
+def presum_sql(relation: str, where: str, cond: str) -> dict[str, str]:
+    """ClickHouse SQL: table -> query for the rank, span-name and process sums of the traces that are not walked
+    (the walk's ``rank_parts``, ``name_parts``, ``process_parts`` and ``rank_process_parts``), and ``summary``:
+    (spans, traces, error spans, orphans: 0, as every parent is found)."""
+    simple = _simple(relation, where)
+    sums = ", ".join(f"coalesce(sumIf(end_ns - start_ns, counted AND bucket = '{b}'), 0) AS {b}" for b in BUCKETS)
+    return {
+        "rank_parts": f"""
+            SELECT rank_label, rank_min AS rank, first_ns, last_ns, {", ".join(BUCKETS)}, 0 AS leaves, 0 AS timed FROM (
+                SELECT rank_label, min(rank) AS rank_min, min(start_ns) AS first_ns, max(end_ns) AS last_ns, {sums}
+                FROM ({simple}) c GROUP BY rank_label)""",
+        "name_parts": f"SELECT name, count() AS n, sum(end_ns - start_ns) AS total FROM ({simple}) c GROUP BY name",
+        "process_parts": f"""
+            SELECT any_label AS rank_label, process, n, rank_min AS rank FROM (
+                SELECT any(rank_label) AS any_label, process, count() AS n, min(rank) AS rank_min FROM ({simple}) c
+                WHERE lens_process {"AND " + cond if cond else ""} GROUP BY process)""",
+        "rank_process_parts": f"SELECT DISTINCT rank_label, process FROM ({simple}) c",
+        "summary": f"SELECT count(), uniqExact(trace), countIf(error), 0 FROM ({simple}) c",
+    }
