@@ -310,6 +310,8 @@ def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
             except ValueError as exc:
                 _error(str(exc))
                 return EXIT_USAGE
+            except source.errors as exc:  # e.g. no right to read system.tables: the spans still answer
+                taken = f"reading the rollup failed ({failure_text(exc)}): reading the spans"
             if not isinstance(taken, str):
                 progress.say(str(taken.path))
                 return _output(taken, None, args)

@@ -112,8 +112,9 @@ def rollup_report(source: Any, table: str, *, run: str | None = None, attempt: i
             if uncovered:
                 r, rolled, n = uncovered[0]
                 return (f"the rollup covers {rolled:,} of {n:,} spans of run {r!r}: reading the spans")
+            # runs whose spans are gone from the table (a TTL) may linger in the rollup: not listed
             runs = tuple(RunInfo(r, int(ranks), int(processes), int(spans), start, end)
-                         for r, spans, ranks, processes, start, end, *_ in rows)
+                         for r, spans, ranks, processes, start, end, *_ in rows if r in counted)
             raise RunChoiceError(f"the input holds {len(runs)} runs; choose one with --run ID: "
                                  f"{', '.join(repr(info.run_id) for info in runs)}", runs)
         if not counted:
