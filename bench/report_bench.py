@@ -45,14 +45,18 @@ from lens_report.plan import memory_bytes  # noqa: E402
 from lens_report.model import DEFAULT_MEMORY_LIMIT  # noqa: E402
 
 
-def measure(args: list[str], command: list[str] | None = None) -> tuple[float, float, float]:
-    """(wall seconds, peak RSS MB, CPU seconds) of ``python -m lens_report ARGS`` (or of ``command``)."""
+def measure(args: list[str], command: list[str] | None = None, out: Path | None = None) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MB, CPU seconds) of ``python -m lens_report ARGS`` (or of ``command``); its stdout
+    into the file ``out`` when given."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     started = time.perf_counter()
+    sink = open(out, "wb") if out is not None else subprocess.DEVNULL  # noqa: SIM115 - closed below
     proc = subprocess.Popen(command or [sys.executable, "-m", "lens_report", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=sink, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
+    if out is not None:
+        sink.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     # 0 only: without --strict a report with violations exits 0, and 1 is the engine failing (a
@@ -217,8 +221,8 @@ def run_floor(sizes: list[tuple[int, int]], workdir: Path, jobs: int, pairs: int
     return rows
 
 
-# ---- issue 42's server-side paths, measured before the report takes them (prototypes: the report does not run
-# these yet; the figures say what aggregating where the spans live costs, beside today's report)
+# ---- issue 42's server-side paths: the stamped GROUP BY (a prototype: the report does not run it yet), the
+# rollup's create, backfill and read (the report reads it when it covers the run: run_rollup_report)
 
 _SPILL = "\nSETTINGS max_threads = 2, max_bytes_before_external_group_by = 200000000"
 """Two threads, and groups spilled to disk past 200 MB: the answer's size bounds the memory, not the table's."""
@@ -262,6 +266,18 @@ def run_server_paths(db: Path) -> dict[str, float]:
         wall, rss, cpu = chdb_query(db, sql)
         row.update({f"{name}_s": round(wall, 2), f"{name}_cpu_s": round(cpu, 2), f"{name}_rss_mb": round(rss)})
     return row
+
+
+def run_rollup_report(db: Path, workdir: Path) -> dict[str, float]:
+    """``lens report --clickhouse chdb:DB --json`` once the rollup table is filled: the report through the rollup
+    (its JSON's path must say so, else the figures would be the spans path's)."""
+    out = workdir / "rollup-report.json"
+    wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}", "--json"], out=out)
+    path = json.loads(out.read_text())["path"]
+    if path["name"] != "rollup":
+        raise RuntimeError(f"the report did not take the rollup: {path}")
+    return {"rollup_report_s": round(wall, 2), "rollup_report_cpu_s": round(cpu, 2),
+            "rollup_report_rss_mb": round(rss)}
 
 
 def _fill_otel_traces(db: str, ranks: int, steps: int, load: str, workdir: str, jobs: int) -> None:
@@ -315,7 +331,8 @@ def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load:
             wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}"])
             row.update({"report_s": round(wall, 2), "report_cpu_s": round(cpu, 2), "peak_rss_mb": round(rss),
                         "spans_per_cpu_s": round(loaded / cpu)})
-        row.update(run_server_paths(db))
+        row.update(run_server_paths(db))  # leaves the rollup table made and filled (its backfill)
+        row.update(run_rollup_report(db, workdir))
         print(json.dumps({"clickhouse": row}), flush=True)
         rows.append(row)
         shutil.rmtree(db)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from lens_core.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_DATA, EXIT_OK, EXIT_USAGE
 from ._units import memory_bytes
-from .model import DEFAULT_MEMORY_LIMIT, DEFAULT_STEP_PATTERN
+from .model import DEFAULT_MEMORY_LIMIT, DEFAULT_STEP_PATTERN, ReportPath
 
 if TYPE_CHECKING:
     from .store import Store
@@ -116,6 +117,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work-tables", choices=("memory", "disk"), default="memory",
                         help="with --clickhouse: keep the rollup's working tables in ClickHouse's memory (default; "
                              "~400 bytes a span) or on its disk, compressed (tens of bytes a span, ~2x the CPU)")
+    parser.add_argument("--from-spans", action="store_true",
+                        help="with --clickhouse: read the spans even where the schema helper's rollup table "
+                             "(TABLE_lens_steps) covers the run (by default its rows give the figures then, and the "
+                             "report's path line says which was read and why)")
     parser.add_argument("--run", metavar="ID", help="the run to report when the input holds several")
     parser.add_argument("--attempt", type=non_negative_int, metavar="N",
                         help="the launch of the run to report when its run id was launched more than once "
@@ -292,6 +297,25 @@ def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
         _error(f"cannot connect to {url}: {failure_text(exc)}")
         return EXIT_USAGE
     try:
+        reason = _rollup_reason(args)
+        if reason is None:  # the rollup table, where it covers the run: a report of its rows, or why not
+            from .clickhouse_rollup import rollup_report
+            from .rollup import RunChoiceError
+
+            try:
+                taken = rollup_report(source, args.table, run=args.run, attempt=args.attempt,
+                                      step_pattern=args.step_pattern.pattern)
+            except RunChoiceError as exc:
+                return _run_choice(exc, args)
+            except ValueError as exc:
+                _error(str(exc))
+                return EXIT_USAGE
+            except source.errors as exc:  # e.g. no right to read system.tables: the spans still answer
+                taken = f"reading the rollup failed ({failure_text(exc)}): reading the spans"
+            if not isinstance(taken, str):
+                progress.say(str(taken.path))
+                return _output(taken, None, args)
+            reason = taken
         with ClickHouseStore(source, args.table, detail=bool(args.perfetto), memory_limit=args.memory_limit,
                              run=args.run, work_tables=args.work_tables) as store:
             try:
@@ -300,7 +324,7 @@ def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
                 _error(str(exc))
                 return EXIT_USAGE
             progress.say(f"read {store.span_count()} spans from {args.table}")
-            return _report(store, args, progress)
+            return _report(store, args, progress, path=ReportPath("spans", reason))
     except duckdb.Error as exc:
         _error(f"the report engine failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
         return EXIT_FAILED
@@ -311,8 +335,29 @@ def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
         source.close()
 
 
-def _report(store: Store, args: argparse.Namespace, progress: _Progress) -> int:
-    from .render_text import render_runs, render_text
+def _rollup_reason(args: argparse.Namespace) -> str | None:
+    """Why ``lens report --clickhouse`` reads the spans without looking at the rollup table (None: it looks)."""
+    asked = [flag for flag, value in (("--from-spans", args.from_spans), ("--html", args.html),
+                                      ("--perfetto", args.perfetto)) if value]
+    if not asked:
+        return None
+    return f"{asked[0]}: reading the spans" if asked[0] == "--from-spans" else f"{asked[0]} draws the spans"
+
+
+def _run_choice(exc: Any, args: argparse.Namespace) -> int:
+    """Print the runs (and attempts) the input holds for a :class:`~lens_report.rollup.RunChoiceError`; 2."""
+    from .render_text import render_runs
+
+    if args.json:
+        attempts = {"attempts": [a.to_json() for a in exc.attempts]} if hasattr(exc, "attempts") else {}
+        print(json.dumps({"runs": [info.to_json() for info in exc.runs], **attempts}, indent=2))
+    else:
+        sys.stdout.write(render_runs(exc.runs))
+    _error(str(exc))
+    return EXIT_USAGE
+
+
+def _report(store: Store, args: argparse.Namespace, progress: _Progress, path: Any = None) -> int:
     from .rollup import RunChoiceError, build_report
 
     if store.span_count() == 0:
@@ -329,14 +374,17 @@ def _report(store: Store, args: argparse.Namespace, progress: _Progress) -> int:
         report = build_report(store, run=args.run, step_pattern=args.step_pattern, top_n=args.top,
                               max_violations=args.max_violations, attempt=args.attempt)
     except RunChoiceError as exc:
-        if args.json:
-            attempts = {"attempts": [a.to_json() for a in exc.attempts]} if hasattr(exc, "attempts") else {}
-            print(json.dumps({"runs": [info.to_json() for info in exc.runs], **attempts}, indent=2))
-        else:
-            sys.stdout.write(render_runs(exc.runs))
-        _error(str(exc))
-        return EXIT_USAGE
+        return _run_choice(exc, args)
     progress.say("rolled up")
+    if path is not None and report.path is None:  # the spans path's reason (the rollup's, where it was looked at)
+        report = dataclasses.replace(report, path=path)
+    return _output(report, store, args)
+
+
+def _output(report: Any, store: Store | None, args: argparse.Namespace) -> int:
+    """Print (and write) ``report`` as the arguments ask; ``store`` holds its spans (None: a report of the rollup,
+    which draws nothing: --html and --perfetto read the spans)."""
+    from .render_text import render_text
     try:
         steps, ranks, notes = choose(report, frozenset().union(*args.step) if args.step else None, args.ranks)
     except SelectionError as exc:
@@ -344,9 +392,9 @@ def _report(store: Store, args: argparse.Namespace, progress: _Progress) -> int:
         return EXIT_USAGE
     for note in notes:
         _error(note)
-    if args.html and not _write(args.html, lambda out: _html(store, report, args, out)):
+    if args.html and store is not None and not _write(args.html, lambda out: _html(store, report, args, out)):
         return EXIT_USAGE
-    if args.perfetto and not _write(args.perfetto, lambda out: _perfetto(store, report, args, out)):
+    if args.perfetto and store is not None and not _write(args.perfetto, lambda out: _perfetto(store, report, args, out)):
         return EXIT_USAGE
     if args.json:
         # a big run's rank × step rows print compactly; a small report stays readable

@@ -8,14 +8,16 @@ from typing import Any
 from lens_core import semconv
 
 from .dialect import CLICKHOUSE, ResourceFields, SpanFields, sql_text
-from .model import BUCKET_ATTR, ITERATION_ATTR
+from .model import BUCKET_ATTR, DEFAULT_STEP_PATTERN, ITERATION_ATTR
 
 __all__ = [
     "LENS_COLUMNS",
     "ROLLUP_SUFFIX",
+    "ROLLUP_VERSION",
     "check_table_name",
     "otel_traces_ddl",
     "rollup_sql",
+    "rollup_version",
     "schema_sql",
 ]
 
@@ -123,30 +125,124 @@ def _materialized(lookup: Any = CLICKHOUSE.map_value) -> dict[str, tuple[str, st
 ROLLUP_SUFFIX = "_lens_steps"
 """The rollup table's name is the span table's with this suffix (its view's adds ``_mv``)."""
 
-_ROLLUP_COLUMNS = (
-    ("LensRun", "LowCardinality(String)", "LensRun", "the run"),
-    ("LensProcess", "LowCardinality(String)", "LensProcess",
-     "the process (a launch of the run, an attempt, is a set of processes: told apart when read)"),
-    ("LensRank", "Int64", "assumeNotNull(LensRank)", "the rank"),
-    ("LensStep", "Int64", "assumeNotNull(LensStep)", "the training step"),
-    ("Spans", "UInt64", "count()", "spans of the step on the rank (the report's coverage check counts them)"),
-    ("LeafSpans", "UInt64", "countIf(LensBucket IS NOT NULL)", "of which leaves with a goodput bucket"),
-    *((f"{b.capitalize()}Ns", "UInt64", f"sumIf(Duration, LensBucket = '{b}')", f"nanoseconds of {b} leaves")
-      for b in ("productive", "overhead", "idle", "wasted")),
-    ("FirstStartNs", "SimpleAggregateFunction(min, Int64)", "min(toUnixTimestamp64Nano(Timestamp))",
-     "the step's first start on the rank (ns since the epoch)"),
-    ("LastEndNs", "SimpleAggregateFunction(max, Int64)", "max(toUnixTimestamp64Nano(Timestamp) + toInt64(Duration))",
-     "its last end: the step's wall time is LastEndNs - FirstStartNs"),
-)
+_BUCKETS = ("productive", "overhead", "idle", "wasted")
+
+
+def _catalog_sql() -> tuple[str, str]:
+    """(ClickHouse SQL: whether a row of the span table is a leaf the report counts, a short hash of what that
+    depends on: the RL catalog's names and category rules, the default step pattern and this module's rules).
+
+    The report's rules (:func:`lens_report.rollup._classify`): a counted leaf is well timed, carries ``rl.bucket``
+    of :data:`_BUCKETS`, is no umbrella (``lens.umbrella``; without ``lens.group`` the catalog's umbrella names),
+    and neither its name (the catalog's never-bucketed names) nor its category (``rl.efficiency.category``, else
+    the catalog's for its name) is one that must carry no bucket or is timer-only.
+    """
+    import hashlib
+
+    from .classify import _catalog_rows
+
+    names, categories = _catalog_rows()
+    umbrellas = sorted(name for name, _g, umbrella, _c, _n in names if umbrella)
+    never = sorted(name for name, _g, _u, _c, reason in names if reason)
+    named_categories = sorted((name, category) for name, _g, _u, category, _n in names if category)
+    flagged_categories = sorted(category for category, _rule in categories)
+    digest = hashlib.sha256(repr((names, categories, DEFAULT_STEP_PATTERN, _BUCKETS)).encode()).hexdigest()[:10]
+
+    def texts(values: Any) -> str:
+        return "[" + ", ".join(sql_text(v) for v in values) + "]"
+
+    grp = _map_lookup("SpanAttributes", semconv.LENS_GROUP)
+    umbrella = CLICKHOUSE.to_bool(_map_lookup("SpanAttributes", semconv.LENS_UMBRELLA))
+    category = (f"if(mapContains(SpanAttributes, {sql_text(semconv.RL_EFFICIENCY_CATEGORY)}), "
+                f"SpanAttributes[{sql_text(semconv.RL_EFFICIENCY_CATEGORY)}], "
+                f"transform(CAST(SpanName AS String), {texts(n for n, _ in named_categories)}, "
+                f"{texts(c for _, c in named_categories)}, ''))")
+    counted = (f"coalesce(WellTimed AND has({texts(_BUCKETS)}, LensBucket) "
+               f"AND NOT coalesce({umbrella}, {grp} IS NULL AND has({texts(umbrellas)}, CAST(SpanName AS String))) "
+               f"AND NOT has({texts(never)}, CAST(SpanName AS String)) "
+               f"AND NOT has({texts(flagged_categories)}, {category}), false)")
+    return counted, digest
+
+
+def _well_timed_sql() -> str:
+    """ClickHouse SQL: the row has both times and ends no earlier than it starts (the store's start_ns and end_ns:
+    a zero Timestamp is a missing start, a Duration past 2^63 an end before the start)."""
+    return "(toUnixTimestamp64Nano(Timestamp) <> 0 AND reinterpretAsInt64(Duration) >= 0)"
+
+
+def _device_timed_sql() -> str:
+    """ClickHouse SQL: the row carries a device start time the report reads (digits), as the store reads it."""
+    text = _map_lookup("SpanAttributes", semconv.LENS_DEVICE_START_TIME)
+    return f"coalesce({CLICKHOUSE.full_match(text, '[0-9]{1,19}')} AND {CLICKHOUSE.to_int(text)} IS NOT NULL, false)"
+
+
+ROLLUP_VERSION = "2"
+"""The rollup table's layout version: its COMMENT names it with the hash of what its counted leaves depend on
+(:func:`rollup_version`), and the report reads a rollup only when both match (an older table: re-create it)."""
+
+
+def rollup_version() -> str:
+    """What the rollup table's COMMENT starts with: ``lens rollup v2 (rules HASH)``."""
+    return f"lens rollup v{ROLLUP_VERSION} (rules {_catalog_sql()[1]})"
+
+
+def _rollup_columns() -> tuple[tuple[str, str, str, str], ...]:
+    """The rollup's columns: (name, type, aggregate over the span table's rows, what it holds). The rows' fields
+    (``StartNs``, ``WellTimed``, ``Counted``, ``IsStep``, ...) are computed in the view's inner query."""
+    step = "the step span (named as DEFAULT_STEP_PATTERN, with rl.iteration, no bucket, well timed)"
+    return (
+        ("LensRun", "LowCardinality(String)", "LensRun", "the run"),
+        ("LensProcess", "LowCardinality(String)", "LensProcess",
+         "the process (a launch of the run, an attempt, is a set of processes: told apart when read)"),
+        ("LensRank", "Nullable(Int64)", "LensRank", "the rank (NULL: a process without nv.dl.rank)"),
+        ("LensStep", "Nullable(Int64)", "LensStep",
+         "the training step (rl.iteration), NULL for the rank's spans outside steps (e.g. the job span)"),
+        ("Spans", "UInt64", "count()", "spans of the row (the report's coverage check sums them per run)"),
+        ("LeafSpans", "UInt64", "sum(LensBucket IS NOT NULL)", "of which carry rl.bucket"),
+        ("CountedLeaves", "UInt64", "sum(Counted)", "of which the report counts (its rules: lens report)"),
+        ("UncountedLeaves", "UInt64", "sum(LensBucket IS NOT NULL AND NOT Counted)",
+         "bucketed spans the report flags and does not count (a bucketed umbrella, an unknown bucket, a never-"
+         "bucketed name or category, bad times): the report reads the spans for their violations"),
+        *((f"{b.capitalize()}Ns", "UInt64", f"sum(if(Counted AND LensBucket = '{b}', reinterpretAsInt64(Duration), 0))",
+           f"nanoseconds of the counted {b} leaves") for b in _BUCKETS),
+        ("BadTimeSpans", "UInt64", "sum(NOT WellTimed)",
+         "spans without both times or ending before they start (the report reads the spans)"),
+        ("DeviceTimedSpans", "UInt64", "sum(DeviceTimed)",
+         "spans with lens.device.start_time_unix_nano (the report then reads the spans: the device clock)"),
+        ("StepSpans", "UInt64", "sum(IsStep)",
+         f"step spans: {step}. The report reads the rollup where each stepped row has exactly one"),
+        ("StepStartNs", "SimpleAggregateFunction(max, Int64)", "max(if(IsStep, StartNs, 0))",
+         "the step span's start (ns since the epoch, 0 without one)"),
+        ("StepEndNs", "SimpleAggregateFunction(max, Int64)", "max(if(IsStep, EndNs, 0))",
+         "the step span's end: the step's wall time is StepEndNs - StepStartNs"),
+        ("StepTraceId", "SimpleAggregateFunction(max, String)", "max(if(IsStep, TraceId, ''))",
+         "the step span's TraceId"),
+        ("StepSpanId", "SimpleAggregateFunction(max, String)", "max(if(IsStep, SpanId, ''))", "its SpanId"),
+        ("StepName", "SimpleAggregateFunction(max, String)", "max(if(IsStep, CAST(SpanName AS String), ''))",
+         "its name"),
+        ("MinTraceId", "SimpleAggregateFunction(min, String)", "min(TraceId)",
+         "the least TraceId of the row's spans: a stepped row whose spans lie in several traces is read from the "
+         "spans (the report's steps are per trace)"),
+        ("MaxTraceId", "SimpleAggregateFunction(max, String)", "max(TraceId)", "the greatest"),
+        ("FirstStartNs", "SimpleAggregateFunction(min, Int64)", "min(StartNs)",
+         "the row's first start (ns since the epoch): a rank's wall is its rows' last end - first start"),
+        ("LastEndNs", "SimpleAggregateFunction(max, Int64)", "max(EndNs)", "the row's last end"),
+    )
+
+
+_ROLLUP_COLUMNS = _rollup_columns()
 """The rollup's columns: (name, type, aggregate over the span table's rows, what it holds)."""
 
 
 def rollup_sql(table: str = "otel_traces") -> tuple[str, str, str]:
-    """The per-(run, process, rank, step) rollup of ``table``'s stamped spans: (its table, the materialized view
-    that adds each insert's rows to it, the backfill: the same rows of what the table already holds).
+    """The per-(run, process, rank, step) rollup of ``table``'s spans (loss records aside): (its table, the
+    materialized view that adds each insert's rows to it, the backfill: the same rows of what the table already
+    holds).
 
-    Each column's comment says what it holds. A SummingMergeTree: rows of one key (an insert's
-    part of a step) are added up as parts merge, so a reader sums them (``sum() ... GROUP BY``).
+    Each column's comment says what it holds; the table's names its version (:func:`rollup_version`). A
+    SummingMergeTree: rows of one key (an insert's part of a step) are added up as parts merge (the
+    ``SimpleAggregateFunction`` columns by their min or max), so a reader sums them (``sum() ... GROUP BY``).
+    Every span of the table is in one row: the coverage check (``lens report``) compares the counts.
     """
     name = check_table_name(table)
     base = table.rsplit(".", 1)
@@ -156,16 +252,23 @@ def rollup_sql(table: str = "otel_traces") -> tuple[str, str, str]:
     columns = ",\n".join(f"    {f'{column} {kind}':<{width}} COMMENT {sql_text(note)}"
                          for column, kind, _, note in _ROLLUP_COLUMNS)
     create = (f"CREATE TABLE IF NOT EXISTS {target} (\n{columns}\n) ENGINE = SummingMergeTree "
-              "ORDER BY (LensRun, LensStep, LensRank, LensProcess)\n"
-              "COMMENT " + sql_text(f"lens: per (run, process, rank, step) sums of the spans of {table} stamped "
-                                    "with rl.iteration"))
-    # named as the target's columns (a view fills them by name); the rows filtered in a subquery, as the
-    # aliases LensRank and LensStep would otherwise stand for assumeNotNull(...) in WHERE
+              "ORDER BY (LensRun, LensStep, LensRank, LensProcess)\nSETTINGS allow_nullable_key = 1\n"
+              "COMMENT " + sql_text(f"{rollup_version()}: per (run, process, rank, step) sums of the spans of "
+                                    f"{table}"))
+    counted, _digest = _catalog_sql()
+    # every aggregate reads fields the inner query computes once a row; sum(if(...)) rather than sumIf: a
+    # session with aggregate_functions_null_for_empty (the report's) would make an empty sumIf NULL
     picked = ",\n       ".join(expr if expr == column else f"{expr} AS {column}"
                                 for column, _, expr, _ in _ROLLUP_COLUMNS)
     select = (f"SELECT {picked}\n"
-              f"FROM (SELECT LensRun, LensProcess, LensRank, LensStep, LensBucket, Timestamp, Duration FROM {name}\n"
-              "      WHERE LensRank IS NOT NULL AND LensStep IS NOT NULL)\n"
+              f"FROM (SELECT LensRun, LensProcess, LensRank, LensStep, LensBucket, TraceId, SpanId, SpanName, Duration,\n"
+              f"             toUnixTimestamp64Nano(Timestamp) AS StartNs, StartNs + reinterpretAsInt64(Duration) AS EndNs,\n"
+              f"             {_well_timed_sql()} AS WellTimed,\n"
+              f"             {counted} AS Counted,\n"
+              f"             {_device_timed_sql()} AS DeviceTimed,\n"
+              f"             WellTimed AND LensStep IS NOT NULL AND LensBucket IS NULL\n"
+              f"                 AND match(SpanName, {sql_text(DEFAULT_STEP_PATTERN)}) AS IsStep\n"
+              f"      FROM {name} WHERE SpanName <> {sql_text(semconv.LENS_LOSS_SPAN_NAME)})\n"
               "GROUP BY LensRun, LensProcess, LensRank, LensStep")
     return (create, f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view} TO {target} AS\n{select}",
             f"INSERT INTO {target}\n{select}")
@@ -191,9 +294,11 @@ def schema_sql(table: str = "otel_traces", *, rollup: bool = True, backfill: boo
     if rollup:
         create, view, fill = rollup_sql(table)
         lines += [
-            "-- lens (optional): one row per (run, process, rank, step): counts, nanoseconds of the leaf spans in",
-            "-- each goodput bucket and the step's bounds, kept at insert time (for dashboards; lens report reads",
-            "-- the spans today). It replaces otel_traces_lens_rank_steps and its _mv of earlier versions",
+            "-- lens (optional): one row per (run, process, rank, step): counts, nanoseconds of the counted leaves in",
+            "-- each goodput bucket, the step span and the bounds, kept at insert time. lens report reads it instead of",
+            "-- the spans when it covers the run (and says which it read). It replaces otel_traces_lens_rank_steps and",
+            f"-- its _mv of earlier versions; a rollup of an older lens ({ROLLUP_SUFFIX} without '{rollup_version()}'",
+            "-- in its comment) is not read: DROP it and its _mv, then create them again and --backfill",
             create + ";",
             "-- lens: the view that adds each insert's stamped spans to the rollup",
             view + ";",

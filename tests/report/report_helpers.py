@@ -152,6 +152,16 @@ def comparable(report_json: dict[str, Any]) -> dict[str, Any]:
 _HTTP_FRONT: list[Any] = []
 _SUMMED: list[int] = []
 """How many spans the last report from ClickHouse summed by their stamps rather than walked."""
+_REASONS: list[str] = []
+"""Why the last reports with ``LENS_REPORT_ENGINES=clickhouse-rollup`` read the spans (the log says it)."""
+
+
+def figures(report_json: dict[str, Any], not_computed: Any = ()) -> dict[str, Any]:
+    """:func:`comparable` less the keys a report through the rollup leaves empty (``not_computed``)."""
+    data = comparable(report_json)
+    for key in not_computed:
+        data.pop(key, None)
+    return data
 
 
 def _http_source() -> Any:
@@ -168,17 +178,46 @@ def _http_source() -> Any:
     return ServerSource(_HTTP_FRONT[0].url("lens", "known-answers"))
 
 
+def rollup_schema(source: Any, table: str = "otel_traces") -> None:
+    """Create ``table`` with the schema helper's columns, rollup table and view (``lens clickhouse-schema``)."""
+    from lens_report.clickhouse import otel_traces_ddl, schema_sql
+
+    source.command(otel_traces_ddl(table))
+    text = "\n".join(line for line in schema_sql(table).splitlines() if not line.startswith("--"))
+    for statement in filter(None, (part.strip() for part in text.split(";"))):
+        source.command(statement)
+
+
 def _clickhouse_report(paths: Any, options: dict[str, Any]) -> tuple[Any, Any]:
     """(the report, or the exception building it raised) over the spans of ``paths`` loaded into chdb (through the
-    HTTP front with ``LENS_REPORT_ENGINES=clickhouse-http``)."""
+    HTTP front with ``LENS_REPORT_ENGINES=clickhouse-http``). With ``LENS_REPORT_ENGINES=clickhouse-rollup`` the
+    table has the schema helper's columns and rollup, and the report is the rollup's where it covers the run (its
+    ``path`` says which)."""
     from lens_report.clickhouse import ChdbSource, ClickHouseStore, load_otlp_files
 
     over_http = "clickhouse-http" in os.environ.get(ENGINES_ENV, "")
+    through_rollup = "clickhouse-rollup" in os.environ.get(ENGINES_ENV, "")
     source = _http_source() if over_http else ChdbSource()
     try:
         if over_http:  # one server for every report of the process: each starts from an empty table
             source.command("DROP TABLE IF EXISTS otel_traces")
-        load_otlp_files(source, "otel_traces", paths)
+        if through_rollup:
+            from lens_report.clickhouse_rollup import rollup_report
+            from lens_report.model import DEFAULT_STEP_PATTERN
+
+            rollup_schema(source)
+            load_otlp_files(source, "otel_traces", paths, create=False)
+            pattern = options.get("step_pattern", DEFAULT_STEP_PATTERN)
+            try:
+                taken = rollup_report(source, "otel_traces", run=options.get("run"), attempt=options.get("attempt"),
+                                      step_pattern=getattr(pattern, "pattern", pattern))
+            except Exception as exc:  # noqa: BLE001 - compared with what the file report raised
+                return None, exc
+            if not isinstance(taken, str):
+                return taken, None
+            _REASONS.append(taken)
+        else:
+            load_otlp_files(source, "otel_traces", paths)
         mode = os.environ.get(ENGINES_ENV, "")
         # a part of one span: every report takes the stamped sums (or, with -parts, the walk in parts of traces)
         parts = {"part_spans": 1, "stamped": "parts" not in mode} if "stamped" in mode or "parts" in mode else {}
@@ -258,21 +297,35 @@ def _files_report(paths: Any, options: dict[str, Any], engines: bool = True) -> 
             report = build_report(store, **options)
         except Exception as exc:
             if both and not why:
+                _REASONS.clear()
                 other, error = _clickhouse_report(paths, options)
                 assert other is None and type(error) is type(exc) and str(error) == str(exc), (exc, error, other)
-                _log("compared")
+                _log(_compared(None))
             raise
     if both:
         if why:
             _log(f"files only: {why}")
         else:
+            _REASONS.clear()
             other, error = _clickhouse_report(paths, options)
             assert error is None, error
-            ours, theirs = comparable(report.to_json()), comparable(other.to_json())
-            assert theirs == ours, [(key, ours[key], theirs[key]) for key in ours if ours[key] != theirs.get(key)]
-            _log("compared" + (f": {_SUMMED[-1]} spans summed by their stamps" if "stamped" in os.environ.get(
-                ENGINES_ENV, "") and _SUMMED and _SUMMED[-1] else ""))
+            skip = other.path.not_computed if other.path is not None and other.path.name == "rollup" else ()
+            ours, theirs = figures(report.to_json(), skip), figures(other.to_json(), skip)
+            assert theirs == ours, [(key, ours[key], theirs.get(key)) for key in ours if ours[key] != theirs.get(key)]
+            _log(_compared(other))
     return report
+
+
+def _compared(other: Any) -> str:
+    """The log line of a compared report: ``compared``, and with ``clickhouse-rollup`` which path it took."""
+    mode = os.environ.get(ENGINES_ENV, "")
+    if "stamped" in mode and _SUMMED and _SUMMED[-1]:
+        return f"compared: {_SUMMED[-1]} spans summed by their stamps"
+    if "clickhouse-rollup" not in mode:
+        return "compared"
+    if other is not None and other.path is not None and other.path.name == "rollup":
+        return "compared: rollup"
+    return f"compared: spans: {_REASONS[-1] if _REASONS else 'the rollup raised what the files raised'}"
 
 
 def html_of(*paths: Any, steps: Any = None, ranks: Any = None, **options: Any) -> str:

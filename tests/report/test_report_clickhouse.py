@@ -308,7 +308,8 @@ def test_the_rollup_filled_by_its_view_and_by_backfill_equals_the_spans_sums():
     """Issue 42: the schema helper's rollup held only rows inserted after its view was made (nothing filled it for
     rows already in the table), per (run, rank, step) only. With --backfill's statements run right after the view,
     a run inserted before and a run inserted after both sum, per (run, process, rank, step), to what the spans
-    give; a span without a rank is in neither."""
+    give; every span is in one row (the report's coverage check counts them): a rank's spans outside steps in its
+    NULL-step row, a span without a rank in a NULL-rank row, loss records in none."""
     sys.path.insert(0, os.path.join(REPO, "bench"))
     import trace_synth
 
@@ -323,22 +324,26 @@ def test_the_rollup_filled_by_its_view_and_by_backfill_equals_the_spans_sums():
         for statement in _statements(text):
             source.command(statement)
         source.command(trace_synth.otel_traces_insert("otel_traces", 2, 5, run="after"))
-        # a stamped span without a rank (no nv.dl.rank on its resource): not in the rollup
+        # a stamped span without a rank (no nv.dl.rank on its resource), and a loss record
         source.command("INSERT INTO otel_traces (Timestamp, TraceId, SpanId, SpanName, SpanAttributes, Duration) "
                        "VALUES (now64(9), repeat('a', 32), repeat('b', 16), 'x', map('rl.iteration', '1', "
-                       "'rl.bucket', 'productive'), 7)")
+                       "'rl.bucket', 'productive'), 7), (now64(9), repeat('a', 32), repeat('c', 16), "
+                       "'lens.telemetry.loss', map(), 0)")
         keys = "LensRun, LensProcess, LensRank, LensStep"
         rollup = source.rows(f"""
             SELECT {keys}, sum(Spans), sum(LeafSpans), sum(ProductiveNs), sum(OverheadNs), sum(IdleNs),
-                   sum(WastedNs), min(FirstStartNs), max(LastEndNs)
+                   sum(WastedNs), sum(StepSpans), max(StepEndNs) - max(StepStartNs), min(FirstStartNs), max(LastEndNs)
             FROM otel_traces_lens_steps GROUP BY {keys} ORDER BY {keys}""")
         spans = source.rows(f"""
             SELECT {keys}, count(), countIf(LensBucket IS NOT NULL), sumIf(Duration, LensBucket = 'productive'),
                    sumIf(Duration, LensBucket = 'overhead'), sumIf(Duration, LensBucket = 'idle'),
-                   sumIf(Duration, LensBucket = 'wasted'), min(toUnixTimestamp64Nano(Timestamp)),
+                   sumIf(Duration, LensBucket = 'wasted'), countIf(SpanName = 'rl.grpo.step'),
+                   toInt64(sumIf(Duration, SpanName = 'rl.grpo.step')), min(toUnixTimestamp64Nano(Timestamp)),
                    max(toUnixTimestamp64Nano(Timestamp) + toInt64(Duration))
-            FROM otel_traces WHERE LensRank IS NOT NULL AND LensStep IS NOT NULL GROUP BY {keys} ORDER BY {keys}""")
+            FROM otel_traces WHERE SpanName <> 'lens.telemetry.loss' GROUP BY {keys} ORDER BY {keys}""")
     finally:
         source.close()
-    assert {row[0] for row in rollup} == {"before", "after"} and len(rollup) == 3 * 4 + 2 * 5
+    assert {row[0] for row in rollup} == {"before", "after", ""} and len(rollup) == 3 * (4 + 1) + 2 * (5 + 1) + 1
+    assert sum(row[4] for row in rollup) == 3 * (1 + 4 * trace_synth.SPANS_PER_STEP) + 2 * (
+        1 + 5 * trace_synth.SPANS_PER_STEP) + 1
     assert rollup == spans

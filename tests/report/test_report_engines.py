@@ -19,6 +19,10 @@ KNOWN_ANSWERS = ("test_report_rollup.py", "test_report_multirank.py", "test_repo
 """The test modules whose reports are known answers (each ``report_of`` there compares both engines)."""
 
 
+ROLLUP_KNOWN_ANSWERS = 20
+"""How many known-answer reports at least go through the rollup (the rest read the spans, saying why)."""
+
+
 def run_known_answers(engine: str, tmp_path: Path) -> list[str]:
     """Run the known-answer modules with ``LENS_REPORT_ENGINES=engine``: each ``report_of`` there also builds its
     report from otel_traces and asserts the JSON equal; fails when any differs or too few reports were compared.
@@ -58,3 +62,17 @@ def test_every_known_answer_report_is_the_same_walked_in_parts_of_traces(tmp_pat
     """The known answers again walked in parts of traces (a part of one span: each trace a part of its own, many
     parts empty), each part's sums, violations and counts added up: equal to the files' JSON."""
     run_known_answers("clickhouse-parts", tmp_path)
+
+
+@pytest.mark.engines
+def test_every_known_answer_report_through_the_rollup_has_the_figures_of_the_files(tmp_path):
+    """With ``LENS_REPORT_ENGINES=clickhouse-rollup`` each report_of also loads its spans into an otel_traces with the
+    schema helper's columns and rollup view, reports through the rollup where it covers the run (else through the
+    spans, saying why) and asserts the figures equal the files'. Enough must go through the rollup for that to
+    mean something, and the rest must say why they did not."""
+    lines = run_known_answers("clickhouse-rollup", tmp_path)
+    through = lines.count("compared: rollup")
+    spans = [line for line in lines if line.startswith("compared: spans: ")]
+    assert through >= ROLLUP_KNOWN_ANSWERS, (through, spans)
+    assert all(line == "compared: rollup" or line.startswith(("compared: spans: ", "files only: "))
+               for line in lines), lines

@@ -1,0 +1,231 @@
+"""The report through the schema helper's rollup table: the span report's figures from its rows, or the spans (and why)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("chdb")
+
+from lens_report import TraceStore, build_report  # noqa: E402
+from lens_report.clickhouse import ChdbSource, load_otlp_files, otel_traces_ddl, schema_sql  # noqa: E402
+from lens_report.clickhouse_rollup import NOT_COMPUTED, rollup_report  # noqa: E402
+from lens_report.rollup import DEFAULT_TOP_N, RunChoiceError  # noqa: E402
+from report_helpers import figures, rollup_schema  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+
+import trace_synth  # noqa: E402
+
+pytestmark = pytest.mark.engines
+
+
+def _files_json(*paths, **options):
+    with TraceStore() as store:
+        store.load(paths)
+        return build_report(store, **options).to_json(top=DEFAULT_TOP_N)
+
+
+def _statements(sql):
+    text = "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
+    return [part.strip() for part in text.split(";") if part.strip()]
+
+
+def _cli(db, *args):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "lens_cli", "report", "--clickhouse", f"chdb:{db}", "--json", *args],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _chdb(db, *paths):
+    """The chdb database ``db`` with the schema helper's columns and rollup, holding the spans of ``paths``."""
+    db.mkdir()
+    source = ChdbSource(str(db))
+    try:
+        rollup_schema(source)
+        load_otlp_files(source, "otel_traces", list(paths), create=False)
+    finally:
+        source.close()
+    return db
+
+
+def _through_rollup(paths, **options):
+    """(the report through the rollup, or the reason it read the spans) of ``paths`` in a fresh otel_traces."""
+    source = ChdbSource()
+    try:
+        rollup_schema(source)
+        load_otlp_files(source, "otel_traces", list(paths), create=False)
+        return rollup_report(source, "otel_traces", **options)
+    finally:
+        source.close()
+
+
+@pytest.mark.parametrize("shape", ["synth", "sync-stragglers"])
+def test_the_synthetic_runs_through_the_rollup_have_the_span_reports_figures(tmp_path, shape):
+    """Known answers through the rollup: the benchmark's run (20 spans a step, umbrellas, a job span) and a
+    synchronous run with two stragglers (one slow from step 20 on): every figure key of the JSON (run, steps,
+    ranks, rank_steps, straggler scores, badput, step time, the slowest steps, telemetry loss) is the files'."""
+    if shape == "synth":
+        trace_synth.write_run(tmp_path / "files", 6, 12)
+    else:
+        trace_synth.write_sync_run(tmp_path / "files", 16, 40, slow={5: (1.3, 1), 11: (1.2, 20)}, ranks_per_file=4)
+    db = _chdb(tmp_path / "db", tmp_path / "files")
+    data = _cli(db)
+    assert data["path"]["name"] == "rollup", data["path"]
+    assert data["path"]["not_computed"] == list(NOT_COMPUTED)
+    expected = _files_json(tmp_path / "files")
+    assert figures(data, NOT_COMPUTED) == figures(expected, NOT_COMPUTED)
+    if shape == "sync-stragglers":  # the answer holds what it is meant to: the two slow ranks flagged
+        flagged = [s["rank"] for s in data["straggler_scores"] if s["flagged"]]
+        assert sorted(flagged) == ["rank 11", "rank 5"], data["straggler_scores"]
+    forced = _cli(db, "--from-spans")
+    assert forced["path"] == {"name": "spans", "reason": "--from-spans: reading the spans", "parts": 1,
+                              "not_computed": []}
+    assert figures(forced) == figures(expected)
+
+
+def test_the_benchmarks_sql_rows_through_the_rollup_are_the_files_report_in_a_handful_of_statements(tmp_path):
+    """otel_traces filled by trace_synth.otel_traces_insert (the benchmark's SQL) with the rollup's view: the report
+    through the rollup is the files' report, read in a bounded number of statements whatever the span count."""
+    trace_synth.write_run(tmp_path / "files", 4, 7)
+    source = ChdbSource()
+    calls = []
+    for name in ("command", "rows", "batches"):
+        method = getattr(source, name)
+        setattr(source, name, lambda sql, *a, _m=method, _n=name, **k: (calls.append((_n, sql)), _m(sql, *a, **k))[1])
+    try:
+        rollup_schema(source)
+        source.command(trace_synth.otel_traces_insert("otel_traces", 4, 7))
+        calls.clear()
+        report = rollup_report(source, "otel_traces")
+    finally:
+        source.close()
+    assert not isinstance(report, str), report
+    assert figures(report.to_json(top=DEFAULT_TOP_N), NOT_COMPUTED) == figures(_files_json(tmp_path / "files"),
+                                                                               NOT_COMPUTED)
+    creates = [sql for kind, sql in calls if sql.lstrip().startswith("CREATE")]
+    # the version check, the coverage counts, 7 small tables, their figures, the loss records; the drops at close
+    assert len(calls) <= 40 and len(creates) <= 10, [sql[:80] for _, sql in calls]
+
+
+def test_a_run_half_covered_by_the_rollup_reads_the_spans_and_says_why_until_backfilled(tmp_path):
+    """Mixed: half the ranks' files inserted before the rollup's view was made (no backfill): the rollup holds half
+    the run's spans, so the report reads the spans, says so, and gives the spans' answer; once the rollup is filled
+    again by --backfill's INSERT (truncated first: the view had taken the later rows) it reads the rollup; a
+    backfill run twice counts rows twice, and the report reads the spans again."""
+    trace_synth.write_sync_run(tmp_path / "files", 8, 10, slow={3: (1.25, 1)}, ranks_per_file=1)
+    files = sorted((tmp_path / "files" / "sync").glob("*.jsonl"))
+    db = tmp_path / "db"
+    db.mkdir()
+    source = ChdbSource(str(db))
+    try:
+        source.command(otel_traces_ddl("otel_traces"))
+        for statement in _statements(schema_sql("otel_traces", rollup=False)):
+            source.command(statement)
+        load_otlp_files(source, "otel_traces", files[:4], create=False)
+        for statement in _statements(schema_sql("otel_traces")):
+            source.command(statement)
+        load_otlp_files(source, "otel_traces", files[4:], create=False)
+    finally:
+        source.close()
+    expected = _files_json(tmp_path / "files")
+    half = _cli(db)
+    assert half["path"]["name"] == "spans"
+    assert half["path"]["reason"].startswith("the rollup covers 124 of 248 spans of run 'sync': reading the spans")
+    assert figures(half) == figures(expected)
+    backfill = [s for s in _statements(schema_sql("otel_traces", backfill=True)) if s.startswith("INSERT INTO")]
+    assert len(backfill) == 1
+    source = ChdbSource(str(db))
+    try:
+        source.command("TRUNCATE TABLE otel_traces_lens_steps")
+        source.command(backfill[0])
+    finally:
+        source.close()
+    filled = _cli(db)
+    assert filled["path"]["name"] == "rollup", filled["path"]
+    assert figures(filled, NOT_COMPUTED) == figures(expected, NOT_COMPUTED)
+    source = ChdbSource(str(db))
+    try:
+        source.command(backfill[0])
+    finally:
+        source.close()
+    twice = _cli(db)
+    assert twice["path"]["name"] == "spans" and "covers 496 of 248 spans" in twice["path"]["reason"]
+    assert figures(twice) == figures(expected)
+
+
+def _ineligible(otlp, kind):
+    span = otlp.span
+    job = [span(1, "rl.grpo.job", 0, 20), span(2, "rl.grpo.step", 1, 9, 1, iteration=1),
+           span(3, "rl.vllm.generate", 1, 5, 2, bucket="productive", iteration=1)]
+    resource = {"service_name": "trainer", "nv_dl_rank": 0, "service_instance_id": "r-rank0", "nemo_run_id": "r"}
+    if kind == "device times":
+        timed = span(4, "rl.grpo.policy_training", 5, 8, 2, bucket="productive", iteration=1)
+        timed["attributes"] += otlp.attrs({"lens.device.start_time_unix_nano": str(otlp.T0 + 5 * otlp.S),
+                                           "lens.device.end_time_unix_nano": str(otlp.T0 + 7 * otlp.S)})
+        job.append(timed)
+        return [otlp.request(job, **resource)]
+    if kind == "a bucketed umbrella":
+        job.append(span(4, "rl.grpo.generation", 5, 8, 2, bucket="overhead", iteration=1))
+        return [otlp.request(job, **resource)]
+    # a step across processes: an actor's leaf (another process, same trace) under the driver's step span
+    actor = [span(9, "rl.grpo.policy_training", 5, 8, 2, bucket="productive", iteration=1)]
+    return [otlp.request(job, **resource), otlp.request(actor, service_name="actor", service_instance_id="r-actor",
+                                                        nemo_run_id="r")]
+
+
+@pytest.mark.parametrize("kind, why", [
+    ("device times", "1 spans with device times"),
+    ("a bucketed umbrella", "1 bucketed spans the report flags"),
+    ("a step across processes", "1 (process, rank, step) rows without exactly one step span"),
+])
+def test_what_the_rollup_cannot_represent_is_read_from_the_spans(tmp_path, otlp, kind, why):
+    """Ineligible runs: device times (the device clock), a bucketed umbrella (a violation, not counted), a step
+    whose leaves run in another process (the span report walks parents across processes): the rollup says why
+    and the report is the spans', equal to the files'."""
+    path = otlp.write(tmp_path / "t.jsonl", *_ineligible(otlp, kind))
+    reason = _through_rollup([path])
+    assert isinstance(reason, str) and why in reason, reason
+    db = _chdb(tmp_path / "db", path)
+    data = _cli(db)
+    assert data["path"]["name"] == "spans" and why in data["path"]["reason"], data["path"]
+    assert figures(data) == figures(_files_json(path))
+
+
+def test_an_older_rollup_table_two_launches_and_several_runs_are_said(tmp_path, otlp):
+    """A rollup table without this version's comment is never read (its columns mean other things): re-create it;
+    a run launched twice reads the spans (attempts); a table of several runs without --run is refused with the
+    runs the span report lists."""
+    trace_synth.write_run(tmp_path / "a", 2, 3, run="a")
+    trace_synth.write_sync_run(tmp_path / "b", 3, 4, run="b")  # other ids than write_run's: no span twice
+    source = ChdbSource()
+    try:
+        source.command(otel_traces_ddl("otel_traces"))
+        source.command("CREATE TABLE otel_traces_lens_steps (LensRun String) ENGINE = Memory COMMENT 'lens: old'")
+        assert "an older lens made it" in rollup_report(source, "otel_traces")
+    finally:
+        source.close()
+    with pytest.raises(RunChoiceError) as from_rollup:
+        _through_rollup([tmp_path / "a", tmp_path / "b"])
+    with TraceStore() as store, pytest.raises(RunChoiceError) as from_files:
+        store.load([tmp_path / "a", tmp_path / "b"])
+        build_report(store)
+    assert str(from_rollup.value) == str(from_files.value)
+    assert from_rollup.value.runs == from_files.value.runs
+    report = _through_rollup([tmp_path / "a", tmp_path / "b"], run="b")
+    assert figures(report.to_json(top=DEFAULT_TOP_N), NOT_COMPUTED) == figures(
+        _files_json(tmp_path / "a", tmp_path / "b", run="b"), NOT_COMPUTED)
+    span = otlp.span
+    launches = [otlp.request([span(1, "rl.grpo.job", t, t + 10), span(2, "rl.grpo.step", t + 1, t + 9, 1, iteration=1),
+                              span(3, "rl.vllm.generate", t + 1, t + 5, 2, bucket="productive", iteration=1)],
+                             service_name="trainer", nemo_run_id="r", nv_dl_rank=0, service_instance_id=f"r-{t}")
+                for t in (0, 100)]
+    path = otlp.write(tmp_path / "two.jsonl", *launches)
+    assert "was launched 2 times" in _through_rollup([path])
