@@ -327,10 +327,12 @@ def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load:
         loaded = int(subprocess.run([sys.executable, "-c", _CHDB_QUERY, str(db), "SELECT count() FROM otel_traces"],
                                     check=True, capture_output=True, text=True).stdout)
         row: dict[str, object] = {"spans": loaded, "load": load, "load_s": round(load_s, 2)}
-        if report:  # today's report copies the spans into ClickHouse's memory (~0.5 KB a span): 100M fits no laptop
-            wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}"])
+        if report:  # the report from the spans (no rollup table yet): the stamped sums past --part-spans
+            out = workdir / "spans-report.json"
+            wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}", "--json"], out=out)
+            path = json.loads(out.read_text())["path"]
             row.update({"report_s": round(wall, 2), "report_cpu_s": round(cpu, 2), "peak_rss_mb": round(rss),
-                        "spans_per_cpu_s": round(loaded / cpu)})
+                        "spans_per_cpu_s": round(loaded / cpu), "report_path": path["reason"].rpartition("; ")[2]})
         row.update(run_server_paths(db))  # leaves the rollup table made and filled (its backfill)
         row.update(run_rollup_report(db, workdir))
         print(json.dumps({"clickhouse": row}), flush=True)

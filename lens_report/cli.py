@@ -55,6 +55,17 @@ def _regex(text: str) -> re.Pattern[str]:
         raise argparse.ArgumentTypeError(f"invalid regular expression {text!r}: {exc}") from None
 
 
+def _positive_spans(text: str) -> int:
+    """argparse type: a positive number of spans (``1000000`` or ``1_000_000``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a positive number of spans, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a positive number of spans, got {text!r}")
+    return value
+
+
 def non_negative_int(text: str) -> int:
     """argparse type: an integer from 0 to :data:`MAX_COUNT`, with a clear error otherwise."""
     try:
@@ -117,6 +128,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work-tables", choices=("memory", "disk"), default="memory",
                         help="with --clickhouse: keep the rollup's working tables in ClickHouse's memory (default; "
                              "~400 bytes a span) or on its disk, compressed (tens of bytes a span, ~2x the CPU)")
+    parser.add_argument("--part-spans", type=_positive_spans, default=None, metavar="N",
+                        help="with --clickhouse: walk at most N spans at once (default 1,000,000: ~1 GB of ClickHouse "
+                             "memory); a larger run sums the traces its stamps answer where they lie and walks the "
+                             "others in parts of whole traces (--html and --perfetto read the whole run at once)")
     parser.add_argument("--from-spans", action="store_true",
                         help="with --clickhouse: read the spans even where the schema helper's rollup table "
                              "(TABLE_lens_steps) covers the run (by default its rows give the figures then, and the "
@@ -316,15 +331,20 @@ def _run_clickhouse(args: argparse.Namespace, duckdb: Any) -> int:
                 progress.say(str(taken.path))
                 return _output(taken, None, args)
             reason = taken
+        from .clickhouse import DEFAULT_PART_SPANS
+
+        # the page and --perfetto draw spans of any trace: the whole run is walked at once for them
+        part_spans = None if args.html or args.perfetto else (args.part_spans or DEFAULT_PART_SPANS)
         with ClickHouseStore(source, args.table, detail=bool(args.perfetto), memory_limit=args.memory_limit,
-                             run=args.run, work_tables=args.work_tables) as store:
+                             run=args.run, work_tables=args.work_tables, part_spans=part_spans) as store:
             try:
                 store.load_table()
             except ValueError as exc:
                 _error(str(exc))
                 return EXIT_USAGE
             progress.say(f"read {store.span_count()} spans from {args.table}")
-            return _report(store, args, progress, path=ReportPath("spans", reason))
+            return _report(store, args, progress,
+                           path=lambda: ReportPath("spans", f"{reason}; {store.walk_summary()}", parts=store.parts_walked))
     except duckdb.Error as exc:
         _error(f"the report engine failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
         return EXIT_FAILED
@@ -377,7 +397,7 @@ def _report(store: Store, args: argparse.Namespace, progress: _Progress, path: A
         return _run_choice(exc, args)
     progress.say("rolled up")
     if path is not None and report.path is None:  # the spans path's reason (the rollup's, where it was looked at)
-        report = dataclasses.replace(report, path=path)
+        report = dataclasses.replace(report, path=path() if callable(path) else path)
     return _output(report, store, args)
 
 

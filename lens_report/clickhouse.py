@@ -38,7 +38,15 @@ from .dialect import CLICKHOUSE, DUCKDB, LOSS_COUNTERS, ResourceFields, SpanFiel
 from .discovery import find_trace_files
 from .ingest import SPAN_COLUMNS
 from .model import DEFAULT_MEMORY_LIMIT, Problem, Span, span_from_row
-from .clickhouse_stamped import COMPLEX_TRACES, STAMPED_STEPS, STEP_COLUMNS, complex_traces_sql, presum_sql, stamped_steps_sql
+from .clickhouse_stamped import (
+    COMPLEX_TRACES,
+    STAMPED_STEPS,
+    STEP_COLUMNS,
+    TRACE_PLAN,
+    presum_sql,
+    stamped_steps_sql,
+    trace_plan_sql,
+)
 from .invariants import TOLERANCE_NS
 from .model import BUCKETS
 from .store import span_rows_sql
@@ -339,6 +347,8 @@ class ClickHouseStore:
         self._presumming = False  # whether the traces outside ``complex_traces`` are summed, not walked
         self.walked_spans = 0
         """How many spans the report walked (copied into ``spans``): the rest were summed where they lie."""
+        self.parts_walked = 1
+        """In how many parts of whole traces the walked spans were walked (0: none walked)."""
         self._parts = 1  # how many parts the run needs (load_table)
         self._loaded: tuple[int, int] | None = None  # the part ``spans`` holds: (part, parts)
         self._duplicates: dict[tuple[int, int], int] = {}  # (part, parts) -> spans stored twice in it
@@ -406,10 +416,12 @@ class ClickHouseStore:
         self._presumming = False
         if self._parts == 1 or timed or not self.stamped:
             self.walked_spans = self._total
-            return 1 if timed else self._parts
+            self.parts_walked = 1 if timed else self._parts
+            return self.parts_walked
         self._loaded = None
         relation = self.whole_relation()
-        self.create(COMPLEX_TRACES, complex_traces_sql(relation, where))
+        self.create(TRACE_PLAN, trace_plan_sql(relation, where))
+        self.create(COMPLEX_TRACES, f"SELECT trace FROM {TRACE_PLAN} WHERE walk")
         self.create(STAMPED_STEPS, stamped_steps_sql(relation, where))
         # a step whose buckets overflow its wall is a violation the walk lists, and a (process, iteration) with
         # two step spans leaves a leaf's nearest one to the walk: such traces are walked too
@@ -425,9 +437,16 @@ class ClickHouseStore:
         self.walked_spans = int(self.value(
             f"SELECT count() FROM {relation} s {where + ' AND' if where else 'WHERE'} "
             f"s.trace IN (SELECT trace FROM {COMPLEX_TRACES})"))
-        if not self.walked_spans:
-            return 0
-        return 1 if self.part_spans is None else max(1, -(-self.walked_spans // self.part_spans))
+        self.parts_walked = 0 if not self.walked_spans else max(1, -(-self.walked_spans // self.part_spans))
+        return self.parts_walked
+
+    def walk_summary(self) -> str:
+        """What the last report walked, in words (for its :class:`~lens_report.model.ReportPath`)."""
+        if self.walked_spans >= self._total:
+            return ("every span walked at once" if self.parts_walked <= 1 else
+                    f"every span walked, {self.part_spans:,} at most at once")
+        return (f"{self._total - self.walked_spans:,} of {self._total:,} spans summed by their stamps where they lie, "
+                f"{self.walked_spans:,} walked")
 
     def presums(self, timed: bool) -> bool:
         """Whether the last :meth:`span_parts` left traces to :meth:`presum` (stamped, no device times)."""
@@ -440,6 +459,7 @@ class ClickHouseStore:
             return 0, 0, 0, 0
         relation = self.whole_relation()
         queries = presum_sql(relation, where, cond)
+        self.create("simple_cube", queries.pop("simple_cube"))
         summary = self.rows(queries.pop("summary"))[0]
         queries["steps"] = f"SELECT * FROM {STAMPED_STEPS}"
         for name, sql in queries.items():
@@ -447,7 +467,8 @@ class ClickHouseStore:
                 self.execute(f"INSERT INTO {prefix}{name} {sql}")
             else:
                 self.create(name, sql)
-        self.drop(STAMPED_STEPS)
+        for name in ("simple_cube", STAMPED_STEPS, TRACE_PLAN):
+            self.drop(name)
         return tuple(int(value or 0) for value in summary)  # type: ignore[return-value]
 
     def load_part(self, part: int, parts: int) -> None:

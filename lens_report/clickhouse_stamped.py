@@ -26,10 +26,13 @@ from __future__ import annotations
 from .model import BUCKETS
 from .rollup import COUNTED, classified_columns
 
-__all__ = ["COMPLEX_TRACES", "STAMPED_STEPS", "STEP_COLUMNS", "complex_traces_sql", "presum_sql", "stamped_steps_sql"]
+__all__ = ["COMPLEX_TRACES", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN", "presum_sql", "stamped_steps_sql", "trace_plan_sql"]
 
 COMPLEX_TRACES = "complex_traces"
 """The working table of the traces that are walked (``trace``): every trace :func:`complex_traces_sql` finds."""
+
+TRACE_PLAN = "trace_plan"
+"""The working table of every trace of the run and whether it is walked (``trace``, ``walk``)."""
 
 STAMPED_STEPS = "stamped_steps"
 """The working table of the steps of the other traces, as the walk's ``steps`` rows (:func:`stamped_steps_sql`)."""
@@ -75,9 +78,10 @@ FROM (
     {where}) classified"""
 
 
-def complex_traces_sql(relation: str, where: str) -> str:
-    """ClickHouse SQL: the traces of ``relation`` (spans that satisfy ``where``) that must be walked, by the
-    module's conditions but two that :func:`stamped_steps_sql` finds (a step span twice, a bucket overflow).
+def trace_plan_sql(relation: str, where: str) -> str:
+    """ClickHouse SQL: each trace of ``relation`` (spans that satisfy ``where``) and whether it must be walked
+    (``walk``), by the module's conditions but two that :func:`stamped_steps_sql` finds (a step span twice, a
+    bucket overflow).
 
     A span's (process, iteration) is compared with its parent's as a 64-bit hash (0: no iteration): two
     that differ read equal once in 2^64 comparisons."""
@@ -103,9 +107,9 @@ def complex_traces_sql(relation: str, where: str) -> str:
              OR (kids > 0 AND (bitTest(p_flags, 1) OR NOT coalesce(p_ord < kid_ord, false)))
              OR (need_lo IS NOT NULL AND NOT coalesce(need_lo = p_code AND need_hi = p_code, false))"""
     return f"""
-SELECT trace FROM ({per_span})
+SELECT trace, max({bad}) OR (countIf(bitTest(p_flags, 2)) = 0 AND countIf(bitTest(p_flags, 3)) > 0) AS walk
+FROM ({per_span})
 GROUP BY trace
-HAVING max({bad}) OR (countIf(bitTest(p_flags, 2)) = 0 AND countIf(bitTest(p_flags, 3)) > 0)
 SETTINGS max_bytes_before_external_group_by = {GROUP_BY_SPILL_BYTES}, max_bytes_ratio_before_external_group_by = 0"""
 
 
@@ -135,21 +139,29 @@ FROM (
 
 
 def presum_sql(relation: str, where: str, cond: str) -> dict[str, str]:
-    """ClickHouse SQL: table -> query for the rank, span-name and process sums of the traces that are not walked
-    (the walk's ``rank_parts``, ``name_parts``, ``process_parts`` and ``rank_process_parts``), and ``summary``:
-    (spans, traces, error spans, orphans: 0, as every parent is found)."""
-    simple = _simple(relation, where)
+    """ClickHouse SQL: table -> query for the sums of the traces that are not walked, as the walk's ``rank_parts``,
+    ``name_parts``, ``process_parts`` and ``rank_process_parts``, all from one pass (``simple_cube``, made
+    first: per rank, process and span name), and ``summary``: (spans, traces, error spans, orphans: 0, as
+    every parent is found)."""
     sums = ", ".join(f"coalesce(sumIf(end_ns - start_ns, counted AND bucket = '{b}'), 0) AS {b}" for b in BUCKETS)
+    lens = f"lens_process{' AND ' + cond if cond else ''}"
+    cube = f"""
+        SELECT rank_label, process, name, min(rank) AS rank_min, count() AS n, countIf(error) AS errors,
+               sum(end_ns - start_ns) AS total, min(start_ns) AS first_ns, max(end_ns) AS last_ns, {sums},
+               countIf({lens}) AS lens_n, minIf(rank, {lens}) AS lens_rank
+        FROM ({_simple(relation, where)}) c GROUP BY rank_label, process, name"""
     return {
+        "simple_cube": cube,
         "rank_parts": f"""
-            SELECT rank_label, rank_min AS rank, first_ns, last_ns, {", ".join(BUCKETS)}, 0 AS leaves, 0 AS timed FROM (
-                SELECT rank_label, min(rank) AS rank_min, min(start_ns) AS first_ns, max(end_ns) AS last_ns, {sums}
-                FROM ({simple}) c GROUP BY rank_label)""",
-        "name_parts": f"SELECT name, count() AS n, sum(end_ns - start_ns) AS total FROM ({simple}) c GROUP BY name",
-        "process_parts": f"""
-            SELECT any_label AS rank_label, process, n, rank_min AS rank FROM (
-                SELECT any(rank_label) AS any_label, process, count() AS n, min(rank) AS rank_min FROM ({simple}) c
-                WHERE lens_process {"AND " + cond if cond else ""} GROUP BY process)""",
-        "rank_process_parts": f"SELECT DISTINCT rank_label, process FROM ({simple}) c",
-        "summary": f"SELECT count(), uniqExact(trace), countIf(error), 0 FROM ({simple}) c",
+            SELECT rank_label, min(rank_min) AS rank, min(first_ns) AS first_ns, max(last_ns) AS last_ns,
+                   {", ".join(f"sum({b}) AS {b}" for b in BUCKETS)}, 0 AS leaves, 0 AS timed
+            FROM simple_cube GROUP BY rank_label""",
+        "name_parts": "SELECT name, sum(n) AS n, sum(total) AS total FROM simple_cube GROUP BY name",
+        "process_parts": """
+            SELECT any(rank_label) AS rank_label, process, sum(lens_n) AS n, min(lens_rank) AS rank FROM simple_cube
+            WHERE lens_n > 0 GROUP BY process""",
+        "rank_process_parts": "SELECT DISTINCT rank_label, process FROM simple_cube",
+        "summary": f"""
+            SELECT (SELECT sum(n) FROM simple_cube), (SELECT count() FROM trace_plan WHERE trace NOT IN
+                    (SELECT trace FROM {COMPLEX_TRACES})), (SELECT sum(errors) FROM simple_cube), 0""",
     }

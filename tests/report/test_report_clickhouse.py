@@ -347,3 +347,38 @@ def test_the_rollup_filled_by_its_view_and_by_backfill_equals_the_spans_sums():
     assert sum(row[4] for row in rollup) == 3 * (1 + 4 * trace_synth.SPANS_PER_STEP) + 2 * (
         1 + 5 * trace_synth.SPANS_PER_STEP) + 1
     assert rollup == spans
+
+
+@pytest.mark.engines
+def test_a_run_past_part_spans_sums_its_stamped_traces_walks_the_rest_and_reports_as_the_files(tmp_path, otlp):
+    """``--part-spans`` below the run's size: the traces Lens stamped are summed where they lie, a trace with a
+    nested bucket (which only the walk finds) is walked, in parts of at most N spans; the JSON is the files' and
+    its path says how many spans were summed and walked. A part size that is not a positive number is exit 2."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import trace_synth
+
+    run = tmp_path / "run"
+    trace_synth.write_sync_run(run, 8, 6, slow={5: (1.3, 2)})
+    span = otlp.span
+    broken = [span(1, "rl.grpo.step", 0, 10, iteration=1), span(2, "rl.grpo.policy_training", 0, 6, 1,
+                                                                 bucket="productive", iteration=1),
+              span(3, "rl.grpo.reward_calculation", 1, 2, 2, bucket="overhead", iteration=1)]
+    extra = otlp.write(tmp_path / "broken.jsonl", otlp.request(broken, service_name="trainer", nemo_run_id="sync",
+                                                               nv_dl_rank=8))
+    db = _chdb_database(tmp_path / "db", run, extra)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "lens_cli", "report", "--clickhouse", f"chdb:{db}", "--json",
+                          "--part-spans", "2"], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    files = _file_report(run, extra).to_json(top=DEFAULT_TOP_N)
+    assert files["violations_by_rule"] == {"nested-bucket": 1}  # the broken trace is in the answer
+    assert comparable(data) == comparable(files)
+    total = data["spans"]
+    assert data["path"]["name"] == "spans" and data["path"]["parts"] == 2  # 3 walked spans, 2 at most at once
+    assert data["path"]["reason"].endswith(f"{total - 3:,} of {total:,} spans summed by their stamps where they "
+                                           "lie, 3 walked"), data["path"]
+    for bad in ("0", "-3", "lots"):
+        out = subprocess.run([sys.executable, "-m", "lens_cli", "report", "--clickhouse", f"chdb:{db}",
+                              "--part-spans", bad], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 2 and "a positive number of spans" in out.stderr, out.stderr
