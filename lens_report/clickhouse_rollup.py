@@ -175,16 +175,10 @@ def rollup_report(source: Any, table: str, *, run: str | None = None, attempt: i
 
 
 def _loss_and_unfinished(store: ClickHouseStore) -> tuple[Any, Any]:
-    """The run's loss records per process (the span report's ``_loss``) and the processes Lens set up that wrote
-    no final one (its ``_unfinished``, with the span counts of the rollup's per-process ``spans``)."""
-    from .model import UnfinishedProcess
-    from .rollup import _loss
+    """The run's loss records per process and the processes Lens set up that wrote no final one: the span
+    report's ``_loss`` and ``_unfinished``, its per-process span counts (``process_parts``) from the rollup's
+    per-process ``spans``."""
+    from .rollup import _loss, _unfinished
 
-    loss = _loss(store, None)
-    rows = store.rows("""
-        WITH seen AS (SELECT rank_label, process, rank, spans FROM spans WHERE lens_process
-                      UNION ALL SELECT rank_label, process, rank, 0 FROM loss WHERE lens_process)
-        SELECT any(rank_label), process, sum(spans), min(rank) FROM seen
-        WHERE process NOT IN (SELECT process FROM loss WHERE loss[6] = 1)
-        GROUP BY process ORDER BY min(rank) NULLS LAST, process""")
-    return loss, tuple(UnfinishedProcess(rank, process, int(spans)) for rank, process, spans, _ in rows)
+    store.create("process_parts", "SELECT rank_label, process, spans AS n, rank FROM spans WHERE lens_process")
+    return _loss(store, None), _unfinished(store, None)

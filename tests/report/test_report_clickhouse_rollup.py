@@ -86,8 +86,8 @@ def test_the_synthetic_runs_through_the_rollup_have_the_span_reports_figures(tmp
         flagged = [s["rank"] for s in data["straggler_scores"] if s["flagged"]]
         assert sorted(flagged) == ["rank 11", "rank 5"], data["straggler_scores"]
     forced = _cli(db, "--from-spans")
-    assert forced["path"] == {"name": "spans", "reason": "--from-spans: reading the spans", "parts": 1,
-                              "not_computed": []}
+    assert forced["path"] == {"name": "spans", "reason": "--from-spans: reading the spans; every span walked at once",
+                              "parts": 1, "not_computed": []}
     assert figures(forced) == figures(expected)
 
 
