@@ -268,12 +268,29 @@ def run_server_paths(db: Path) -> dict[str, float]:
     return row
 
 
+def report_path(out: Path) -> dict[str, object]:
+    """The ``path`` of the JSON report in the file ``out``, read without loading the rest: parsed whole, the
+    (rank, step) rows of a 100M-span report took this process to 2.4 GB, and every process it started after
+    that reported that peak as its own (``ru_maxrss`` counts what a child had at fork, before its exec)."""
+    key = b'"path":'
+    tail = b""
+    with open(out, "rb") as f:
+        while chunk := f.read(1 << 20):
+            text = tail + chunk
+            at = text.find(key)
+            if at >= 0:
+                window = (text[at + len(key):] + f.read(1 << 16)).decode(errors="replace")
+                return json.JSONDecoder().raw_decode(window.lstrip())[0]
+            tail = text[-len(key):]
+    raise RuntimeError(f"no path in the report {out}")
+
+
 def run_rollup_report(db: Path, workdir: Path) -> dict[str, float]:
     """``lens report --clickhouse chdb:DB --json`` once the rollup table is filled: the report through the rollup
     (its JSON's path must say so, else the figures would be the spans path's)."""
     out = workdir / "rollup-report.json"
     wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}", "--json"], out=out)
-    path = json.loads(out.read_text())["path"]
+    path = report_path(out)
     if path["name"] != "rollup":
         raise RuntimeError(f"the report did not take the rollup: {path}")
     return {"rollup_report_s": round(wall, 2), "rollup_report_cpu_s": round(cpu, 2),
@@ -330,7 +347,7 @@ def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load:
         if report:  # the report from the spans (no rollup table yet): the stamped sums past --part-spans
             out = workdir / "spans-report.json"
             wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}", "--json"], out=out)
-            path = json.loads(out.read_text())["path"]
+            path = report_path(out)
             row.update({"report_s": round(wall, 2), "report_cpu_s": round(cpu, 2), "peak_rss_mb": round(rss),
                         "spans_per_cpu_s": round(loaded / cpu), "report_path": path["reason"].rpartition("; ")[2]})
         row.update(run_server_paths(db))  # leaves the rollup table made and filled (its backfill)

@@ -45,6 +45,10 @@ GROUP_BY_SPILL_BYTES = 256_000_000
 """Memory a span-by-span ``GROUP BY`` may hold before ClickHouse writes its groups to disk: the bound on the
 stamped sums' working set whatever the number of spans."""
 
+_SPILL = (f"SETTINGS max_bytes_before_external_group_by = {GROUP_BY_SPILL_BYTES}, "
+          "max_bytes_ratio_before_external_group_by = 0")
+"""The settings every ``GROUP BY`` of the spans runs under: its groups go to disk past the bound."""
+
 _BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
 
 
@@ -110,7 +114,7 @@ def trace_plan_sql(relation: str, where: str) -> str:
 SELECT trace, max({bad}) OR (countIf(bitTest(p_flags, 2)) = 0 AND countIf(bitTest(p_flags, 3)) > 0) AS walk
 FROM ({per_span})
 GROUP BY trace
-SETTINGS max_bytes_before_external_group_by = {GROUP_BY_SPILL_BYTES}, max_bytes_ratio_before_external_group_by = 0"""
+{_SPILL}"""
 
 
 def _simple(relation: str, where: str) -> str:
@@ -135,7 +139,8 @@ FROM (
            anyIf(start_ns, named_step) AS step_start, countIf(named_step) AS step_spans, {sums}
     FROM ({_simple(relation, where)}) c
     WHERE named_step OR counted
-    GROUP BY trace, process, iteration)"""
+    GROUP BY trace, process, iteration)
+{_SPILL}"""
 
 
 def presum_sql(relation: str, where: str, cond: str) -> dict[str, str]:
@@ -149,7 +154,8 @@ def presum_sql(relation: str, where: str, cond: str) -> dict[str, str]:
         SELECT rank_label, process, name, min(rank) AS rank_min, count() AS n, countIf(error) AS errors,
                sum(end_ns - start_ns) AS total, min(start_ns) AS first_ns, max(end_ns) AS last_ns, {sums},
                countIf({lens}) AS lens_n, minIf(rank, {lens}) AS lens_rank
-        FROM ({_simple(relation, where)}) c GROUP BY rank_label, process, name"""
+        FROM ({_simple(relation, where)}) c GROUP BY rank_label, process, name
+        {_SPILL}"""
     return {
         "simple_cube": cube,
         "rank_parts": f"""
