@@ -448,7 +448,7 @@ class ClickHouseStore:
         return (f"{self._total - self.walked_spans:,} of {self._total:,} spans summed by their stamps where they lie, "
                 f"{self.walked_spans:,} walked")
 
-    def presums(self, timed: bool) -> bool:
+    def presums(self) -> bool:
         """Whether the last :meth:`span_parts` left traces to :meth:`presum` (stamped, no device times)."""
         return self._presumming
 

@@ -221,7 +221,7 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
     counts: Counter[str] = Counter()
     summary = [0, 0, 0, 0]
     blocked = False
-    keeping = parts > 1 or db.presums(timed)  # the figures are read from what every part (or the store) adds
+    keeping = parts > 1 or db.presums()  # the figures are read from what every part (or the store) adds
     for part in range(parts):
         db.load_part(part, parts)
         part_blocked = _walk_part(db, where, timed)

@@ -18,6 +18,7 @@ from .model import BUCKETS, Rule
 
 __all__ = [
     "VOCABULARY_RULES",
+    "load_rule_tables",
     "vocabulary_violations",
 ]
 
@@ -92,8 +93,8 @@ def _has_evaluate_spans(db: Any) -> bool:
 
 
 def vocabulary_violations(db: Any, limit: int) -> tuple[list[tuple[Rule, int, str]], dict[str, int]]:
-    """``(rule, span row id, reason)`` for the first ``limit`` spans of each rule, and every rule's count."""
-    load_rule_tables(db)
+    """``(rule, span row id, reason)`` for the first ``limit`` spans of each rule, and every rule's count
+    (the tables of :func:`load_rule_tables` made first, once a report)."""
     found: list[tuple[Rule, int, str]] = []
     counts: dict[str, int] = {}
     for rule, query in _queries(db.dialect).items():

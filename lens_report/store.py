@@ -117,7 +117,7 @@ class Store(Protocol):
         once; 0: none, the store sums them all: :meth:`presum`); ``timed`` when the run has device times
         (their rule joins a rank's leaves across traces, so they are walked at once)."""
 
-    def presums(self, timed: bool) -> bool:
+    def presums(self) -> bool:
         """Whether :meth:`presum` sums some spans no part holds (after :meth:`span_parts`)."""
 
     def presum(self, where: str, cond: str, prefix: str) -> tuple[int, int, int, int]:
@@ -702,7 +702,7 @@ class TraceStore:
         """One: the file store's engine bounds its own memory (it spills to its database file)."""
         return 1
 
-    def presums(self, timed: bool) -> bool:
+    def presums(self) -> bool:
         """False: every span is walked."""
         return False
 
