@@ -6,6 +6,7 @@
     python bench/report_bench.py --only floor --sizes 100x500    # report CPU / DuckDB reading and unnesting (3 pairs)
     python bench/report_bench.py --only clickhouse --sizes 100x500  # the same spans in otel_traces (chdb)
     python bench/report_bench.py --only clickhouse --sizes 10000x500 --no-report  # 100M: the server-side paths
+    python bench/report_bench.py --only clickhouse --sizes 1000x500x200  # 100M in 500,000 steps of 200 spans
 
 Many files: N rank files of 30 spans (a job span, one 20-span step and 9 more) against the same number
 of spans in 10 files; the per-file overhead is the CPU difference over N. Floor: DuckDB alone
@@ -297,9 +298,11 @@ def run_rollup_report(db: Path, workdir: Path) -> dict[str, float]:
             "rollup_report_rss_mb": round(rss)}
 
 
-def _fill_otel_traces(db: str, ranks: int, steps: int, load: str, workdir: str, jobs: int) -> None:
+def _fill_otel_traces(db: str, ranks: int, steps: int, load: str, workdir: str, jobs: int,
+                      spans_per_step: int = trace_synth.SPANS_PER_STEP) -> None:
     """Create otel_traces with the schema helper's columns in the chdb database ``db`` and fill it with the
-    synthetic run (ClickHouse SQL, or the files loaded), its parts merged as a day-old table's are."""
+    synthetic run (ClickHouse SQL, or the files loaded), its parts merged as a day-old table's are.
+    ``spans_per_step`` (SQL only): steps of that many spans (:func:`trace_synth.step_layout`)."""
     from lens_report.clickhouse import ChdbSource, load_otlp_files, otel_traces_ddl, schema_sql
 
     source = ChdbSource(db)
@@ -313,14 +316,15 @@ def _fill_otel_traces(db: str, ranks: int, steps: int, load: str, workdir: str, 
         load_otlp_files(source, "otel_traces", [folder], create=False)
         shutil.rmtree(folder)
     else:
-        source.command(trace_synth.otel_traces_insert("otel_traces", ranks, steps))
+        source.command(trace_synth.otel_traces_insert("otel_traces", ranks, steps, spans_per_step=spans_per_step))
     source.command("OPTIMIZE TABLE otel_traces FINAL")
     source.close()
 
 
-def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load: str = "sql",
+def run_clickhouse(sizes: list[tuple[int, ...]], workdir: Path, jobs: int, load: str = "sql",
                    report: bool = True) -> list[dict[str, object]]:
-    """Per size: the synthetic run in otel_traces in chdb (schema-helper columns on), then ``lens report --clickhouse``.
+    """Per size (ranks, steps[, spans per step]): the synthetic run in otel_traces in chdb (schema-helper columns
+    on), then ``lens report --clickhouse``.
 
     ``load="sql"`` writes the rows with ClickHouse SQL (trace_synth.otel_traces_insert: the rows loading
     the files gives, tested equal, in seconds); ``"files"`` writes the files and loads them (minutes at 10M).
@@ -328,14 +332,18 @@ def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load:
     import multiprocessing
 
     rows = []
-    for ranks, steps in sizes:
+    for ranks, steps, *wide in sizes:
+        per_step = wide[0] if wide else trace_synth.SPANS_PER_STEP
+        if per_step != trace_synth.SPANS_PER_STEP and load != "sql":
+            raise ValueError(f"steps of {per_step} spans are written by SQL only (--load sql)")
         db = workdir / f"chdb-r{ranks}s{steps}"
         db.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         # in a child: a process that held the engine's gigabytes passes its peak RSS on to every child it
         # forks (the measured reports below), so the bench process never opens the table itself
         fill = multiprocessing.get_context("spawn").Process(target=_fill_otel_traces,
-                                                            args=(str(db), ranks, steps, load, str(workdir), jobs))
+                                                            args=(str(db), ranks, steps, load, str(workdir), jobs,
+                                                                  per_step))
         fill.start()
         fill.join()
         if fill.exitcode != 0:
@@ -343,7 +351,8 @@ def run_clickhouse(sizes: list[tuple[int, int]], workdir: Path, jobs: int, load:
         load_s = time.perf_counter() - started
         loaded = int(subprocess.run([sys.executable, "-c", _CHDB_QUERY, str(db), "SELECT count() FROM otel_traces"],
                                     check=True, capture_output=True, text=True).stdout)
-        row: dict[str, object] = {"spans": loaded, "load": load, "load_s": round(load_s, 2)}
+        row: dict[str, object] = {"spans": loaded, "ranks": ranks, "steps": steps, "spans_per_step": per_step,
+                                  "load": load, "load_s": round(load_s, 2)}
         if report:  # the report from the spans (no rollup table yet): the stamped sums past --part-spans
             out = workdir / "spans-report.json"
             wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}", "--json"], out=out)
@@ -437,6 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [(10, 100), (100, 100)] if args.ci else [(100, 500), (1000, 500)]
     if args.sizes:
         sizes = [tuple(int(x) for x in part.split("x")) for part in args.sizes.split(",")]  # type: ignore[misc]
+        if any(len(size) not in (2, 3) or (len(size) == 3 and args.only != "clickhouse") for size in sizes):
+            parser.error(f"--sizes is RANKSxSTEPS (or RANKSxSTEPSxSPANS_PER_STEP with --only clickhouse), "
+                         f"got {args.sizes!r}")
     files = args.files or (1000 if args.ci else 10_000)
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="lens-report-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ import json
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 S = 1_000_000_000
 T0 = 1_760_000_000 * S
@@ -46,6 +47,21 @@ _STEP_LAYOUT = (
     ("rl.idle.buffer_starvation", "efficiency", "idle", -1, 0.90, 0.95),
 )
 assert len(_STEP_LAYOUT) + 1 == SPANS_PER_STEP
+
+
+def step_layout(spans_per_step: int = SPANS_PER_STEP) -> tuple[tuple[Any, ...], ...]:
+    """The layout of a step of ``spans_per_step`` spans (at least 11): the default one, its generation umbrella
+    holding ``spans_per_step - 10`` generate calls in place of 10, each an equal share of the same window (more
+    spans, the same buckets and steps: a larger run whose report is the same size)."""
+    if spans_per_step == SPANS_PER_STEP:
+        return _STEP_LAYOUT
+    calls = spans_per_step - 10
+    if calls < 1:
+        raise ValueError(f"a step has at least 11 spans (one generate call), got {spans_per_step}")
+    width = 0.5 / calls
+    generate = tuple(("rl.vllm.generate", "generation", "productive", 1, 0.05 + width * i, 0.05 + width * (i + 1))
+                     for i in range(calls))
+    return (*_STEP_LAYOUT[:2], *generate, *_STEP_LAYOUT[12:])
 
 
 def _attr(key: str, value: object) -> str:
@@ -217,12 +233,16 @@ def _write_one(path: str | os.PathLike[str], spans: list[dict[str, object]]) -> 
             out.write(json.dumps(request, separators=(",", ":")) + "\n")
 
 
-def otel_traces_insert(table: str, ranks: int, steps: int, run: str = "synth") -> str:
+def otel_traces_insert(table: str, ranks: int, steps: int, run: str = "synth",
+                       spans_per_step: int = SPANS_PER_STEP) -> str:
     """ClickHouse SQL: INSERT into the exporter's ``table`` the rows the Collector would write for
     :func:`write_run` (the same ids, times, names and attribute texts), computed from ``numbers()``
     in ClickHouse: 10M spans in seconds, where loading the files takes minutes. Equal to
-    loading the files (``tests/report/test_report_clickhouse.py`` compares the two)."""
-    per_rank = 1 + steps * SPANS_PER_STEP
+    loading the files (``tests/report/test_report_clickhouse.py`` compares the two). With
+    ``spans_per_step`` (:func:`step_layout`) each step holds more generate calls: more spans, the
+    same steps and buckets."""
+    layout = step_layout(spans_per_step)
+    per_rank = 1 + steps * spans_per_step
     resource = ", ".join(
         f"'{key}', {value}" for key, value in (
             ("telemetry.sdk.language", "'python'"), ("telemetry.sdk.name", "'opentelemetry'"),
@@ -231,12 +251,12 @@ def otel_traces_insert(table: str, ranks: int, steps: int, run: str = "synth") -
             ("process.pid", "toString(10000 + r)"), ("service.version", "'0.1.0'"), ("nemo.run.id", f"'{run}'"),
             ("nv.dl.rank", "toString(r)"), ("nv.dl.world_size", f"'{ranks}'"), ("nv.dl.local_rank", "toString(r % 8)")))
     # per layout entry (j = 1..19): name, group, bucket ('' for an umbrella), parent offset from the step span
-    names = [name for name, *_ in _STEP_LAYOUT]
-    groups = [group for _, group, *_ in _STEP_LAYOUT]
-    buckets = [bucket or "" for _, _, bucket, *_ in _STEP_LAYOUT]
-    parents = [0 if parent < 0 else parent + 1 for *_, parent, _lo, _hi in _STEP_LAYOUT]
-    los = [repr(lo) for *_, lo, _hi in _STEP_LAYOUT]
-    his = [repr(hi) for *_, hi in _STEP_LAYOUT]
+    names = [name for name, *_ in layout]
+    groups = [group for _, group, *_ in layout]
+    buckets = [bucket or "" for _, _, bucket, *_ in layout]
+    parents = [0 if parent < 0 else parent + 1 for *_, parent, _lo, _hi in layout]
+    los = [repr(lo) for *_, lo, _hi in layout]
+    his = [repr(hi) for *_, hi in layout]
 
     def array(values: list[str], quote: bool = True) -> str:
         return "[" + ", ".join(f"'{v}'" if quote else v for v in values) + "]"
@@ -245,9 +265,9 @@ def otel_traces_insert(table: str, ranks: int, steps: int, run: str = "synth") -
     return f"""
 INSERT INTO {table} (Timestamp, TraceId, SpanId, ParentSpanId, TraceState, SpanName, SpanKind, ServiceName,
                      ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, Duration, StatusCode, StatusMessage)
-WITH intDiv(number, {per_rank}) AS r, number % {per_rank} AS i, intDiv(i - 1, {SPANS_PER_STEP}) + 1 AS step,
-     (i - 1) % {SPANS_PER_STEP} AS j, bitShiftLeft(toUInt64(r + 1), 40) AS base,
-     base + 1 + (step - 1) * {SPANS_PER_STEP} AS step_id,
+WITH intDiv(number, {per_rank}) AS r, number % {per_rank} AS i, intDiv(i - 1, {spans_per_step}) + 1 AS step,
+     (i - 1) % {spans_per_step} AS j, bitShiftLeft(toUInt64(r + 1), 40) AS base,
+     base + 1 + (step - 1) * {spans_per_step} AS step_id,
      if(step * 7919 % {ranks} = r, 1.5, 1.0) AS slow, toInt64({STEP_NS} * 0.95 * slow / 1.5) AS length,
      toInt64({T0}) + (step - 1) * {STEP_NS} AS start,
      multiIf(i = 0, {T0}, j = 0, start, start + toInt64(arrayElement({array(los, False)}, j) * length)) AS st,

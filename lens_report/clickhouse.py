@@ -42,10 +42,12 @@ from .clickhouse_stamped import (
     COMPLEX_TRACES,
     STAMPED_STEPS,
     STEP_COLUMNS,
+    CHECK_PART_FACTOR,
     TRACE_PLAN,
+    TRACE_PLAN_SQL,
     presum_sql,
     stamped_steps_sql,
-    trace_plan_sql,
+    trace_checks_sql,
 )
 from .invariants import TOLERANCE_NS
 from .model import BUCKETS
@@ -211,6 +213,12 @@ def _lens_columns(columns: set[str]) -> dict[str, str]:
             for column, (_kind, expr) in _materialized().items()}
 
 
+def _trace_part(part: int, parts: int) -> str:
+    """ClickHouse SQL (ends in ``AND``): the rows of part ``part`` of ``parts`` of whole traces, by a hash of the
+    trace id (as a number: the same trace whatever case its hex digits are in)."""
+    return f"cityHash64({_id('TraceId', 32)}) % {int(parts)} = {int(part)} AND "
+
+
 def _processes(table: str, columns: set[str], where: str) -> str:
     """ClickHouse SQL: one row per process label of the rows of ``table`` that satisfy ``where``, with the
     resource fields the store's ``spans`` keep (instance, pid, host, service, whether Lens set it up),
@@ -349,6 +357,8 @@ class ClickHouseStore:
         """How many spans the report walked (copied into ``spans``): the rest were summed where they lie."""
         self.parts_walked = 1
         """In how many parts of whole traces the walked spans were walked (0: none walked)."""
+        self.check_parts = 1
+        """In how many parts of whole traces their structure was checked (see :mod:`.clickhouse_stamped`)."""
         self._parts = 1  # how many parts the run needs (load_table)
         self._loaded: tuple[int, int] | None = None  # the part ``spans`` holds: (part, parts)
         self._duplicates: dict[tuple[int, int], int] = {}  # (part, parts) -> spans stored twice in it
@@ -420,7 +430,17 @@ class ClickHouseStore:
             return self.parts_walked
         self._loaded = None
         relation = self.whole_relation()
-        self.create(TRACE_PLAN, trace_plan_sql(relation, where))
+        checks = self.check_parts = max(1, -(-self._total // (self.part_spans * CHECK_PART_FACTOR)))
+        for part in range(checks):  # in parts of whole traces, as they are walked (see load_part)
+            of_part = relation if checks == 1 else \
+                f"({_projection(self.table, self._columns, False, _trace_part(part, checks) + self._span_where)})"
+            sql = trace_checks_sql(of_part, where)
+            if part:
+                self.execute(f"INSERT INTO trace_checks {sql}")
+            else:
+                self.create("trace_checks", sql)
+        self.create(TRACE_PLAN, TRACE_PLAN_SQL)
+        self.drop("trace_checks")
         self.create(COMPLEX_TRACES, f"SELECT trace FROM {TRACE_PLAN} WHERE walk")
         self.create(STAMPED_STEPS, stamped_steps_sql(relation, where))
         # a step whose buckets overflow its wall is a violation the walk lists, and a (process, iteration) with
@@ -445,8 +465,9 @@ class ClickHouseStore:
         if self.walked_spans >= self._total:
             return ("every span walked at once" if self.parts_walked <= 1 else
                     f"every span walked, {self.part_spans:,} at most at once")
-        return (f"{self._total - self.walked_spans:,} of {self._total:,} spans summed by their stamps where they lie, "
-                f"{self.walked_spans:,} walked")
+        checked = f"traces checked in {self.check_parts} parts; " if self.check_parts > 1 else ""
+        return (f"{checked}{self._total - self.walked_spans:,} of {self._total:,} spans summed by their stamps where "
+                f"they lie, {self.walked_spans:,} walked")
 
     def presums(self) -> bool:
         """Whether the last :meth:`span_parts` left traces to :meth:`presum` (stamped, no device times)."""
@@ -478,7 +499,7 @@ class ClickHouseStore:
             return
         # the cheap conditions first: ClickHouse tests the rest of an AND only where they hold
         walked = f"{_id('TraceId', 32)} IN (SELECT trace FROM {COMPLEX_TRACES}) AND " if self._presumming else ""
-        hashed = f"cityHash64(TraceId) % {int(parts)} = {int(part)} AND " if parts > 1 else ""
+        hashed = _trace_part(part, parts) if parts > 1 else ""
         self.create("spans", _projection(self.table, self._columns, self.detail, walked + hashed + self._span_where))
         self._loaded = (part, parts)
         # distinct span ids alone first (cheap): only when some repeat can a (trace, span) pair repeat

@@ -352,8 +352,9 @@ def test_the_rollup_filled_by_its_view_and_by_backfill_equals_the_spans_sums():
 @pytest.mark.engines
 def test_a_run_past_part_spans_sums_its_stamped_traces_walks_the_rest_and_reports_as_the_files(tmp_path, otlp):
     """``--part-spans`` below the run's size: the traces Lens stamped are summed where they lie, a trace with a
-    nested bucket (which only the walk finds) is walked, in parts of at most N spans; the JSON is the files' and
-    its path says how many spans were summed and walked. A part size that is not a positive number is exit 2."""
+    nested bucket (which only the walk finds) is walked, in parts of at most N spans; the traces' structure is
+    checked in parts of about 10 x N spans; the JSON is the files' and its path says how many spans were summed
+    and walked. A part size that is not a positive number is exit 2."""
     sys.path.insert(0, os.path.join(REPO, "bench"))
     import trace_synth
 
@@ -378,7 +379,42 @@ def test_a_run_past_part_spans_sums_its_stamped_traces_walks_the_rest_and_report
     assert data["path"]["name"] == "spans" and data["path"]["parts"] == 2  # 3 walked spans, 2 at most at once
     assert data["path"]["reason"].endswith(f"{total - 3:,} of {total:,} spans summed by their stamps where they "
                                            "lie, 3 walked"), data["path"]
+    # the structure check ran in parts of traces (about 10 x 2 spans each), and still walked only the broken trace
+    checks = -(-total // 20)
+    assert f"traces checked in {checks} parts; " in data["path"]["reason"], data["path"]
     for bad in ("0", "-3", "lots"):
         out = subprocess.run([sys.executable, "-m", "lens_cli", "report", "--clickhouse", f"chdb:{db}",
                               "--part-spans", bad], env=env, capture_output=True, text=True, timeout=300)
         assert out.returncode == 2 and "a positive number of spans" in out.stderr, out.stderr
+
+
+def test_the_benchmarks_wide_steps_hold_more_spans_and_the_same_figures_checked_in_parts_of_traces():
+    """The report benchmark's 100M run keeps the answer's size and grows the spans (steps of 200 spans,
+    trace_synth.step_layout): a run of 3 ranks x 4 steps of 50 spans has 3 x (1 + 4 x 50) spans, every trace
+    summed by its stamps (none walked, though the structure check ran in parts of traces), and the figures of
+    the same run with 20-span steps (the extra generate calls tile the same window: the buckets agree to the
+    nanoseconds lost rounding each call's bounds)."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import trace_synth
+
+    reports = {}
+    for per_step in (trace_synth.SPANS_PER_STEP, 50):
+        source = ChdbSource()
+        try:
+            source.command(otel_traces_ddl("otel_traces"))
+            source.command(trace_synth.otel_traces_insert("otel_traces", 3, 4, spans_per_step=per_step))
+            with ClickHouseStore(source, "otel_traces", part_spans=20) as store:
+                store.load_table()
+                reports[per_step] = build_report(store)
+                summary = store.walk_summary()
+        finally:
+            source.close()
+        spans = 3 * (1 + 4 * per_step)
+        assert reports[per_step].span_count == spans
+        assert summary == f"traces checked in {-(-spans // 200)} parts; {spans:,} of {spans:,} spans summed by " \
+                          "their stamps where they lie, 0 walked", summary
+    narrow, wide = reports[trace_synth.SPANS_PER_STEP].run, reports[50].run
+    assert wide.wall_ns == narrow.wall_ns
+    for bucket, ns in narrow.bucket_ns.items():
+        assert abs(wide.bucket_ns[bucket] - ns) <= 3 * 4 * 40, (bucket, wide.bucket_ns, narrow.bucket_ns)
+    assert [s.iteration for s in reports[50].steps] == [1, 2, 3, 4]
