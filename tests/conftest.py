@@ -1,9 +1,17 @@
 """Shared fixtures: clean lens_core state, an in-memory recording backend, a real OTLP receiver."""
 
 import os
+import signal
 import sys
 
 import pytest
+
+# A suite started in the background by a shell without job control (`nohup .ci/run &`) inherits
+# SIGINT ignored, and so would every command the tests start: Lens then rightly leaves Ctrl-C
+# alone (lens_core.interrupts.watch_interrupts), and the tests that send it fail. Python's own
+# handler here makes every child start with SIGINT's default action, as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 sys.path.insert(0, os.path.dirname(__file__))
 
