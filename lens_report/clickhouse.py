@@ -40,10 +40,10 @@ from .discovery import find_trace_files
 from .ingest import SPAN_COLUMNS
 from .model import DEFAULT_MEMORY_LIMIT, Problem, Span, span_from_row
 from .clickhouse_stamped import (
+    CHECK_PART_FACTOR,
     COMPLEX_TRACES,
     STAMPED_STEPS,
     STEP_COLUMNS,
-    CHECK_PART_FACTOR,
     TRACE_PLAN,
     TRACE_PLAN_SQL,
     presum_sql,

@@ -131,11 +131,11 @@ GROUP BY trace
 {_SPILL}"""
 
 
-TRACE_PLAN_SQL = ("SELECT trace, max(bad) OR (sum(steps) = 0 AND sum(fallbacks) > 0) AS walk FROM trace_checks "
-                  "GROUP BY trace")
+TRACE_PLAN_SQL = "SELECT trace, bad OR (steps = 0 AND fallbacks > 0) AS walk FROM trace_checks"
 """ClickHouse SQL: each trace and whether it must be walked (``walk``), from ``trace_checks`` (every part's
-:func:`trace_checks_sql`): a broken condition, or fallback step candidates and no step span (the walk's
-iteration fallback). Two conditions :func:`stamped_steps_sql` finds (a step span twice, a bucket overflow)."""
+:func:`trace_checks_sql`, a row a trace: a part holds whole traces): a broken condition, or fallback step
+candidates and no step span (the walk's iteration fallback). Two conditions :func:`stamped_steps_sql` finds
+(a step span twice, a bucket overflow)."""
 
 
 def _simple(relation: str, where: str) -> str:
