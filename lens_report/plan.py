@@ -53,6 +53,10 @@ _PIECE_BYTES = 8 * 10**6
 """A trace file holding more than this (decompressed) is read in line-aligned pieces of about this
 size: DuckDB's JSON reader holds memory that grows with the file it reads, not with its lines (one
 165 MB file of 590 lines needed a 400 MB limit and peaked at 381 MiB; in pieces, ~200 MiB)."""
+_SMALL_PIECE_BYTES = 10**6
+"""A file (or piece) that runs out of memory whole at the reading limit's cap is read again in
+line-aligned pieces of about this size, one statement each: the JSON reader's ~60 MB plus ~11 MB
+per MB read fit where a 5.5 MB rank file's ~120 MB did not (a 50 MB budget lost every file)."""
 PARENT_ROW_BYTES = 100
 """The rollup memory one span of the parent join's interior (the spans that are parents, which
 its hash table holds) is given: 800,000 a part at the default budget. The synthetic training

@@ -46,6 +46,7 @@ from .ingest import (
 from .model import DEFAULT_MEMORY_LIMIT, Problem, Span
 from .plan import (
     _PIECE_BYTES,
+    _SMALL_PIECE_BYTES,
     _PIECES_AT_ONCE,
     _SMALL_FILE_BYTES,
     _THREAD_BYTES,
@@ -450,9 +451,10 @@ class TraceStore:
             group.clear()
 
     def _ingest_batch(self, cursor: Any, batch: list[str], problems: list[Problem], *, as_file: str | None = None,
-                      line_offset: int = 0) -> None:
+                      line_offset: int = 0, split: bool = True) -> None:
         """Read ``batch`` in one statement; ``as_file``: the batch is one piece or copy standing in for
-        that file, whose lines before it number ``line_offset``."""
+        that file, whose lines before it number ``line_offset``. ``split``: a file that runs out of
+        memory even at the reading limit's cap is read again in small pieces (not again for those)."""
         try:
             self._ingest_files(cursor, batch, as_file=as_file, line_offset=line_offset)
         except _input_errors() as exc:
@@ -465,7 +467,33 @@ class TraceStore:
                 for file in batch:
                     self._ingest_batch(cursor, [file], problems)
                 return
+            if (split and isinstance(exc, require_duckdb().OutOfMemoryException)
+                    and _plain_size(batch[0]) > _SMALL_PIECE_BYTES):
+                self._ingest_small_pieces(cursor, batch[0], problems, as_file=as_file, line_offset=line_offset)
+                return
             self._salvage(cursor, batch[0], problems, as_file=as_file, line_offset=line_offset)
+
+    def _ingest_small_pieces(self, cursor: Any, source_file: str, problems: list[Problem], *,
+                             as_file: str | None, line_offset: int) -> None:
+        """Read ``source_file`` (``as_file`` itself, or a piece of it whose lines before it number
+        ``line_offset``) in line-aligned pieces of ``_SMALL_PIECE_BYTES``, a statement each, each
+        removed once read: DuckDB's JSON reader holds memory that grows with the file it reads, so a
+        file that did not fit whole at the cap fits in pieces. A piece that still does not (one long
+        line) is salvaged as any file is (see :meth:`_salvage`)."""
+        file = as_file or source_file
+        stem = os.path.join(self._dir, f"small-{self._index[file]}-")
+        offset = line_offset
+        try:
+            with _open_text(source_file) as source:
+                for piece, lines in _pieces(source, stem, _SMALL_PIECE_BYTES, self._stop_reading):
+                    try:
+                        self._ingest_batch(cursor, [piece], problems, as_file=file, line_offset=offset, split=False)
+                    finally:
+                        os.unlink(piece)
+                    offset += lines
+        except (OSError, EOFError, zlib.error, ValueError) as exc:
+            problems.append(Problem(file, 0, f"cannot read file: {exc}" if offset == line_offset
+                                    else f"cannot read the rest of the file: {exc}"))
 
     def _raise_read_limit(self) -> bool:
         """Double the engine's memory limit for reading, up to 4x the plan's; False once there."""
