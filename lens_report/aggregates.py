@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
+import operator
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -280,7 +282,12 @@ class Aggregates:
 
 def _cells_by(keys: Sequence[int]) -> dict[int, array | range]:
     """Each key of ``keys`` -> the indexes where it occurs, in order: a ``range`` when ``keys`` is sorted (the
-    (rank, step) cells come in step order, so a step's cells lie together), else machine integers."""
+    (rank, step) cells come in step order, so a step's cells lie together) or repeats one row of distinct keys
+    (every rank ran every step: a rank's cells are a stride apart), else machine integers."""
+    n = len(keys)
+    width = keys.index(keys[0], 1) if n and keys.count(keys[0]) > 1 else n
+    if n and n % width == 0 and keys == keys[:width] * (n // width) and len(set(keys[:width])) == width:
+        return {key: range(i, n, width) for i, key in enumerate(keys[:width])}
     if all(a <= b for a, b in zip(keys, keys[1:])):
         runs: dict[int, array | range] = {}
         start = 0
@@ -298,10 +305,10 @@ def _cells_by(keys: Sequence[int]) -> dict[int, array | range]:
 
 
 def _take(column: Sequence[int], cells: array | range) -> Sequence[int]:
-    """The values of ``column`` at ``cells`` (a slice, at C speed, when they lie together)."""
+    """The values of ``column`` at ``cells`` (a slice, at C speed, when they lie together or a stride apart)."""
     if isinstance(cells, range):
-        return column[cells.start:cells.stop]
-    return [column[i] for i in cells]
+        return column[cells.start:cells.stop:cells.step]
+    return list(map(column.__getitem__, cells))
 
 
 def change_point(values: Sequence[float], min_side: int = MIN_SUSTAINED) -> int | None:
@@ -314,12 +321,12 @@ def change_point(values: Sequence[float], min_side: int = MIN_SUSTAINED) -> int 
     if n < 2 * min_side:
         return None
     mean = math.fsum(values) / n
-    best, where, running = 0.0, None, 0.0
-    for i in range(n - min_side):
-        running += values[i] - mean
-        if i + 1 >= min_side and abs(running) > best:
-            best, where = abs(running), i + 1
-    return where
+    # the running sum of deviations after each value (the same additions a loop makes, at C speed);
+    # a split leaves min_side values on either side, and the first of equal strays wins
+    running = itertools.accumulate(map(operator.sub, values, itertools.repeat(mean)))
+    strays = list(map(abs, itertools.islice(running, min_side - 1, n - min_side)))
+    best = max(strays)
+    return strays.index(best) + min_side if best > 0 else None
 
 
 def _spread_of(values: Sequence[float]) -> float:
@@ -378,10 +385,18 @@ def aggregate(report: Any) -> Aggregates:
                                   sum(_take(prod_of, cells)) / total_wall if total_wall else None))
 
     waited = {r.rank: r.straggler_cost_ns for r in getattr(report, "ranks", ())}
+    # each cell's busy time over its step's median (a cell of a step with no busy time has none)
+    cell_median = list(map(busy_median.__getitem__, it_of))
+    every_step_timed = all(m > 0 for m in busy_median.values())
+    ratio_of = array("d", map(operator.truediv, busy_of, cell_median)) if every_step_timed else None
     raw = []
     for rank, cells in per_rank.items():
-        timed = [i for i in cells if busy_median[it_of[i]] > 0]
-        ratios = array("d", (busy_of[i] / busy_median[it_of[i]] for i in timed))
+        if ratio_of is not None:
+            timed: Sequence[int] = cells
+            ratios = array("d", _take(ratio_of, cells))
+        else:
+            timed = [i for i in cells if cell_median[i] > 0]
+            ratios = array("d", (busy_of[i] / cell_median[i] for i in timed))
         relative = _median(ratios) if ratios else 1.0
         shift, noise_units, change = 1.0, 0.0, None
         where = change_point(ratios)
@@ -392,7 +407,7 @@ def aggregate(report: Any) -> Aggregates:
             noise_units = (after_mean / before_mean - 1) / math.sqrt(1 / where + 1 / (len(ratios) - where))
             change = it_of[timed[where]]
         raw.append((rank, len(cells), relative, shift, noise_units, change, it_of[cells[0]],
-                    _median([busy_of[i] for i in cells])))
+                    _median(_take(busy_of, cells))))
     # each bar: 5 % at least, and 6 robust sigmas above the median rank, from what noise gives the others
     peers = len(raw) > 1
 

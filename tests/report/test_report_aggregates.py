@@ -163,3 +163,39 @@ def test_the_aggregates_hold_machine_integers_not_a_tuple_per_rank_step():
     assert peak / (ranks * steps) < 50
     assert len(result.steps) == steps and result.steps[-1].max_rank == "rank 17"
     assert result.stragglers[0].rank == "rank 17" and result.stragglers[0].since_step == 401
+
+
+def test_the_aggregates_are_the_same_whichever_order_the_cells_come_in():
+    """The aggregates take a rank's cells as a stride when every step holds the same ranks in the same order (a
+    full grid: at 1,000 ranks x 500 steps 0.8 s of a 10M-span report went to gathering them one by one), else
+    one by one; and each cell's busy ratio at once when no step's median busy time is 0, else cell by cell. The
+    grid, the same cells with each step's ranks in another order, and both with a step of no busy time give the
+    same scores, steps and change points."""
+    from types import SimpleNamespace
+
+    from lens_report.aggregates import aggregate
+    from lens_report.model import BUCKETS, BucketTotals, RankSteps
+
+    ranks, steps = 12, 40
+
+    def report(rotate: bool, idle_step: bool) -> dict:
+        rs = RankSteps(tuple(f"rank {r}" for r in range(ranks)))
+        for step in range(1, steps + 1):
+            order = list(range(ranks))
+            if rotate:
+                order = order[step % ranks:] + order[:step % ranks]
+            for rank in order:
+                wall = 30_000 if rank == 5 and step > 25 else 10_000 + 37 * rank + (step * 7919) % 101
+                busy = 0 if idle_step and step == 3 else wall
+                for column, value in zip((rs.iterations, rs.ranks, rs.wall_ns, rs.productive_ns, rs.overhead_ns,
+                                          rs.idle_ns, rs.wasted_ns, rs.busy_ns),
+                                         (step, rank, wall, busy // 2, busy // 4, wall - busy, 0, busy)):
+                    column.append(value)
+        totals = BucketTotals(sum(rs.wall_ns), dict.fromkeys(BUCKETS, 0))
+        return aggregate(SimpleNamespace(run=totals, rank_steps=rs)).to_json()
+
+    for idle_step in (False, True):
+        grid = report(False, idle_step)
+        assert grid == report(True, idle_step)
+        assert grid["straggler_scores"][0]["rank"] == "rank 5"
+    assert report(False, True) != report(False, False)  # the step of no busy time counts for nothing
