@@ -54,7 +54,5 @@ def load_catalog(db: Any) -> None:
     """Create ``catalog`` (span names) and ``category_rules`` (category, rule: ``collector``,
     ``unbucketed`` or ``timer-only``) in the store ``db`` (either engine) from the RL catalog."""
     names, categories = _catalog_rows()
-    db.create_columns("catalog", CATALOG_COLUMNS)
-    db.insert("catalog", [list(row) for row in names])
-    db.create_columns("category_rules", "category VARCHAR, rule VARCHAR")
-    db.insert("category_rules", [list(row) for row in categories])
+    db.create_columns("catalog", CATALOG_COLUMNS, [list(row) for row in names])
+    db.create_columns("category_rules", "category VARCHAR, rule VARCHAR", [list(row) for row in categories])

@@ -23,8 +23,7 @@ def _span_ref(db: Store, ids: list[int]) -> dict[int, tuple[str, str, str, str, 
     if not ids:
         return {}
     d = db.dialect
-    db.create_columns("wanted", "id BIGINT")
-    db.insert("wanted", [[i] for i in ids])
+    db.create_columns("wanted", "id BIGINT", [[i] for i in ids])
     rows = db.rows(f"""
         SELECT s.rowid, {d.hex_id('s.trace', 32)}, {d.hex_id('s.span', 16)}, s.name, f.path, s.line - f.first + 1,
                s.rank_label

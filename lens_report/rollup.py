@@ -130,8 +130,8 @@ def list_attempts(store: Store, run_id: str | None = None) -> tuple[AttemptInfo,
             current["end"] = end if current["end"] is None else max(current["end"], end)
         if start is not None and current["start"] is None:
             current["start"] = start
-    store.create_columns("process_attempts", "process VARCHAR, attempt INTEGER")
-    store.insert("process_attempts", [(p, i) for i, g in enumerate(groups, start=1) for p in g["processes"]])
+    store.create_columns("process_attempts", "process VARCHAR, attempt INTEGER",
+                         [(p, i) for i, g in enumerate(groups, start=1) for p in g["processes"]])
     attempts = []
     for i, group in enumerate(groups, start=1):
         gap = None
@@ -212,8 +212,7 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
     where = f"WHERE {cond}" if cond else ""
     step_names = [name for (name,) in db.rows(f"SELECT DISTINCT name FROM {db.whole()} spans {where}")
                   if pattern.search(name)]
-    db.create_columns("step_names", "name VARCHAR")
-    db.insert("step_names", [[n] for n in step_names])
+    db.create_columns("step_names", "name VARCHAR", [[n] for n in step_names])
     timed = has_device_times(db, where)  # else nothing below reads a device time: today's figures
     parts = db.span_parts(timed, where)
     kept = KEPT + ((STEPS_TABLE,) if timed else ())
@@ -608,8 +607,7 @@ def _rank_steps(db: Store, timed: bool = False) -> tuple[list[str], RankSteps]:
     busy time on that clock is productive + overhead + wasted), its counted ``leaves`` and how many are
     device-timed (``timed``; both 0 in a run without device times); and the same figures in Python."""
     labels = _rank_order(db)
-    db.create_columns("rank_index", "rank_label VARCHAR, idx INTEGER")
-    db.insert("rank_index", [[label, i] for i, label in enumerate(labels)])
+    db.create_columns("rank_index", "rank_label VARCHAR, idx INTEGER", [[label, i] for i, label in enumerate(labels)])
     db.create("rank_steps", f"""
         SELECT s.iteration AS iteration, r.idx AS rank, sum(s.wall_ns) AS wall_ns,
                {", ".join(f"sum(s.{x}) AS {x}" for x in BUCKETS)}, sum({BUSY_NS.format(s="s")}) AS busy_ns,
@@ -622,15 +620,20 @@ def _rank_steps(db: Store, timed: bool = False) -> tuple[list[str], RankSteps]:
     result = RankSteps(tuple(labels))
     columns = (result.iterations, result.ranks, result.wall_ns, result.productive_ns, result.overhead_ns,
                result.idle_ns, result.wasted_ns, result.busy_ns)
-    # in slices of whole steps: the engine holds a sorted result until it is read (1,000 ranks x
-    # 500 steps held ~60 MB, the peak of a 10M-span report); a step always has an iteration
-    counts = db.rows("SELECT iteration, count(*) FROM rank_steps GROUP BY iteration ORDER BY iteration")
-    # the engine gives up what the figures will take before they are read, not after: lowered
-    # once they were in Python, its limit no longer bounded the peak (245 MiB at 10M spans)
-    db.hold_outside(sum(n for _, n in counts) * CELL_BYTES)
-    for low, high in _slices(counts, _SLICE_ROWS):
-        for chunk in db.int_columns(f"SELECT iteration, rank, wall_ns, {', '.join(BUCKETS)}, busy_ns FROM rank_steps "
-                                    f"WHERE iteration BETWEEN {int(low)} AND {int(high)} ORDER BY iteration, rank"):
+    select = f"SELECT iteration, rank, wall_ns, {', '.join(BUCKETS)}, busy_ns FROM rank_steps"
+    if db.dialect.clickhouse:  # its server sorts, then streams the result in blocks: one statement
+        queries = [f"{select} ORDER BY iteration, rank"]
+    else:
+        # in slices of whole steps: DuckDB holds a sorted result in this process until it is read
+        # (1,000 ranks x 500 steps held ~60 MB, the peak of a 10M-span report); a step always has an iteration
+        counts = db.rows("SELECT iteration, count(*) FROM rank_steps GROUP BY iteration ORDER BY iteration")
+        # the engine gives up what the figures will take before they are read, not after: lowered
+        # once they were in Python, its limit no longer bounded the peak (245 MiB at 10M spans)
+        db.hold_outside(sum(n for _, n in counts) * CELL_BYTES)
+        queries = [f"{select} WHERE iteration BETWEEN {int(low)} AND {int(high)} ORDER BY iteration, rank"
+                   for low, high in _slices(counts, _SLICE_ROWS)]
+    for query in queries:
+        for chunk in db.int_columns(query):
             for column, values in zip(columns, chunk):
                 column.extend(values)
     return labels, result

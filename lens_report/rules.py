@@ -75,11 +75,10 @@ def load_rule_tables(db: Any) -> None:
     """Create ``category_buckets`` (category, bucket) and ``umbrella_groups`` (grp) from the RL catalog."""
     from lens_core.catalogs import rl
 
-    db.create_columns("category_buckets", "category VARCHAR, bucket VARCHAR")
-    db.insert("category_buckets", [[category, bucket] for category, bucket in rl.EFFICIENCY_CATEGORY_BUCKET.items()
-                                   if bucket is not None])
-    db.create_columns("umbrella_groups", "grp VARCHAR")
-    db.insert("umbrella_groups", [[group] for group in rl.UMBRELLAS])
+    db.create_columns("category_buckets", "category VARCHAR, bucket VARCHAR",
+                      [[category, bucket] for category, bucket in rl.EFFICIENCY_CATEGORY_BUCKET.items()
+                       if bucket is not None])
+    db.create_columns("umbrella_groups", "grp VARCHAR", [[group] for group in rl.UMBRELLAS])
 
 
 def _has_evaluate_spans(db: Any) -> bool:

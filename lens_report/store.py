@@ -99,11 +99,8 @@ class Store(Protocol):
     def define(self, name: str, select: str) -> None:
         """(Re)define ``name`` as a query run where it is read."""
 
-    def create_columns(self, name: str, columns: str) -> None:
-        """(Re)create the empty working table ``name`` with ``columns``."""
-
-    def insert(self, name: str, rows: list[list[Any]] | list[tuple[Any, ...]]) -> None:
-        """Append ``rows`` to the table ``name``."""
+    def create_columns(self, name: str, columns: str, rows: list[list[Any]] | list[tuple[Any, ...]] = ()) -> None:
+        """(Re)create the working table ``name`` with ``columns``, holding ``rows`` (empty by default)."""
 
     def drop(self, name: str) -> None:
         """Drop the working table ``name`` when it exists."""
@@ -701,13 +698,11 @@ class TraceStore:
         the run that costs less to compute again than to store (see ``rollup._classify``)."""
         self._run(f"CREATE OR REPLACE VIEW {name} AS {select}")
 
-    def create_columns(self, name: str, columns: str) -> None:
-        """(Re)create the empty working table ``name`` with ``columns`` (``a VARCHAR, b BIGINT``; see
-        :meth:`~lens_report.dialect.Dialect.column_type`), in the database file as :meth:`create`'s."""
+    def create_columns(self, name: str, columns: str, rows: list[list[Any]] | list[tuple[Any, ...]] = ()) -> None:
+        """(Re)create the working table ``name`` with ``columns`` (``a VARCHAR, b BIGINT``; see
+        :meth:`~lens_report.dialect.Dialect.column_type`), in the database file as :meth:`create`'s,
+        holding ``rows``."""
         self.con.execute(f"CREATE OR REPLACE TABLE {name} ({columns})")
-
-    def insert(self, name: str, rows: list[list[Any]] | list[tuple[Any, ...]]) -> None:
-        """Append ``rows`` to the table ``name``."""
         insert_rows(self.con, name, rows)
 
     def drop(self, name: str) -> None:

@@ -57,16 +57,14 @@ def choose_spans(store: Store, report: Report, *, steps: frozenset[int] | None, 
         chosen += [label for label in labels if label not in chosen][: default_ranks - len(chosen)]
         chosen.sort(key=lambda label: order[label])
     db = store
-    db.create_columns("wf_ranks", "rank_label VARCHAR")
-    db.insert("wf_ranks", [[label] for label in chosen])
+    db.create_columns("wf_ranks", "rank_label VARCHAR", [[label] for label in chosen])
     chosen_ranks = "k.ok AND k.rank_label IN (SELECT rank_label FROM wf_ranks)"
     # what the waterfall draws of k comes along: no second scan of every span to fetch it
     kept = _WATERFALL_KEPT
     if chosen_steps is None:
         select = f"SELECT {kept} FROM k WHERE {chosen_ranks}"
     else:
-        db.create_columns("wf_steps", "iteration BIGINT")
-        db.insert("wf_steps", [[it] for it in chosen_steps])
+        db.create_columns("wf_steps", "iteration BIGINT", [[it] for it in chosen_steps])
         db.create("wf_windows", """
             SELECT s.iteration AS iteration, min(k.start_ns) AS lo, max(k.end_ns) AS hi
             FROM steps s JOIN wf_steps w ON w.iteration = s.iteration JOIN anchors a ON a.anchor = s.anchor
@@ -104,8 +102,8 @@ def cell_spans(store: Store, report: Report, cells: list[tuple[int, str]], *, li
     query whatever the number of cells. Call right after :func:`build_report` on the same store."""
     db = store
     labels = list(report.rank_steps.rank_labels) or [r.rank for r in report.ranks]
-    db.create_columns("wf_cells", "iteration BIGINT, rank_label VARCHAR")
-    db.insert("wf_cells", [[int(it), label] for it, label in dict.fromkeys(cells)])
+    db.create_columns("wf_cells", "iteration BIGINT, rank_label VARCHAR",
+                      [[int(it), label] for it, label in dict.fromkeys(cells)])
     db.create("wf_cell_windows", """
         SELECT s.iteration AS iteration, s.rank_label AS rank_label, min(k.start_ns) AS lo, max(k.end_ns) AS hi
         FROM steps s JOIN wf_cells w ON w.iteration = s.iteration AND w.rank_label = s.rank_label
