@@ -75,7 +75,7 @@ def rollup_report(source: Any, table: str, *, run: str | None = None, attempt: i
     several runs (as the span report does). ``attempt``: the rollup reads a run launched once;
     a run launched more than once is read from the spans.
     """
-    from .rollup import RunChoiceError, _rank_steps, _ranks, _step_rows, list_attempts
+    from .rollup import SPAN_FACTS, RunChoiceError, _rank_steps, _ranks, _step_rows, list_attempts
 
     check_table_name(table)
     if step_pattern != DEFAULT_STEP_PATTERN:
@@ -133,12 +133,14 @@ def rollup_report(source: Any, table: str, *, run: str | None = None, attempt: i
         cond = f"{lens['LensRun']} = {sql_text(run_id)}"
         store.create("span_processes", _processes(table, columns, cond))
         store.create("loss", _projection(table, columns, False, f"{cond} AND SpanName = {loss_name}", loss=True))
-        # one row per process: what the attempts and the unfinished processes read
-        store.create("spans", f"""
-            SELECT k.LensProcess AS process, min(k.LensRank) AS rank, any({_RANK_LABEL.replace('LensRank', 'k.LensRank')
-                                                                        .replace('LensProcess', 'k.LensProcess')})
-                   AS rank_label, min(k.FirstStartNs) AS start_ns, max(k.LastEndNs) AS end_ns,
-                   toInt64(sum(k.Spans)) AS spans, any(k.LensRun) AS run, any(p.lens) AS lens_process
+        # the span facts a row a process (no bad times: see _FLAGS), what the attempts and the unfinished
+        # processes read (lens_process: whether Lens set it up)
+        store.create(SPAN_FACTS, f"""
+            SELECT any(k.LensRun) AS run, k.LensProcess AS process,
+                   any({_RANK_LABEL.replace('LensRank', 'k.LensRank').replace('LensProcess', 'k.LensProcess')})
+                   AS rank_label, CAST(NULL AS Nullable(String)) AS name, min(k.LensRank) AS rank,
+                   toInt64(sum(k.Spans)) AS n, min(k.FirstStartNs) AS first_ns, max(k.LastEndNs) AS last_ns,
+                   first_ns AS first_timed, last_ns AS last_timed, toInt64(0) AS dev_n, any(p.lens) AS lens_process
             FROM {_keyed(quoted, f"LensRun = {sql_text(run_id)}")} k
             LEFT JOIN span_processes p ON p.label = k.LensProcess GROUP BY k.LensProcess""")
         attempts = list_attempts(store, run_id)
@@ -177,8 +179,8 @@ def rollup_report(source: Any, table: str, *, run: str | None = None, attempt: i
 def _loss_and_unfinished(store: ClickHouseStore) -> tuple[Any, Any]:
     """The run's loss records per process and the processes Lens set up that wrote no final one: the span
     report's ``_loss`` and ``_unfinished``, its per-process span counts (``process_parts``) from the rollup's
-    per-process ``spans``."""
-    from .rollup import _loss, _unfinished
+    per-process span facts."""
+    from .rollup import SPAN_FACTS, _loss, _unfinished
 
-    store.create("process_parts", "SELECT rank_label, process, spans AS n, rank FROM spans WHERE lens_process")
+    store.create("process_parts", f"SELECT rank_label, process, n, rank FROM {SPAN_FACTS} WHERE lens_process")
     return _loss(store, None), _unfinished(store, None)

@@ -31,10 +31,10 @@ def device_times(s: str) -> str:
             f"CASE WHEN {usable} THEN {s}.dev_end END AS dev_end")
 
 
-def has_device_times(db: Any, where: str) -> bool:
-    """Whether any span of the run (``where``: '' or a WHERE clause on ``spans``) carries device times."""
-    return bool(db.value(f"SELECT count(*) FROM {db.whole()} spans {where + ' AND' if where else 'WHERE'} "
-                         "dev_start IS NOT NULL"))
+def has_device_times(db: Any, where: str, facts: str) -> bool:
+    """Whether any span of the run (``where``: '' or a WHERE clause on its run and process) carries device times,
+    read from ``facts``, the span facts table (:func:`~lens_report.rollup.make_span_facts`)."""
+    return bool(db.value(f"SELECT count(*) FROM {facts} {where + ' AND' if where else 'WHERE'} dev_n > 0"))
 
 
 def leaf_ns(k: str, blocked: bool) -> str:

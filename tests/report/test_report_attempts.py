@@ -15,7 +15,7 @@ pytest.importorskip("opentelemetry.sdk")
 
 from lens_core.exitcodes import EXIT_OK, EXIT_USAGE  # noqa: E402
 from lens_report import AttemptChoiceError, TraceStore, build_report  # noqa: E402
-from lens_report.rollup import list_attempts  # noqa: E402
+from lens_report.rollup import list_attempts, make_span_facts  # noqa: E402
 from lens_report.cli import main  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,6 +56,7 @@ def test_two_launches_under_one_run_id_are_refused_with_each_attempts_goodput(tw
     gap between them (20 % here, 0.2 % for examples/torchrun_trace.py), with no warning, even with --strict."""
     with TraceStore() as store:
         store.load([two_launches])
+        make_span_facts(store)
         attempts = list_attempts(store)
         with pytest.raises(AttemptChoiceError) as caught:
             build_report(store)
