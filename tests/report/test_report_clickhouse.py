@@ -418,3 +418,35 @@ def test_the_benchmarks_wide_steps_hold_more_spans_and_the_same_figures_checked_
     for bucket, ns in narrow.bucket_ns.items():
         assert abs(wide.bucket_ns[bucket] - ns) <= 3 * 4 * 40, (bucket, wide.bucket_ns, narrow.bucket_ns)
     assert [s.iteration for s in reports[50].steps] == [1, 2, 3, 4]
+
+
+def test_the_working_tables_are_dropped_in_one_statement_or_one_by_one_on_an_older_server():
+    """A store drops its working tables with one ``DROP`` naming them all (ClickHouse 24.1+). A server that cannot
+    parse the list (a syntax error) gets one ``DROP`` a table; one that is gone (any other error) gets no more
+    statements: it drops them with the session."""
+    from lens_report.clickhouse import ClickHouseStore
+
+    class Server(ChdbSource):
+        def __init__(self, answer: str | None) -> None:
+            super().__init__()
+            self.answer, self.sent = answer, []
+
+        def command(self, sql: str) -> None:
+            self.sent.append(sql)
+            if self.answer and sql.startswith("DROP") and "," in sql:
+                raise RuntimeError(self.answer)
+            super().command(sql)
+
+    for answer, drops in ((None, 1), ("Code: 62. DB::Exception: Syntax error: failed at position 32", 1 + 2),
+                          ("Connection refused", 1)):
+        source = Server(answer)
+        try:
+            with ClickHouseStore(source, "otel_traces") as store:
+                store.create_columns("a", "x BIGINT", [[1]])
+                store.create_columns("b", "x BIGINT", [[2], [3]])
+                assert store.value("SELECT sum(x) FROM b") == 5
+            assert len([sql for sql in source.sent if sql.startswith("DROP")]) == drops, answer
+            left = source.rows("SELECT name FROM system.tables WHERE is_temporary AND name IN ('a', 'b')")
+            assert (left == []) == (answer != "Connection refused"), (answer, left)
+        finally:
+            source.close()
