@@ -405,42 +405,51 @@ class TraceStore:
             cursor.close()
 
     def _ingest_pieces(self, batch: list[str], problems: list[Problem]) -> None:
-        """Read one large file in line-aligned pieces (see ``_PIECE_BYTES``): they are written to the
-        store's directory, read ``_PIECES_AT_ONCE`` a statement as that file with their lines
-        numbered on from the pieces before them, and removed. A file that cannot be read to its end
-        keeps what was read."""
+        """Read one large file in line-aligned pieces of ``_PIECE_BYTES``, ``_PIECES_AT_ONCE`` a statement."""
         (file,) = batch
-        group: list[tuple[str, int]] = []  # (piece, lines before it)
-        offset = 0
-        error: BaseException | None = None
         with self._cursor() as cursor:
-            try:
-                with _open_text(file) as source:
-                    stem = os.path.join(self._dir, f"piece-{self._index[file]}-")
-                    for piece, lines in _pieces(source, stem, _PIECE_BYTES, self._stop_reading):
-                        group.append((piece, offset))
-                        offset += lines
-                        if len(group) == _PIECES_AT_ONCE:
-                            self._ingest_group(cursor, group, file, problems)
-            except (OSError, EOFError, zlib.error, ValueError) as exc:
-                error = exc
-            if group:  # what was read before the end, or before the damage (it removes them)
-                self._ingest_group(cursor, group, file, problems)
+            self._read_in_pieces(cursor, file, problems, _PIECE_BYTES, _PIECES_AT_ONCE)
+
+    def _read_in_pieces(self, cursor: Any, source_file: str, problems: list[Problem], size: int, at_once: int, *,
+                        as_file: str | None = None, line_offset: int = 0) -> None:
+        """Read ``source_file`` (``as_file`` itself, or a piece of it whose lines before it number
+        ``line_offset``) in line-aligned pieces of about ``size`` bytes: they are written to the store's
+        directory, read ``at_once`` a statement as that file with their lines numbered on from the pieces
+        before them, and removed. A file that cannot be read to its end keeps what was read. Pieces of
+        ``_SMALL_PIECE_BYTES`` are not split again (see :meth:`_ingest_batch`)."""
+        file = as_file or source_file
+        group: list[tuple[str, int]] = []  # (piece, lines before it)
+        offset = line_offset
+        error: BaseException | None = None
+        split = size > _SMALL_PIECE_BYTES
+        try:
+            with _open_text(source_file) as source:
+                stem = os.path.join(self._dir, f"piece-{self._index[file]}-{size}-")  # a piece's pieces: their own
+                for piece, lines in _pieces(source, stem, size, self._stop_reading):
+                    group.append((piece, offset))
+                    offset += lines
+                    if len(group) == at_once:
+                        self._ingest_group(cursor, group, file, problems, split)
+        except (OSError, EOFError, zlib.error, ValueError) as exc:
+            error = exc
+        if group:  # what was read before the end, or before the damage (it removes them)
+            self._ingest_group(cursor, group, file, problems, split)
         if error is not None:
-            problems.append(Problem(file, 0, f"cannot read file: {error}" if offset == 0
+            problems.append(Problem(file, 0, f"cannot read file: {error}" if offset == line_offset
                                     else f"cannot read the rest of the file: {error}"))
 
-    def _ingest_group(self, cursor: Any, group: list[tuple[str, int]], file: str, problems: list[Problem]) -> None:
+    def _ingest_group(self, cursor: Any, group: list[tuple[str, int]], file: str, problems: list[Problem],
+                      split: bool) -> None:
         """Read pieces of ``file`` in one statement (ordinality runs on across them), then remove
-        them; if DuckDB cannot read them together, piece by piece."""
+        them; if DuckDB cannot read them together, piece by piece (``split``: see :meth:`_ingest_batch`)."""
         try:
             self._ingest_files(cursor, [piece for piece, _ in group], as_file=file, line_offset=group[0][1])
         except _input_errors() as exc:
             if isinstance(exc, require_duckdb().OutOfMemoryException) and self._raise_read_limit():
-                self._ingest_group(cursor, group, file, problems)
+                self._ingest_group(cursor, group, file, problems, split)
                 return
             for piece, offset in group:
-                self._ingest_batch(cursor, [piece], problems, as_file=file, line_offset=offset)
+                self._ingest_batch(cursor, [piece], problems, as_file=file, line_offset=offset, split=split)
         finally:
             for piece, _ in group:
                 if os.path.exists(piece):
@@ -466,31 +475,11 @@ class TraceStore:
                 return
             if (split and isinstance(exc, require_duckdb().OutOfMemoryException)
                     and _plain_size(batch[0]) > _SMALL_PIECE_BYTES):
-                self._ingest_small_pieces(cursor, batch[0], problems, as_file=as_file, line_offset=line_offset)
+                # the reader's memory grows with the file it reads, not its lines: in small pieces it fits
+                self._read_in_pieces(cursor, batch[0], problems, _SMALL_PIECE_BYTES, 1, as_file=as_file,
+                                     line_offset=line_offset)
                 return
             self._salvage(cursor, batch[0], problems, as_file=as_file, line_offset=line_offset)
-
-    def _ingest_small_pieces(self, cursor: Any, source_file: str, problems: list[Problem], *,
-                             as_file: str | None, line_offset: int) -> None:
-        """Read ``source_file`` (``as_file`` itself, or a piece of it whose lines before it number
-        ``line_offset``) in line-aligned pieces of ``_SMALL_PIECE_BYTES``, a statement each, each
-        removed once read: DuckDB's JSON reader holds memory that grows with the file it reads, so a
-        file that did not fit whole at the cap fits in pieces. A piece that still does not (one long
-        line) is salvaged as any file is (see :meth:`_salvage`)."""
-        file = as_file or source_file
-        stem = os.path.join(self._dir, f"small-{self._index[file]}-")
-        offset = line_offset
-        try:
-            with _open_text(source_file) as source:
-                for piece, lines in _pieces(source, stem, _SMALL_PIECE_BYTES, self._stop_reading):
-                    try:
-                        self._ingest_batch(cursor, [piece], problems, as_file=file, line_offset=offset, split=False)
-                    finally:
-                        os.unlink(piece)
-                    offset += lines
-        except (OSError, EOFError, zlib.error, ValueError) as exc:
-            problems.append(Problem(file, 0, f"cannot read file: {exc}" if offset == line_offset
-                                    else f"cannot read the rest of the file: {exc}"))
 
     def _raise_read_limit(self) -> bool:
         """Double the engine's memory limit for reading, up to 4x the plan's; False once there."""

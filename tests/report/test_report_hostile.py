@@ -158,20 +158,10 @@ def test_a_rollup_statement_that_runs_out_of_memory_runs_again_with_more(tmp_pat
     to 8x the plan's); here a 60 MB plan (15 MB to roll up) meets the same on 40k spans, and the
     report equals the one made with memory to spare. (That the retry happens relies on DuckDB 2.0
     failing such a statement at 15 MB; one that spilled it would fail only the raised-limit check.)"""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    from trace_synth import write_run
-
-    from lens_report.rollup import build_report
-
-    write_run(tmp_path / "run", 4, 500)
-    reports = []
-    for limit in ("60MB", "1GB"):
-        with TraceStore(memory_limit=limit, threads=2) as store:
-            store.load([tmp_path / "run"])
-            reports.append(build_report(store).to_json())
-            if limit == "60MB":
-                assert store.rollup_limit_raised and store.read_limit_raised
-    assert reports[0] == reports[1]
+    run = _synthetic_run(tmp_path, 4, 500)
+    (tight, store), (spare, _) = _report_at(run, "60MB"), _report_at(run, "1GB")
+    assert store.rollup_limit_raised and store.read_limit_raised
+    assert tight == spare
 
 
 def test_a_file_too_large_to_read_whole_at_the_cap_is_read_in_small_pieces(tmp_path, sql_reader):
@@ -181,20 +171,28 @@ def test_a_file_too_large_to_read_whole_at_the_cap_is_read_in_small_pieces(tmp_p
     the file was retried whole, then salvaged whole. (At 60 MB the cap is ~120 MB and the same
     read failed now and then: the flaky rollup test above.) Such a file is now read again in
     ~1 MB pieces, and the report equals the one made with memory to spare."""
+    run = _synthetic_run(tmp_path, 2, 500)
+    (tight, store), (spare, _) = _report_at(run, "50MB"), _report_at(run, "1GB")
+    assert store.problems == [] and store.read_limit_raised
+    assert tight == spare
+
+
+def _synthetic_run(tmp_path: Path, ranks: int, steps: int) -> Path:
+    """A directory of trace_synth's rank files (the benchmark's run)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from trace_synth import write_run
 
+    write_run(tmp_path / "run", ranks, steps)
+    return tmp_path / "run"
+
+
+def _report_at(run: Path, limit: str) -> tuple[dict, TraceStore]:
+    """The JSON report of ``run`` read and rolled up under ``limit`` (2 threads), and the store that made it."""
     from lens_report.rollup import build_report
 
-    write_run(tmp_path / "run", 2, 500)
-    reports = []
-    for limit in ("50MB", "1GB"):
-        with TraceStore(memory_limit=limit, threads=2) as store:
-            store.load([tmp_path / "run"])
-            assert store.problems == []
-            reports.append(build_report(store).to_json())
-    assert reports[0]["spans"] > 0
-    assert reports[0] == reports[1]
+    with TraceStore(memory_limit=limit, threads=2) as store:
+        store.load([run])
+        return build_report(store).to_json(), store
 
 
 def test_the_steps_join_in_parts_and_rank_steps_in_slices_give_the_same_report(tmp_path, monkeypatch):
