@@ -261,11 +261,15 @@ def test_import_budget_against_a_yardstick_gates_on_the_whole_process_ratio():
 
 
 def test_whole_process_ratio_tells_a_heavier_import_from_a_lighter_one():
-    """The gate's measure sees what it is asked to: `import dataclasses` adds far more CPU time
-    to `python -c pass` than `import keyword` (one small module), in the same rounds."""
+    """The gate's measure sees what it is asked to: `import asyncio` adds far more CPU time
+    to `python -c pass` than `import keyword` (one small module), in the same rounds.
+
+    Regression: against `import dataclasses` (~6 ms over `pass`) the medians of 5 rounds on
+    a loaded 2-core machine read the ratio above 0.5 now and then (a README-suite flake);
+    asyncio adds ~30 ms, well clear of a loaded round's noise."""
     from lens_ci.importbudget import whole_process_ratio
 
-    light, medians = whole_process_ratio("import keyword", "import dataclasses", runs=5)
+    light, medians = whole_process_ratio("import keyword", "import asyncio", runs=5)
     assert set(medians) == {"pass", "probe", "yardstick"} and medians["yardstick"] > medians["pass"]
     assert light < 0.5, (light, medians)
 
