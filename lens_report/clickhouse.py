@@ -40,6 +40,7 @@ from .discovery import find_trace_files
 from .ingest import SPAN_COLUMNS
 from .model import DEFAULT_MEMORY_LIMIT, Problem, Span, span_from_row
 from .clickhouse_stamped import (
+    CHECK_PARENTS,
     CHECK_PART_FACTOR,
     COMPLEX_TRACES,
     STAMPED_STEPS,
@@ -447,11 +448,13 @@ class ClickHouseStore:
         for part in range(checks):  # in parts of whole traces, as they are walked (see load_part)
             of_part = relation if checks == 1 else \
                 f"({_projection(self.table, self._columns, False, _trace_part(part, checks) + self._span_where)})"
-            sql = trace_checks_sql(of_part, where)
+            parents, checks_sql = trace_checks_sql(of_part, where)
+            self.create(CHECK_PARENTS, parents)
             if part:
-                self.execute(f"INSERT INTO trace_checks {sql}")
+                self.execute(f"INSERT INTO trace_checks {checks_sql}")
             else:
-                self.create("trace_checks", sql)
+                self.create("trace_checks", checks_sql)
+        self.drop(CHECK_PARENTS)
         self.create(TRACE_PLAN, TRACE_PLAN_SQL)
         self.drop("trace_checks")
         self.create(COMPLEX_TRACES, f"SELECT trace FROM {TRACE_PLAN} WHERE walk")

@@ -3,9 +3,9 @@ summed where the spans lie (``GROUP BY``), so only the other traces are copied a
 
 The rollup (:mod:`lens_report.rollup`) gives each counted leaf to its nearest step ancestor by
 walking parent links. A trace needs no walk when its structure pins every answer down, which
-one pass over its spans checks, each span beside its parent (a ``GROUP BY`` of each span id
-with the rows of its children; past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans, in parts of
-whole traces, as the walk's parts are):
+two passes over its spans check: the children grouped by parent, then each span beside its
+children's entry (past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans, in parts of whole
+traces, as the walk's parts are):
 
 * every span is well timed, and no rule of the report flags it (``flagged``): a flagged
   span is listed as a violation, which only the walk does;
@@ -25,10 +25,10 @@ iteration fallback, a rule broken, a span stored twice) is walked, in parts of b
 from __future__ import annotations
 
 from .model import BUCKETS
-from .rollup import COUNTED, classified_columns
+from .rollup import COUNTED, classified_columns, is_step_span, is_well_timed
 
-__all__ = ["CHECK_PART_FACTOR", "COMPLEX_TRACES", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN", "TRACE_PLAN_SQL",
-           "presum_sql", "stamped_steps_sql", "trace_checks_sql"]
+__all__ = ["CHECK_PARENTS", "CHECK_PART_FACTOR", "COMPLEX_TRACES", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN",
+           "TRACE_PLAN_SQL", "presum_sql", "stamped_steps_sql", "trace_checks_sql"]
 
 COMPLEX_TRACES = "complex_traces"
 """The working table of the traces that are walked (``trace``): every trace :func:`complex_traces_sql` finds."""
@@ -89,46 +89,63 @@ FROM (
     {where}) classified"""
 
 
-CHECK_PART_FACTOR = 10
-"""The structure check takes ``--part-spans`` × this many spans at once: a span in its ``GROUP BY`` holds about a
-tenth of what a walked span holds (measured on chdb: 10M spans checked at once ~0.6 GB, 1M walked ~0.5 GB)."""
+CHECK_PART_FACTOR = 12
+"""The structure check takes ``--part-spans`` × this many spans at once: a span checked holds about a twelfth
+of what a walked span holds (measured on chdb: the report's peak RSS with 10M spans checked at once 0.80-0.86 GB,
+with 1M walked ~0.5 GB; chdb alone ~0.27 GB)."""
+
+CHECK_PARENTS = "check_parents"
+"""The working table of one part's parents, made by :func:`trace_checks_sql`'s first statement: a row a span id
+that spans of the part name as their parent (``trace``, ``key``), with what its children need of it."""
+
+# a span's place in the order (start, span id), as one number
+_ORDER = "bitShiftLeft(toUInt128(coalesce(start_ns, 0) + 9223372036854775808), 64) + span"
+# a span's (process, iteration), as one number (0: no iteration)
+_CODE = "if(iteration IS NULL, toUInt64(0), bitOr(cityHash64(process, iteration), 1))"
 
 
-def trace_checks_sql(relation: str, where: str) -> str:
-    """ClickHouse SQL: per trace of ``relation`` (spans that satisfy ``where``), what the structure check found:
-    ``bad`` (a condition of the module broken), ``steps`` (step spans) and ``fallbacks`` (fallback step
-    candidates), from which :data:`TRACE_PLAN_SQL` decides. The store runs it on parts of whole traces
-    (:meth:`~lens_report.clickhouse.ClickHouseStore.span_parts`); a trace larger than a part is checked
-    whole, its ``GROUP BY`` spilled to disk past :data:`GROUP_BY_SPILL_BYTES`.
+def trace_checks_sql(relation: str, where: str) -> tuple[str, str]:
+    """ClickHouse SQL, two statements: :data:`CHECK_PARENTS` of ``relation`` (spans that satisfy ``where``),
+    then per trace what the structure check found: ``bad`` (a condition of the module broken), ``steps``
+    (step spans) and ``fallbacks`` (fallback step candidates), from which :data:`TRACE_PLAN_SQL` decides.
+    The store runs them on parts of whole traces (:meth:`~lens_report.clickhouse.ClickHouseStore.span_parts`);
+    a trace larger than a part is checked whole, its ``GROUP BY`` spilled to disk past
+    :data:`GROUP_BY_SPILL_BYTES`.
 
-    A span's (process, iteration) is compared with its parent's as a 64-bit hash (0: no iteration): two
-    that differ read equal once in 2^64 comparisons."""
-    # the order (start, span id) as one number, and (process, iteration) as one
-    order = "bitShiftLeft(toUInt128(coalesce(start_ns, 0) + 9223372036854775808), 64) + span"
-    code = "if(iteration IS NULL, toUInt64(0), bitOr(cityHash64(process, iteration), 1))"
-    flags = "toUInt8(flagged) + 2 * bucketed + 4 * named_step + 8 * fallback_cand"
-    # each span's own row (self) and a row under its parent's id; a child other than a step span needs its
-    # parent to have its (process, iteration) code (0 = 0 for unstamped ones): ``need`` (NULL: no need)
-    rows = f"""
-        SELECT trace, r.1 AS key, r.2 AS self, {order} AS ord, {code} AS code, if(named_step, NULL, code) AS need,
-               {flags} AS flags
-        FROM ({_classified(relation, where)}) c
-        ARRAY JOIN arrayFilter(x -> x.1 IS NOT NULL, [(toNullable(span), true), (parent, false)]) AS r"""
-    # per span id of a trace: its own row (none: a parent not in the trace; two: a span stored twice) and its
-    # children's, in as few aggregates as can be (each costs ~0.1 s of CPU per 1M spans)
-    per_span = f"""
-        SELECT trace, sum(self) AS selves, count() - selves AS kids, anyIf(flags, self) AS p_flags,
-               anyIf(ord, self) AS p_ord, anyIf(code, self) AS p_code,
-               minIf(ord, NOT self) AS kid_ord, minIf(need, NOT self) AS need_lo, maxIf(need, NOT self) AS need_hi
-        FROM ({rows}) GROUP BY trace, key"""
-    bad = """selves <> 1 OR bitTest(p_flags, 0)
-             OR (kids > 0 AND (bitTest(p_flags, 1) OR NOT coalesce(p_ord < kid_ord, false)))
-             OR (need_lo IS NOT NULL AND NOT coalesce(need_lo = p_code AND need_hi = p_code, false))"""
-    return f"""
-SELECT trace, max({bad}) AS bad, countIf(bitTest(p_flags, 2)) AS steps, countIf(bitTest(p_flags, 3)) AS fallbacks
-FROM ({per_span})
-GROUP BY trace
+    The first groups the children by parent: what a parent must satisfy is the earliest of its children
+    in the order (start, span id), and the (process, iteration) its children other than step spans
+    need of it (a 64-bit hash: two that differ read equal once in 2^64 comparisons). The second reads
+    each span beside its entry there, if any, and per trace counts the spans, the distinct span ids (a
+    span stored twice), the parents found (each parent id a span of the trace) and any broken rule.
+    Grouping the children alone keeps the groups to the parents (a tenth of the spans of a Lens trace):
+    one ``GROUP BY`` of every span id with its children's rows took 13.8 s at 10M spans (chdb, 2 cores),
+    these two 7.4 s."""
+    # the children's side reads the spans' own columns only (no joins to the rules: 3.8 s to 2.6 s at 10M spans);
+    # a step span (named_step of _classified) needs nothing of its parent
+    need = f"if(coalesce({is_step_span('s')} AND {is_well_timed('s')}, false), NULL, {_CODE})"
+    parents = f"""
+SELECT trace, parent AS key, min({_ORDER}) AS kid_ord, min({need}) AS need_lo, max({need}) AS need_hi
+FROM {relation} s
+{f"{where} AND" if where else "WHERE"} s.parent IS NOT NULL
+GROUP BY trace, parent
 {_SPILL}"""
+    # a parent: bucketed, or not before each child, or not the (process, iteration) a child needs
+    broken = f"""bucketed OR NOT coalesce({_ORDER} < p.kid_ord, false)
+                 OR (p.need_lo IS NOT NULL AND NOT coalesce(p.need_lo = {_CODE} AND p.need_hi = {_CODE}, false))"""
+    per_trace = f"""
+SELECT c.trace AS trace, count() <> uniqExact(c.span) OR max(flagged) OR max(p.key IS NOT NULL AND ({broken}))
+           AS broken, countIf(p.key IS NOT NULL) AS found, countIf(named_step) AS steps,
+       countIf(fallback_cand) AS fallbacks
+FROM ({_classified(relation, where)}) c
+LEFT JOIN {CHECK_PARENTS} p ON p.trace = c.trace AND p.key = c.span
+GROUP BY c.trace
+{_SPILL}"""
+    # a parent id no span of its trace has (an orphan) is a parent not found
+    checks = f"""
+SELECT t.trace AS trace, broken OR found <> coalesce(n.parents, 0) AS bad, steps, fallbacks
+FROM ({per_trace}) t
+LEFT JOIN (SELECT trace, count() AS parents FROM {CHECK_PARENTS} GROUP BY trace) n ON n.trace = t.trace"""
+    return parents, checks
 
 
 TRACE_PLAN_SQL = "SELECT trace, bad OR (steps = 0 AND fallbacks > 0) AS walk FROM trace_checks"

@@ -336,13 +336,13 @@ def _walk_part(db: Store, where: str, timed: bool) -> bool:
     return blocked
 
 
-def _well_timed(s: str) -> str:
+def is_well_timed(s: str) -> str:
     """SQL: whether the span ``s`` (an alias of ``spans``) has both times, the end not before the start
     (NULL when a time is missing: wrap it in ``coalesce(..., false)`` where a NULL would not read false)."""
     return f"({s}.start_ns IS NOT NULL AND {s}.end_ns >= {s}.start_ns)"
 
 
-def _named_step(s: str) -> str:
+def is_step_span(s: str) -> str:
     """SQL: whether the span ``s`` (an alias of ``spans``) is a step span: its name matches the step
     pattern (``step_names``), and it carries ``rl.iteration`` and no bucket (NULL when its name is NULL)."""
     return f"({s}.name IN (SELECT name FROM step_names) AND {s}.iteration IS NOT NULL AND {s}.bucket IS NULL)"
@@ -352,8 +352,8 @@ def _candidate(s: str) -> str:
     """SQL: whether the span ``s`` (an alias of ``spans``) is a step candidate: well timed, and a step
     span in a trace that has one (``named_traces``), else an unbucketed span with ``rl.iteration``
     (the fallback, grouped by iteration). One definition for ``k`` and for ``cands``."""
-    return (f"coalesce({_well_timed(s)} AND "
-            f"CASE WHEN {s}.trace IN (SELECT trace FROM named_traces) THEN {_named_step(s)} "
+    return (f"coalesce({is_well_timed(s)} AND "
+            f"CASE WHEN {s}.trace IN (SELECT trace FROM named_traces) THEN {is_step_span(s)} "
             f"ELSE {s}.iteration IS NOT NULL AND {s}.bucket IS NULL END, false)")
 
 
@@ -362,7 +362,7 @@ def classified_columns(s: str = "s", c: str = "c", r: str = "r") -> str:
     ``catalog`` row ``c`` and ``category_rules`` row ``r`` joined (see :func:`_classify`): ``ok``, ``bucketed``,
     ``umbrella``, ``never_reason``, ``timer_only``, ``stamped_grp``, ``category``, ``catalogued``. One
     definition for ``k`` and for the ClickHouse store's stamped sums."""
-    return f"""coalesce({_well_timed(s)}, false) AS ok,
+    return f"""coalesce({is_well_timed(s)}, false) AS ok,
                {s}.bucket IS NOT NULL AS bucketed,
                -- lens stamps lens.umbrella on umbrellas only: with lens.group, absence means a leaf
                CASE WHEN {s}.grp IS NOT NULL THEN coalesce({s}.umbrella, false)
@@ -395,7 +395,7 @@ def _classify(db: Store, where: str) -> None:
     # with rl.iteration are the step candidates (the fallback, grouped by iteration)
     db.create("named_traces", f"""
         SELECT DISTINCT trace FROM spans s {where + " AND" if where else "WHERE"}
-            {_named_step("s")} AND {_well_timed("s")}
+            {is_step_span("s")} AND {is_well_timed("s")}
     """)
     # a span that must not carry a bucket does not count in any sum (it is flagged instead)
     # what the by-name rules test (the stamped group, the category, whether the catalog knows the
@@ -519,7 +519,7 @@ def _steps(db: Store, where: str) -> None:
                c.named_step AS named_step, anc.fb AS fb, c.rank AS rank, c.rank_label AS rank_label, c.name AS name,
                c.span AS span
         FROM (SELECT s.rowid AS id, s.trace AS trace, s.iteration AS iteration, s.start_ns AS start_ns,
-                     s.end_ns AS end_ns, coalesce({_named_step("s")}, false) AS named_step, s.rank AS rank,
+                     s.end_ns AS end_ns, coalesce({is_step_span("s")}, false) AS named_step, s.rank AS rank,
                      s.rank_label AS rank_label, s.name AS name, s.span AS span
               FROM spans s {where + " AND" if where else "WHERE"} {_candidate("s")}) c
         LEFT JOIN anc ON anc.id = c.id

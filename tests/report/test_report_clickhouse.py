@@ -13,6 +13,7 @@ pytest.importorskip("chdb")
 
 from lens_report import TraceStore, build_report  # noqa: E402
 from lens_report.rollup import DEFAULT_TOP_N  # noqa: E402
+from lens_report.clickhouse_stamped import CHECK_PART_FACTOR  # noqa: E402
 from lens_report.clickhouse import (  # noqa: E402
     LENS_COLUMNS,
     ChdbSource,
@@ -353,7 +354,7 @@ def test_the_rollup_filled_by_its_view_and_by_backfill_equals_the_spans_sums():
 def test_a_run_past_part_spans_sums_its_stamped_traces_walks_the_rest_and_reports_as_the_files(tmp_path, otlp):
     """``--part-spans`` below the run's size: the traces Lens stamped are summed where they lie, a trace with a
     nested bucket (which only the walk finds) is walked, in parts of at most N spans; the traces' structure is
-    checked in parts of about 10 x N spans; the JSON is the files' and its path says how many spans were summed
+    checked in parts of about CHECK_PART_FACTOR x N spans; the JSON is the files' and its path says how many spans were summed
     and walked. A part size that is not a positive number is exit 2."""
     sys.path.insert(0, os.path.join(REPO, "bench"))
     import trace_synth
@@ -379,13 +380,71 @@ def test_a_run_past_part_spans_sums_its_stamped_traces_walks_the_rest_and_report
     assert data["path"]["name"] == "spans" and data["path"]["parts"] == 2  # 3 walked spans, 2 at most at once
     assert data["path"]["reason"].endswith(f"{total - 3:,} of {total:,} spans summed by their stamps where they "
                                            "lie, 3 walked"), data["path"]
-    # the structure check ran in parts of traces (about 10 x 2 spans each), and still walked only the broken trace
-    checks = -(-total // 20)
+    # the structure check ran in parts of traces (about CHECK_PART_FACTOR x 2 spans each), and still walked only the
+    # broken trace
+    checks = -(-total // (CHECK_PART_FACTOR * 2))
     assert f"traces checked in {checks} parts; " in data["path"]["reason"], data["path"]
     for bad in ("0", "-3", "lots"):
         out = subprocess.run([sys.executable, "-m", "lens_cli", "report", "--clickhouse", f"chdb:{db}",
                               "--part-spans", bad], env=env, capture_output=True, text=True, timeout=300)
         assert out.returncode == 2 and "a positive number of spans" in out.stderr, out.stderr
+
+
+@pytest.mark.engines
+def test_the_structure_check_walks_each_trace_that_breaks_one_rule_and_sums_the_rest(tmp_path, otlp):
+    """The check that decides which traces are summed by their stamps: a well-formed Lens trace is summed; a trace
+    that breaks one rule (a span stored twice, a parent id no span has, a child of a bucketed span, a child that
+    starts before its parent, a leaf stamped with another iteration than its step's, a cycle of parents, a parent
+    of another process)
+    is walked whole, and the report is the files'. Each broken trace has its own span count, so the count walked
+    names which were walked."""
+    span = otlp.span
+
+    def trace(n: int, *extra: dict, leaf_start: float = 2, leaf_iteration: int = 0) -> list:
+        """Step ``n`` under a job, with one leaf, in trace ``n``, plus ``extra`` spans."""
+        tid, at = f"{n:032x}", 20 * n
+        return [span(1, "rl.grpo.job", at, at + 20, trace=tid),
+                span(2, "rl.grpo.step", at + 1, at + 9, 1, iteration=n, trace=tid),
+                span(3, "rl.vllm.generate", at + leaf_start, at + 5, 2, bucket="productive",
+                     iteration=leaf_iteration or n, trace=tid), *(dict(e, traceId=tid) for e in extra)]
+
+    def leaves(n: int, count: int, parent: int = 2, start: float = 5) -> list:
+        """``count`` leaves of step ``n`` from 4 on, under ``parent``."""
+        return [span(i, "rl.grpo.checkpointing", 20 * n + start + (i - 4) / 4, 20 * n + start + (i - 3) / 4, parent,
+                     bucket="overhead", iteration=n) for i in range(4, 4 + count)]
+
+    good = trace(1) + trace(2, *leaves(2, 1))
+    broken = {
+        "twice": trace(3, span(3, "rl.vllm.generate", 62, 65, 2, bucket="productive", iteration=3)),
+        "orphan": trace(4, *leaves(4, 2, parent=99)),
+        "under a leaf": trace(5, *leaves(5, 3, parent=3, start=3)),
+        "before its parent": trace(6, *leaves(6, 4), leaf_start=0.5),
+        "another iteration": trace(7, *leaves(7, 5), leaf_iteration=6),
+        "a cycle": trace(9, span(30, "phase", 183, 184, 31), span(31, "phase", 183, 184, 30), *leaves(9, 6)),
+    }
+    # trace 8 on rank 1's process too: a leaf there whose parent is rank 0's step
+    home = trace(8, *leaves(8, 6))
+    other = [span(20, "rl.grpo.checkpointing", 167, 168, 2, bucket="overhead", iteration=8, trace=f"{8:032x}")]
+    sizes = [len(t) for t in broken.values()] + [len(home) + len(other)]
+    assert len(set(sizes)) == len(sizes)
+    path = otlp.write(tmp_path / "traces.jsonl",
+                      otlp.request(good + [s for t in broken.values() for s in t] + home, service_name="trainer",
+                                   service_instance_id="rank0", nemo_run_id="sync", nv_dl_rank=0),
+                      otlp.request(other, service_name="trainer", service_instance_id="rank1", nemo_run_id="sync",
+                                   nv_dl_rank=1))
+    db = _chdb_database(tmp_path / "db", path)
+    source = ChdbSource(str(db))
+    try:
+        with ClickHouseStore(source, "otel_traces", part_spans=2) as store:
+            store.load_table()
+            report = build_report(store)
+            summary = store.walk_summary()
+    finally:
+        source.close()
+    total = len(good) + sum(sizes)
+    assert summary.endswith(f"{len(good):,} of {total:,} spans summed by their stamps where they lie, "
+                            f"{sum(sizes):,} walked"), summary
+    assert comparable(report.to_json(top=DEFAULT_TOP_N)) == comparable(_file_report(path).to_json(top=DEFAULT_TOP_N))
 
 
 def test_the_benchmarks_wide_steps_hold_more_spans_and_the_same_figures_checked_in_parts_of_traces():
@@ -411,7 +470,8 @@ def test_the_benchmarks_wide_steps_hold_more_spans_and_the_same_figures_checked_
             source.close()
         spans = 3 * (1 + 4 * per_step)
         assert reports[per_step].span_count == spans
-        assert summary == f"traces checked in {-(-spans // 200)} parts; {spans:,} of {spans:,} spans summed by " \
+        parts = -(-spans // (20 * CHECK_PART_FACTOR))
+        assert summary == f"traces checked in {parts} parts; {spans:,} of {spans:,} spans summed by " \
                           "their stamps where they lie, 0 walked", summary
     narrow, wide = reports[trace_synth.SPANS_PER_STEP].run, reports[50].run
     assert wide.wall_ns == narrow.wall_ns
