@@ -53,6 +53,10 @@ _SPILL = (f"SETTINGS max_bytes_before_external_group_by = {GROUP_BY_SPILL_BYTES}
 
 _BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
 
+_NAMED_STEP = f"coalesce({is_step_span('s')} AND {is_well_timed('s')}, false)"
+"""SQL over a span ``s`` of the store's spans columns: whether it is a step span (well timed, its name a step name,
+with ``rl.iteration`` and no bucket)."""
+
 _BUCKET_SUMS = ", ".join(f"sum(if(counted AND bucket = '{b}', assumeNotNull(end_ns - start_ns), 0)) AS {b}"
                          for b in BUCKETS)
 """SQL select items: per bucket, the nanoseconds of the counted spans (a counted span has both times); a plain
@@ -67,8 +71,6 @@ def _classified(relation: str, where: str) -> str:
     expected = f"coalesce(category_bucket, if({prefix} IN {_BUCKET_LIST}, {prefix}, NULL))"
     return f"""
 SELECT *, {COUNTED} AS counted,
-       coalesce(name IN (SELECT name FROM step_names) AND iteration IS NOT NULL AND bucket IS NULL AND ok, false)
-           AS named_step,
        coalesce(iteration IS NOT NULL AND bucket IS NULL AND ok, false) AS fallback_cand,
        (NOT ok OR (bucketed AND NOT {COUNTED})
         OR (bucketed AND category IS NOT NULL AND NOT coalesce(bucket = {expected}, false))
@@ -81,7 +83,8 @@ FROM (
     SELECT s.trace AS trace, s.span AS span, s.parent AS parent, s.name AS name, s.start_ns AS start_ns,
            s.end_ns AS end_ns, s.error AS error, s.bucket AS bucket, s.iteration AS iteration, s.rank AS rank,
            s.rank_label AS rank_label, s.process AS process, s.lens_process AS lens_process, s.run AS run,
-           {classified_columns()}, coalesce(s.grp, c.grp) AS any_grp, cb.bucket AS category_bucket
+           {_NAMED_STEP} AS named_step, {classified_columns()}, coalesce(s.grp, c.grp) AS any_grp,
+           cb.bucket AS category_bucket
     FROM {relation} s
     LEFT JOIN catalog c ON c.name = s.name
     LEFT JOIN category_rules r ON r.category = coalesce(s.category, c.category)
@@ -121,8 +124,8 @@ def trace_checks_sql(relation: str, where: str) -> tuple[str, str]:
     one ``GROUP BY`` of every span id with its children's rows took 13.8 s at 10M spans (chdb, 2 cores),
     these two 7.4 s."""
     # the children's side reads the spans' own columns only (no joins to the rules: 3.8 s to 2.6 s at 10M spans);
-    # a step span (named_step of _classified) needs nothing of its parent
-    need = f"if(coalesce({is_step_span('s')} AND {is_well_timed('s')}, false), NULL, {_CODE})"
+    # a step span needs nothing of its parent
+    need = f"if({_NAMED_STEP}, NULL, {_CODE})"
     parents = f"""
 SELECT trace, parent AS key, min({_ORDER}) AS kid_ord, min({need}) AS need_lo, max({need}) AS need_hi
 FROM {relation} s

@@ -354,8 +354,8 @@ def test_the_rollup_filled_by_its_view_and_by_backfill_equals_the_spans_sums():
 def test_a_run_past_part_spans_sums_its_stamped_traces_walks_the_rest_and_reports_as_the_files(tmp_path, otlp):
     """``--part-spans`` below the run's size: the traces Lens stamped are summed where they lie, a trace with a
     nested bucket (which only the walk finds) is walked, in parts of at most N spans; the traces' structure is
-    checked in parts of about CHECK_PART_FACTOR x N spans; the JSON is the files' and its path says how many spans were summed
-    and walked. A part size that is not a positive number is exit 2."""
+    checked in parts of about CHECK_PART_FACTOR x N spans; the JSON is the files' and its path says how many
+    spans were summed and walked. A part size that is not a positive number is exit 2."""
     sys.path.insert(0, os.path.join(REPO, "bench"))
     import trace_synth
 
@@ -395,9 +395,8 @@ def test_the_structure_check_walks_each_trace_that_breaks_one_rule_and_sums_the_
     """The check that decides which traces are summed by their stamps: a well-formed Lens trace is summed; a trace
     that breaks one rule (a span stored twice, a parent id no span has, a child of a bucketed span, a child that
     starts before its parent, a leaf stamped with another iteration than its step's, a cycle of parents, a parent
-    of another process)
-    is walked whole, and the report is the files'. Each broken trace has its own span count, so the count walked
-    names which were walked."""
+    of another process) is walked whole, and the report is the files'. Each broken trace has its own span count,
+    so the count walked names which were walked."""
     span = otlp.span
 
     def trace(n: int, *extra: dict, leaf_start: float = 2, leaf_iteration: int = 0) -> list:
