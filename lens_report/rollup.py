@@ -776,12 +776,14 @@ def _top_spans(db: Store, top_n: int) -> tuple[TopSpan, ...]:
     return tuple(TopSpan(name, count, int(total)) for name, count, total in rows)
 
 
-def _unfinished(db: Store, cond: str | None) -> tuple[UnfinishedProcess, ...]:
-    """Processes Lens set up, with spans or loss records in the run, but no final loss record."""
+def _unfinished(db: Store, cond: str | None, parts: str = "process_parts") -> tuple[UnfinishedProcess, ...]:
+    """Processes Lens set up, with spans or loss records in the run, but no final loss record. ``parts``: the
+    per-process span counts (``rank_label``, ``process``, ``rank``, ``n`` of each process Lens set up): a table
+    or a subquery in parentheses."""
     where = f"AND {cond}" if cond is not None else ""
     rows = db.rows(f"""
         WITH seen AS (
-            SELECT rank_label, process, rank, n AS span FROM process_parts
+            SELECT rank_label, process, rank, n AS span FROM {parts}
             UNION ALL
             SELECT rank_label, process, rank, 0 AS span FROM loss WHERE lens_process {where}
         )
