@@ -4,8 +4,9 @@ summed where the spans lie (``GROUP BY``), so only the other traces are copied a
 The rollup (:mod:`lens_report.rollup`) gives each counted leaf to its nearest step ancestor by
 walking parent links. A trace needs no walk when its structure pins every answer down, which
 two passes over its spans check: the children grouped by parent, then each span beside its
-children's entry (past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans, in parts of whole
-traces, as the walk's parts are):
+children's entry (past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans, the span ids apart in
+parts by span id, the two passes in parts of whole traces of :data:`PARENT_PART_FACTOR` ×
+``--part-spans`` parents):
 
 * every span is well timed, and no rule of the report flags it (``flagged``): a flagged
   span is listed as a violation, which only the walk does;
@@ -27,8 +28,9 @@ from __future__ import annotations
 from .model import BUCKETS
 from .rollup import COUNTED, classified_columns, is_step_span, is_well_timed
 
-__all__ = ["CHECK_PARENTS", "CHECK_PART_FACTOR", "COMPLEX_TRACES", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN",
-           "TRACE_PLAN_SQL", "presum_sql", "stamped_steps_sql", "trace_checks_sql"]
+__all__ = ["CHECK_DUPLICATES", "CHECK_PARENTS", "CHECK_PART_FACTOR", "COMPLEX_TRACES", "PARENT_PART_FACTOR",
+           "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN", "duplicates_sql", "presum_sql", "stamped_steps_sql",
+           "trace_checks_sql", "trace_plan_sql"]
 
 COMPLEX_TRACES = "complex_traces"
 """The working table of the traces that are walked (``trace``): every trace :func:`complex_traces_sql` finds."""
@@ -95,7 +97,19 @@ FROM (
 CHECK_PART_FACTOR = 12
 """The structure check takes ``--part-spans`` × this many spans at once: a span checked holds about a twelfth
 of what a walked span holds (measured on chdb: the report's peak RSS with 10M spans checked at once 0.80-0.86 GB,
-with 1M walked ~0.5 GB; chdb alone ~0.27 GB)."""
+with 1M walked ~0.5 GB; chdb alone ~0.27 GB). Past that, what grows with the spans (the set of span ids that
+finds a span stored twice) is checked on its own, in parts of this size, and the rest of the check in parts of
+:data:`PARENT_PART_FACTOR` × ``--part-spans`` parents."""
+
+PARENT_PART_FACTOR = 2
+"""Past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans, the structure check's two passes take the traces of
+this many × ``--part-spans`` parents (span ids that spans name as their parent) at once: what they hold is a row
+a parent (at 100M spans with 1M parents, chdb: 0.56 GB peak for the first pass, 0.64 GB for the second). A Lens
+trace has a parent a step and umbrella, so a run's parents follow its (rank, step) cells, not its spans."""
+
+CHECK_DUPLICATES = "check_duplicates"
+"""The working table of the traces with a span stored twice (``trace``), when :func:`duplicates_sql` found them
+apart from the structure check (a run past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans)."""
 
 CHECK_PARENTS = "check_parents"
 """The working table of one part's parents, made by :func:`trace_checks_sql`'s first statement: a row a span id
@@ -107,10 +121,10 @@ _ORDER = "bitShiftLeft(toUInt128(coalesce(start_ns, 0) + 9223372036854775808), 6
 _CODE = "if(iteration IS NULL, toUInt64(0), bitOr(cityHash64(process, iteration), 1))"
 
 
-def trace_checks_sql(relation: str, where: str) -> tuple[str, str]:
+def trace_checks_sql(relation: str, where: str, duplicates: bool = True) -> tuple[str, str]:
     """ClickHouse SQL, two statements: :data:`CHECK_PARENTS` of ``relation`` (spans that satisfy ``where``),
     then per trace what the structure check found: ``bad`` (a condition of the module broken), ``steps``
-    (step spans) and ``fallbacks`` (fallback step candidates), from which :data:`TRACE_PLAN_SQL` decides.
+    (step spans) and ``fallbacks`` (fallback step candidates), from which :func:`trace_plan_sql` decides.
     The store runs them on parts of whole traces (:meth:`~lens_report.clickhouse.ClickHouseStore.span_parts`);
     a trace larger than a part is checked whole, its ``GROUP BY`` spilled to disk past
     :data:`GROUP_BY_SPILL_BYTES`.
@@ -119,7 +133,8 @@ def trace_checks_sql(relation: str, where: str) -> tuple[str, str]:
     in the order (start, span id), and the (process, iteration) its children other than step spans
     need of it (a 64-bit hash: two that differ read equal once in 2^64 comparisons). The second reads
     each span beside its entry there, if any, and per trace counts the spans, the distinct span ids (a
-    span stored twice), the parents found (each parent id a span of the trace) and any broken rule.
+    span stored twice; not with ``duplicates`` False: :func:`duplicates_sql` then finds them), the parents
+    found (each parent id a span of the trace) and any broken rule.
     Grouping the children alone keeps the groups to the parents (a tenth of the spans of a Lens trace):
     one ``GROUP BY`` of every span id with its children's rows took 13.8 s at 10M spans (chdb, 2 cores),
     these two 7.4 s."""
@@ -136,7 +151,8 @@ GROUP BY trace, parent
     broken = f"""bucketed OR NOT coalesce({_ORDER} < p.kid_ord, false)
                  OR (p.need_lo IS NOT NULL AND NOT coalesce(p.need_lo = {_CODE} AND p.need_hi = {_CODE}, false))"""
     per_trace = f"""
-SELECT c.trace AS trace, count() <> uniqExact(c.span) OR max(flagged) OR max(p.key IS NOT NULL AND ({broken}))
+SELECT c.trace AS trace, {"count() <> uniqExact(c.span) OR " if duplicates else ""}max(flagged)
+           OR max(p.key IS NOT NULL AND ({broken}))
            AS broken, countIf(p.key IS NOT NULL) AS found, countIf(named_step) AS steps,
        countIf(fallback_cand) AS fallbacks
 FROM ({_classified(relation, where)}) c
@@ -151,11 +167,21 @@ LEFT JOIN (SELECT trace, count() AS parents FROM {CHECK_PARENTS} GROUP BY trace)
     return parents, checks
 
 
-TRACE_PLAN_SQL = "SELECT trace, bad OR (steps = 0 AND fallbacks > 0) AS walk FROM trace_checks"
-"""ClickHouse SQL: each trace and whether it must be walked (``walk``), from ``trace_checks`` (every part's
-:func:`trace_checks_sql`, a row a trace: a part holds whole traces): a broken condition, or fallback step
-candidates and no step span (the walk's iteration fallback). Two conditions :func:`stamped_steps_sql` finds
-(a step span twice, a bucket overflow)."""
+def duplicates_sql(relation: str, where: str) -> str:
+    """ClickHouse SQL: the traces of ``relation``'s spans (that satisfy ``where``) with a span id stored twice.
+    Run on parts by a hash of the span id (the copies of a span lie in one part), it holds a part's span ids,
+    not the run's (a ninth of 100M spans, one ``uniqExact`` a trace: 0.23 GB more than the first pass, chdb)."""
+    return f"SELECT trace FROM {relation} s {where} GROUP BY trace HAVING count() <> uniqExact(span)"
+
+
+def trace_plan_sql(duplicates: bool = False) -> str:
+    """ClickHouse SQL: each trace and whether it must be walked (``walk``), from ``trace_checks`` (every part's
+    :func:`trace_checks_sql`, a row a trace: a part holds whole traces): a broken condition, or fallback step
+    candidates and no step span (the walk's iteration fallback), or (``duplicates``) a span stored twice, from
+    :data:`CHECK_DUPLICATES`. Two conditions :func:`stamped_steps_sql` finds (a step span twice, a bucket
+    overflow)."""
+    twice = f" OR trace IN (SELECT trace FROM {CHECK_DUPLICATES})" if duplicates else ""
+    return f"SELECT trace, bad OR (steps = 0 AND fallbacks > 0){twice} AS walk FROM trace_checks"
 
 
 def _simple(relation: str, where: str) -> str:

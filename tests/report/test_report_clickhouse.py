@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -380,10 +381,10 @@ def test_a_run_past_part_spans_sums_its_stamped_traces_walks_the_rest_and_report
     assert data["path"]["name"] == "spans" and data["path"]["parts"] == 2  # 3 walked spans, 2 at most at once
     assert data["path"]["reason"].endswith(f"{total - 3:,} of {total:,} spans summed by their stamps where they "
                                            "lie, 3 walked"), data["path"]
-    # the structure check ran in parts of traces (about CHECK_PART_FACTOR x 2 spans each), and still walked only the
-    # broken trace
+    # past CHECK_PART_FACTOR x 2 spans the span ids were checked in parts of that many, the rest of the structure
+    # in parts of PARENT_PART_FACTOR x 2 parents, and still only the broken trace was walked
     checks = -(-total // (CHECK_PART_FACTOR * 2))
-    assert f"traces checked in {checks} parts; " in data["path"]["reason"], data["path"]
+    assert re.search(rf"traces checked in \d+ parts?, their span ids in {checks}; ", data["path"]["reason"]), data["path"]
     for bad in ("0", "-3", "lots"):
         out = subprocess.run([sys.executable, "-m", "lens_cli", "report", "--clickhouse", f"chdb:{db}",
                               "--part-spans", bad], env=env, capture_output=True, text=True, timeout=300)
@@ -391,12 +392,15 @@ def test_a_run_past_part_spans_sums_its_stamped_traces_walks_the_rest_and_report
 
 
 @pytest.mark.engines
-def test_the_structure_check_walks_each_trace_that_breaks_one_rule_and_sums_the_rest(tmp_path, otlp):
+@pytest.mark.parametrize("part_spans", [2, 10])
+def test_the_structure_check_walks_each_trace_that_breaks_one_rule_and_sums_the_rest(tmp_path, otlp, part_spans):
     """The check that decides which traces are summed by their stamps: a well-formed Lens trace is summed; a trace
-    that breaks one rule (a span stored twice, a parent id no span has, a child of a bucketed span, a child that
-    starts before its parent, a leaf stamped with another iteration than its step's, a cycle of parents, a parent
-    of another process) is walked whole, and the report is the files'. Each broken trace has its own span count,
-    so the count walked names which were walked."""
+    that breaks one rule (a span stored twice, under its parent or another, a parent id no span has, a child of a
+    bucketed span, a child that starts before its parent, a leaf stamped with another iteration than its step's,
+    a cycle of parents, a parent of another process) is walked whole, and the report is the files'. Each broken
+    trace has its own span count, so the count walked names which were walked. With 2 spans a part the run is
+    past CHECK_PART_FACTOR x 2 spans: the span ids are checked apart (by span id), the rest by parents; with
+    10 the run (72 spans) is checked in one part, its spans stored twice counted in the same pass."""
     span = otlp.span
 
     def trace(n: int, *extra: dict, leaf_start: float = 2, leaf_iteration: int = 0) -> list:
@@ -420,6 +424,10 @@ def test_the_structure_check_walks_each_trace_that_breaks_one_rule_and_sums_the_
         "before its parent": trace(6, *leaves(6, 4), leaf_start=0.5),
         "another iteration": trace(7, *leaves(7, 5), leaf_iteration=6),
         "a cycle": trace(9, span(30, "phase", 183, 184, 31), span(31, "phase", 183, 184, 30), *leaves(9, 6)),
+        # leaf 4 again, under a phase of the same step: no rule but the span ids finds it
+        "twice, another parent": trace(10, *leaves(10, 9), span(40, "phase", 204, 206, 2, iteration=10),
+                                       span(4, "rl.grpo.checkpointing", 205, 205.25, 40, bucket="overhead",
+                                            iteration=10)),
     }
     # trace 8 on rank 1's process too: a leaf there whose parent is rank 0's step
     home = trace(8, *leaves(8, 6))
@@ -434,13 +442,15 @@ def test_the_structure_check_walks_each_trace_that_breaks_one_rule_and_sums_the_
     db = _chdb_database(tmp_path / "db", path)
     source = ChdbSource(str(db))
     try:
-        with ClickHouseStore(source, "otel_traces", part_spans=2) as store:
+        with ClickHouseStore(source, "otel_traces", part_spans=part_spans) as store:
             store.load_table()
             report = build_report(store)
             summary = store.walk_summary()
+            apart = store.duplicate_parts > 1
     finally:
         source.close()
     total = len(good) + sum(sizes)
+    assert apart == (part_spans == 2), summary
     assert summary.endswith(f"{len(good):,} of {total:,} spans summed by their stamps where they lie, "
                             f"{sum(sizes):,} walked"), summary
     assert comparable(report.to_json(top=DEFAULT_TOP_N)) == comparable(_file_report(path).to_json(top=DEFAULT_TOP_N))
@@ -470,8 +480,8 @@ def test_the_benchmarks_wide_steps_hold_more_spans_and_the_same_figures_checked_
         spans = 3 * (1 + 4 * per_step)
         assert reports[per_step].span_count == spans
         parts = -(-spans // (20 * CHECK_PART_FACTOR))
-        assert summary == f"traces checked in {parts} parts; {spans:,} of {spans:,} spans summed by " \
-                          "their stamps where they lie, 0 walked", summary
+        assert re.fullmatch(rf"traces checked in \d+ parts?, their span ids in {parts}; {spans:,} of {spans:,} "
+                            "spans summed by their stamps where they lie, 0 walked", summary), summary
     narrow, wide = reports[trace_synth.SPANS_PER_STEP].run, reports[50].run
     assert wide.wall_ns == narrow.wall_ns
     for bucket, ns in narrow.bucket_ns.items():
