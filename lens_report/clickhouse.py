@@ -681,10 +681,12 @@ class ClickHouseStore:
         self.files = [f"clickhouse:{self.table}"]
         self.create_columns("files", "idx INTEGER, path VARCHAR, first BIGINT", [[0, self.files[0], 1]])
         run = "true" if self.run is None else f"{_lens_columns(columns)['LensRun']} = {CLICKHOUSE.literal(self.run)}"
-        for line, problem in self.rows(_id_problem(self.table, run) + " LIMIT 10000"):
+        bad_ids = self.rows(_id_problem(self.table, run) + " LIMIT 10000")
+        for line, problem in bad_ids:
             self.problems.append(Problem(self.files[0], int(line), problem))
-        # the cheap conditions first: ClickHouse evaluates the rest of an AND only where they hold
-        hex_ids = " AND ".join(_is_hex(column, digits) for column, digits in _IDS)
+        # the cheap conditions first: ClickHouse evaluates the rest of an AND only where they hold. When every id
+        # is hex (the rows found none), no scan tests them again: 3.5 s a scan at 100M spans (chdb, 2 cores)
+        hex_ids = " AND ".join(_is_hex(column, digits) for column, digits in _IDS) if bad_ids else "true"
         loss_name = sql_text(semconv.LENS_LOSS_SPAN_NAME)
         # the processes' resource fields stay for the report: every part's spans are joined with them
         self.create("span_processes", _processes(self.table, columns, run))
