@@ -199,6 +199,19 @@ def test_the_benchmarks_sql_generated_otel_traces_rows_equal_loading_the_synthet
         source.close()
 
 
+_TRACE = "0123456789abcdef" * 2
+
+
+def _root_and_child(source: ChdbSource, *rows: str) -> None:
+    """Table ``t`` (the exporter's columns) holding a root span and its child in trace ``_TRACE``, then ``rows``
+    (VALUES tuples of Timestamp, TraceId, SpanId, ParentSpanId, SpanName, Duration)."""
+    source.command(otel_traces_ddl("t"))
+    values = [f"(now64(9), '{_TRACE}', '0123456789abcdef', '', 'root', 10)",
+              f"(now64(9), '{_TRACE}', '1123456789abcdef', '0123456789abcdef', 'child', 5)", *rows]
+    source.command("INSERT INTO t (Timestamp, TraceId, SpanId, ParentSpanId, SpanName, Duration) VALUES "
+                   + ", ".join(values))
+
+
 @pytest.mark.engines
 def test_rows_whose_ids_are_not_hex_are_problems_and_the_rest_are_spans():
     """Ids are checked once, in the filter that makes the store's spans: a row with a TraceId or ParentSpanId that
@@ -206,14 +219,8 @@ def test_rows_whose_ids_are_not_hex_are_problems_and_the_rest_are_spans():
     ParentSpanId is a root, and the valid child still finds its parent."""
     source = ChdbSource()
     try:
-        source.command(otel_traces_ddl("t"))
-        trace = "0123456789abcdef" * 2
-        source.command(
-            "INSERT INTO t (Timestamp, TraceId, SpanId, ParentSpanId, SpanName, Duration) VALUES "
-            f"(now64(9), '{trace}', '0123456789abcdef', '', 'root', 10), "
-            f"(now64(9), '{trace}', '1123456789abcdef', '0123456789abcdef', 'child', 5), "
-            "(now64(9), 'zz', '2123456789abcdef', '', 'bad trace', 5), "
-            f"(now64(9), '{trace}', '3123456789abcdef', 'xyz', 'bad parent', 5)")
+        _root_and_child(source, "(now64(9), 'zz', '2123456789abcdef', '', 'bad trace', 5)",
+                        f"(now64(9), '{_TRACE}', '3123456789abcdef', 'xyz', 'bad parent', 5)")
         with ClickHouseStore(source, "t") as store:
             store.load_table()
             assert sorted(p.message for p in store.problems) == ["ParentSpanId xyz is not 16 hex digits",
@@ -224,7 +231,7 @@ def test_rows_whose_ids_are_not_hex_are_problems_and_the_rest_are_spans():
         source.close()
     assert sorted(spans) == ["child", "root"]
     assert spans["root"].parent_span_id is None and spans["child"].parent_span_id == "0123456789abcdef"
-    assert spans["child"].trace_id == trace and report.orphan_count == 0
+    assert spans["child"].trace_id == _TRACE and report.orphan_count == 0
 
 
 @pytest.mark.engines
@@ -238,12 +245,7 @@ def test_the_ids_are_tested_once_when_every_one_is_hex():
         method = getattr(source, name)
         setattr(source, name, lambda sql, *a, _m=method, **k: (calls.append(sql), _m(sql, *a, **k))[1])
     try:
-        source.command(otel_traces_ddl("t"))
-        trace = "0123456789abcdef" * 2
-        source.command(
-            "INSERT INTO t (Timestamp, TraceId, SpanId, ParentSpanId, SpanName, Duration) VALUES "
-            f"(now64(9), '{trace}', '0123456789abcdef', '', 'root', 10), "
-            f"(now64(9), '{trace}', '1123456789abcdef', '0123456789abcdef', 'child', 5)")
+        _root_and_child(source)
         with ClickHouseStore(source, "t") as store:
             store.load_table()
             report = build_report(store)
