@@ -118,11 +118,6 @@ def rollup_report(source: Any, table: str, *, run: str | None = None, attempt: i
         lens = _lens_columns(columns)
         run_cond = "true" if run is None else f"LensRun = {sql_text(run)}"
         loss_name = sql_text(semconv.LENS_LOSS_SPAN_NAME)
-        # coverage: the rollup holds every span of the run exactly once (a view made after rows were
-        # inserted, and no backfill, holds fewer; a backfill run twice, more)
-        counted = dict(store.rows(f"SELECT {lens['LensRun']} AS run, count() FROM {check_table_name(table)} "
-                                  f"WHERE SpanName <> {loss_name} AND {run_cond.replace('LensRun', lens['LensRun'])}"
-                                  " GROUP BY run"))
         store.create(PROCESS_TOTALS, _process_totals(quoted, run_cond))
         flags = ", ".join(f"sum(flag{i})" for i in range(len(_FLAGS)))
         rows = store.rows(f"""
@@ -130,6 +125,11 @@ def rollup_report(source: Any, table: str, *, run: str | None = None, attempt: i
                    max(LastEndNs), {flags}
             FROM {PROCESS_TOTALS} GROUP BY LensRun ORDER BY min(FirstStartNs), LensRun""")
         held = {row[0]: row for row in rows}
+        # coverage: the rollup holds every span of the run exactly once (a view made after rows were
+        # inserted, and no backfill, holds fewer; a backfill run twice, more)
+        run_column = "LensRun" if "LensRun" in columns else lens["LensRun"]
+        counted = _span_counts(store, f"{check_table_name(table)} WHERE SpanName <> {loss_name} AND "
+                               f"{run_cond.replace('LensRun', run_column)}", run_column, list(held))
         uncovered = [(r, held[r][1] if r in held else 0, n) for r, n in sorted(counted.items())
                      if (held[r][1] if r in held else 0) != n]
         if run is None and len(counted) > 1:
@@ -154,9 +154,14 @@ def rollup_report(source: Any, table: str, *, run: str | None = None, attempt: i
                 return f"the rollup holds {why.format(n=int(n))} of run {run_id!r}: reading the spans"
 
         # loss records (a handful of rows) and each process's resource fields, as the span report reads them
-        cond = f"{lens['LensRun']} = {sql_text(run_id)}"
+        cond = f"{run_column} = {sql_text(run_id)}"
         this_run = f"LensRun = {sql_text(run_id)}"
-        store.create("span_processes", _processes(table, columns, cond))
+        # a process's resource fields from the rows at its first start, which the rollup holds (the loss
+        # records', for a process that wrote nothing else)
+        firsts = (f"SELECT fromUnixTimestamp64Nano(FirstStartNs), LensProcess FROM {PROCESS_TOTALS} WHERE {this_run}"
+                  f" UNION ALL SELECT Timestamp, {lens['LensProcess']} FROM {check_table_name(table)}"
+                  f" WHERE {cond} AND SpanName = {loss_name}")
+        store.create("span_processes", _processes(table, columns, cond, firsts))
         store.create("loss", _projection(table, columns, False, f"{cond} AND SpanName = {loss_name}", loss=True))
         # the span facts a row a process (no bad times: see _FLAGS), what the attempts and the unfinished
         # processes read (lens_process: whether Lens set it up)
@@ -202,6 +207,17 @@ def rollup_report(source: Any, table: str, *, run: str | None = None, attempt: i
             unfinished=unfinished,
             path=ReportPath("rollup", f"{rollup} covers all {int(spans):,} spans of run {run_id!r}",
                             not_computed=NOT_COMPUTED))
+
+
+def _span_counts(store: ClickHouseStore, rows: str, run: str, runs: list[str]) -> dict[str, int]:
+    """The spans of ``rows`` (``table WHERE ...``) per run (SQL ``run``), those of each of ``runs`` (the rollup's)
+    counted in one pass that compares the column with each: 0.06 s at 100M spans, where grouping by the run
+    takes 0.36 s. Grouped only when the rows hold spans of another run (whose name the message gives)."""
+    each = "".join(f", countIf({run} = {sql_text(r)})" for r in runs)
+    total, *counts = (int(n or 0) for n in store.rows(f"SELECT count(){each} FROM {rows}")[0])
+    if total == sum(counts):
+        return {r: n for r, n in zip(runs, counts) if n}
+    return {r: int(n) for r, n in store.rows(f"SELECT {run} AS run, count() FROM {rows} GROUP BY run")}
 
 
 def _loss_and_unfinished(store: ClickHouseStore) -> tuple[Any, Any]:

@@ -246,3 +246,52 @@ def test_an_older_rollup_table_two_launches_and_several_runs_are_said(tmp_path, 
                 for t in (0, 100)]
     path = otlp.write(tmp_path / "two.jsonl", *launches)
     assert "was launched 2 times" in _through_rollup([path])
+
+
+def test_a_process_that_wrote_only_loss_records_is_named_through_the_rollup(tmp_path, otlp):
+    """The rollup holds no loss records, so a process that wrote nothing else has no row there: its resource fields
+    (whether Lens set it up) come from its loss records' rows, and it is named unfinished as the files' report
+    names it. Failure this guards: the processes' fields read only at the rollup's first starts lost it."""
+    span, lens = otlp.span, {"telemetry_distro_name": "lens", "nemo_run_id": "job"}
+    final = otlp.span(3, "lens.telemetry.loss", 9, 9, trace="01" * 16, lens_spans_created=2, lens_spans_dropped=0)
+    final["attributes"] += otlp.attrs({"lens.telemetry.final": True})
+    done = otlp.request([span(1, "rl.grpo.step", 0, 10, iteration=1),
+                         span(2, "rl.vllm.generate", 1, 5, 1, bucket="productive", iteration=1), final],
+                        service_instance_id="job-rank0", nv_dl_rank=0, **lens)
+    quiet = otlp.request([otlp.span(4, "lens.telemetry.loss", 6, 6, trace="02" * 16, lens_spans_created=9,
+                                    lens_spans_dropped=9)], service_instance_id="job-rank1", nv_dl_rank=1, **lens)
+    path = otlp.write(tmp_path / "t.jsonl", done, quiet)
+    data = _cli(_chdb(tmp_path / "db", path))
+    assert data["path"]["name"] == "rollup", data["path"]
+    expected = _files_json(path)
+    assert [u["process"] for u in expected["telemetry_loss"]["unfinished"]] == ["job-rank1"], expected
+    assert figures(data, NOT_COMPUTED) == figures(expected, NOT_COMPUTED)
+
+
+def test_a_run_the_rollup_never_saw_is_named_and_read_from_the_spans(tmp_path):
+    """Run 'a' inserted before the rollup's view was made, run 'b' after: without --run the rollup names the run
+    it does not cover (counted apart, as the rollup's runs are counted by comparing the run column with
+    each), with --run b it reads the rollup, with --run a the spans."""
+    trace_synth.write_run(tmp_path / "a", 2, 3, run="a")
+    trace_synth.write_sync_run(tmp_path / "b", 3, 4, run="b")
+    db = tmp_path / "db"
+    db.mkdir()
+    source = ChdbSource(str(db))
+    try:
+        source.command(otel_traces_ddl("otel_traces"))
+        for statement in _statements(schema_sql("otel_traces", rollup=False)):
+            source.command(statement)
+        load_otlp_files(source, "otel_traces", [tmp_path / "a"], create=False)
+        for statement in _statements(schema_sql("otel_traces")):
+            source.command(statement)
+        load_otlp_files(source, "otel_traces", [tmp_path / "b"], create=False)
+        a_spans = source.rows("SELECT count() FROM otel_traces WHERE LensRun = 'a'")[0][0]
+        every = rollup_report(source, "otel_traces")
+    finally:
+        source.close()
+    assert every == f"the rollup covers 0 of {a_spans:,} spans of run 'a': reading the spans", every
+    b = _cli(db, "--run", "b")
+    assert b["path"]["name"] == "rollup", b["path"]
+    assert figures(b, NOT_COMPUTED) == figures(_files_json(tmp_path / "a", tmp_path / "b", run="b"), NOT_COMPUTED)
+    a = _cli(db, "--run", "a")
+    assert a["path"]["name"] == "spans" and "covers 0 of" in a["path"]["reason"], a["path"]
