@@ -12,7 +12,8 @@ import pytest
 pytest.importorskip("chdb")
 
 from lens_report import TraceStore, build_report  # noqa: E402
-from lens_report.clickhouse import ChdbSource, load_otlp_files, otel_traces_ddl, schema_sql  # noqa: E402
+from lens_report.clickhouse import ChdbSource, ClickHouseStore, load_otlp_files, otel_traces_ddl, schema_sql  # noqa: E402
+from lens_report.model import BUCKETS  # noqa: E402
 from lens_report.clickhouse_rollup import NOT_COMPUTED, rollup_report  # noqa: E402
 from lens_report.rollup import DEFAULT_TOP_N, RunChoiceError  # noqa: E402
 from report_helpers import figures, rollup_schema  # noqa: E402
@@ -295,3 +296,51 @@ def test_a_run_the_rollup_never_saw_is_named_and_read_from_the_spans(tmp_path):
     assert figures(b, NOT_COMPUTED) == figures(_files_json(tmp_path / "a", tmp_path / "b", run="b"), NOT_COMPUTED)
     a = _cli(db, "--run", "a")
     assert a["path"]["name"] == "spans" and "covers 0 of" in a["path"]["reason"], a["path"]
+
+
+@pytest.mark.parametrize("name, bucket, attributes, counted", [
+    ("my.leaf", "productive", {}, True),
+    ("my.leaf", "bogus", {}, False),  # no bucket of the four
+    ("my.leaf", "productive", {"lens_umbrella": True}, False),
+    ("my.leaf", "productive", {"lens_umbrella": "1"}, False),  # the exporter's map holds every value as text
+    ("my.leaf", "productive", {"lens_umbrella": False, "lens_group": "g"}, True),
+    ("rl.grpo.generation", "overhead", {}, False),  # the catalog's umbrella, no lens.group
+    ("rl.grpo.generation", "overhead", {"lens_umbrella": False}, True),  # said to be a leaf
+    ("rl.grpo.generation", "overhead", {"lens_umbrella": "yes"}, False),  # not a boolean: the catalog's
+    ("rl.grpo.generation", "overhead", {"lens_group": "gen"}, True),  # stamped without lens.umbrella: a leaf
+    ("rl.checkpoint.finalize", "overhead", {}, False),  # a name that never carries a bucket
+    ("my.leaf", "idle", {"rl_efficiency_category": "idle/validation"}, False),  # a category that never does
+    ("rl.idle.validation", "idle", {}, False),  # the catalog's category of its name
+    ("rl.idle.validation", "idle", {"rl_efficiency_category": "idle/other"}, True),  # its own category wins
+])
+def test_the_rollups_counted_leaves_are_the_span_reports_rule_by_rule(tmp_path, otlp, name, bucket, attributes,
+                                                                      counted):
+    """Each rule of the rollup's ``Counted`` (the schema helper's SQL, kept at insert time) against the span
+    report's over the same table (its own SQL over the spans): a leaf the span report counts is counted through
+    the rollup with the same figures; one it leaves out makes the rollup say so, and the span report flags it.
+    The two are written apart, so a rule changed in one alone fails here."""
+    span = otlp.span
+    spans = [span(1, "rl.grpo.job", 0, 20), span(2, "rl.grpo.step", 1, 9, 1, iteration=1),
+             span(3, "rl.vllm.generate", 1, 4, 2, bucket="productive", iteration=1),
+             span(4, name, 5, 8, 2, bucket=bucket, iteration=1, **attributes)]
+    path = otlp.write(tmp_path / "t.jsonl", otlp.request(spans, service_name="trainer", nv_dl_rank=0,
+                                                         service_instance_id="r-rank0", nemo_run_id="r"))
+    source = ChdbSource()
+    try:
+        rollup_schema(source)
+        load_otlp_files(source, "otel_traces", [path], create=False)
+        report = rollup_report(source, "otel_traces")
+        with ClickHouseStore(source, "otel_traces") as store:
+            store.load_table()
+            expected = build_report(store).to_json(top=DEFAULT_TOP_N)
+    finally:
+        source.close()
+    leaf = expected["steps"][0]["buckets_s"][bucket] if bucket in BUCKETS else 0.0
+    if not counted:
+        assert report == ("the rollup holds 1 bucketed spans the report flags and does not count (violations) of "
+                          "run 'r': reading the spans"), report
+        assert expected["violation_count"] > 0 and leaf == 3.0 * (bucket == "productive"), expected["steps"]
+        return
+    assert not isinstance(report, str), report
+    assert leaf == 3.0 + 3.0 * (bucket == "productive"), expected["steps"]
+    assert figures(report.to_json(top=DEFAULT_TOP_N), NOT_COMPUTED) == figures(expected, NOT_COMPUTED)
