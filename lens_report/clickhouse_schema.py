@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Any
 
 from lens_core import semconv
@@ -128,14 +129,28 @@ ROLLUP_SUFFIX = "_lens_steps"
 _BUCKETS = ("productive", "overhead", "idle", "wasted")
 
 
-def _catalog_sql() -> tuple[str, str]:
-    """(ClickHouse SQL: whether a row of the span table is a leaf the report counts, a short hash of what that
-    depends on: the RL catalog's names and category rules, the default step pattern and this module's rules).
+def _texts(values: Any, indent: int) -> str:
+    """ClickHouse SQL: an array of the texts ``values``, wrapped at ~110 characters, its lines after the first
+    indented by ``indent`` spaces."""
+    lines = [""]
+    for text in (sql_text(v) for v in values):
+        if lines[-1] and indent + len(lines[-1]) + len(text) > 108:
+            lines[-1] += ","
+            lines.append("")
+        lines[-1] += (", " if lines[-1] else "") + text
+    return "[" + f"\n{' ' * (indent + 1)}".join(lines) + "]"
 
-    The report's rules (:func:`lens_report.rollup._classify`): a counted leaf is well timed, carries ``rl.bucket``
-    of :data:`_BUCKETS`, is no umbrella (``lens.umbrella``; without ``lens.group`` the catalog's umbrella names),
-    and neither its name (the catalog's never-bucketed names) nor its category (``rl.efficiency.category``, else
-    the catalog's for its name) is one that must carry no bucket or is timer-only.
+
+def _catalog_sql() -> tuple[tuple[tuple[str, str, str], ...], str]:
+    """(the fields the rollup's view computes a row of the span table: (name, ClickHouse SQL, what it holds),
+    in order, each free to read those before it; a short hash of what ``Counted`` depends on: the RL catalog's
+    names and category rules, the default step pattern and this module's rules).
+
+    ``Counted`` is the report's rule (:func:`lens_report.rollup._classify`), written apart over the maps: a
+    counted leaf is well timed, carries ``rl.bucket`` of :data:`_BUCKETS`, is no umbrella (``lens.umbrella``;
+    without ``lens.group`` the catalog's umbrella names), and neither its name (the catalog's never-bucketed
+    names) nor its category (``rl.efficiency.category``, else the catalog's for its name) is one that must
+    carry no bucket or is timer-only. A test holds the two to the same answer rule by rule.
     """
     import hashlib
 
@@ -148,32 +163,40 @@ def _catalog_sql() -> tuple[str, str]:
     flagged_categories = sorted(category for category, _rule in categories)
     digest = hashlib.sha256(repr((names, categories, DEFAULT_STEP_PATTERN, _BUCKETS)).encode()).hexdigest()[:10]
 
-    def texts(values: Any) -> str:
-        return "[" + ", ".join(sql_text(v) for v in values) + "]"
-
-    grp = _map_lookup("SpanAttributes", semconv.LENS_GROUP)
-    umbrella = CLICKHOUSE.to_bool(_map_lookup("SpanAttributes", semconv.LENS_UMBRELLA))
-    category = (f"if(mapContains(SpanAttributes, {sql_text(semconv.RL_EFFICIENCY_CATEGORY)}), "
-                f"SpanAttributes[{sql_text(semconv.RL_EFFICIENCY_CATEGORY)}], "
-                f"transform(CAST(SpanName AS String), {texts(n for n, _ in named_categories)}, "
-                f"{texts(c for _, c in named_categories)}, ''))")
-    counted = (f"coalesce(WellTimed AND has({texts(_BUCKETS)}, LensBucket) "
-               f"AND NOT coalesce({umbrella}, {grp} IS NULL AND has({texts(umbrellas)}, CAST(SpanName AS String))) "
-               f"AND NOT has({texts(never)}, CAST(SpanName AS String)) "
-               f"AND NOT has({texts(flagged_categories)}, {category}), false)")
-    return counted, digest
-
-
-def _well_timed_sql() -> str:
-    """ClickHouse SQL: the row has both times and ends no earlier than it starts (the store's start_ns and end_ns:
-    a zero Timestamp is a missing start, a Duration past 2^63 an end before the start)."""
-    return "(toUnixTimestamp64Nano(Timestamp) <> 0 AND reinterpretAsInt64(Duration) >= 0)"
-
-
-def _device_timed_sql() -> str:
-    """ClickHouse SQL: the row carries a device start time the report reads (digits), as the store reads it."""
-    text = _map_lookup("SpanAttributes", semconv.LENS_DEVICE_START_TIME)
-    return f"coalesce({CLICKHOUSE.full_match(text, '[0-9]{1,19}')} AND {CLICKHOUSE.to_int(text)} IS NOT NULL, false)"
+    at = 13  # the inner query's indent in rollup_sql
+    attr = "SpanAttributes[{}]".format
+    umbrella, category = sql_text(semconv.LENS_UMBRELLA), sql_text(semconv.RL_EFFICIENCY_CATEGORY)
+    device = attr(sql_text(semconv.LENS_DEVICE_START_TIME))
+    fields = (
+        ("StartNs", "toUnixTimestamp64Nano(Timestamp)", ""),
+        ("EndNs", "StartNs + reinterpretAsInt64(Duration)", ""),
+        ("WellTimed", "(StartNs <> 0 AND reinterpretAsInt64(Duration) >= 0)",
+         "both times, and an end no earlier than the start (a Duration past 2^63 is an end before it)"),
+        ("NameText", "CAST(SpanName AS String)", ""),
+        ("UmbrellaFlag", f"multiIf(lower({attr(umbrella)}) IN ('true', '1'), true,\n{' ' * (at + 8)}"
+                         f"lower({attr(umbrella)}) IN ('false', '0'), false, NULL)",
+         f"{semconv.LENS_UMBRELLA} as a boolean, NULL when absent or not one"),
+        ("EfficiencyCategory",
+         f"if(mapContains(SpanAttributes, {category}), {attr(category)},\n{' ' * (at + 3)}transform(NameText,\n"
+         f"{' ' * (at + 13)}{_texts((n for n, _ in named_categories), at + 13)},\n"
+         f"{' ' * (at + 13)}{_texts((c for _, c in named_categories), at + 13)}, ''))",
+         f"{semconv.RL_EFFICIENCY_CATEGORY}, else the RL catalog's category of the span's name"),
+        ("Counted",
+         f"coalesce(WellTimed\n{' ' * (at + 9)}AND has({_texts(_BUCKETS, at + 17)}, LensBucket)\n"
+         f"{' ' * (at + 9)}AND NOT coalesce(UmbrellaFlag,\n{' ' * (at + 26)}NOT mapContains(SpanAttributes, "
+         f"{sql_text(semconv.LENS_GROUP)})\n{' ' * (at + 26)}AND has({_texts(umbrellas, at + 34)}, NameText))\n"
+         f"{' ' * (at + 9)}AND NOT has({_texts(never, at + 21)}, NameText)\n"
+         f"{' ' * (at + 9)}AND NOT has({_texts(flagged_categories, at + 21)}, EfficiencyCategory), false)",
+         "a leaf the report counts: well timed, a bucket of the four, no umbrella (lens.umbrella, else without "
+         "lens.group the RL catalog's umbrella names), no name or category that never carries a bucket"),
+        ("DeviceTimed", f"coalesce(match({device}, '^[0-9]{{1,19}}$')\n{' ' * (at + 9)}"
+                        f"AND toInt64OrNull({device}) IS NOT NULL, false)",
+         f"{semconv.LENS_DEVICE_START_TIME} holds an int64: the span has device times"),
+        ("IsStep", f"WellTimed AND LensStep IS NOT NULL AND LensBucket IS NULL\n{' ' * (at + 4)}"
+                   f"AND match(SpanName, {sql_text(DEFAULT_STEP_PATTERN)})",
+         f"the step span: its name matches {DEFAULT_STEP_PATTERN}, with rl.iteration, no bucket, well timed"),
+    )
+    return fields, digest
 
 
 ROLLUP_VERSION = "2"
@@ -255,19 +278,16 @@ def rollup_sql(table: str = "otel_traces") -> tuple[str, str, str]:
               "ORDER BY (LensRun, LensStep, LensRank, LensProcess)\nSETTINGS allow_nullable_key = 1\n"
               "COMMENT " + sql_text(f"{rollup_version()}: per (run, process, rank, step) sums of the spans of "
                                     f"{table}"))
-    counted, _digest = _catalog_sql()
+    fields, _digest = _catalog_sql()
     # every aggregate reads fields the inner query computes once a row; sum(if(...)) rather than sumIf: a
     # session with aggregate_functions_null_for_empty (the report's) would make an empty sumIf NULL
     picked = ",\n       ".join(expr if expr == column else f"{expr} AS {column}"
                                 for column, _, expr, _ in _ROLLUP_COLUMNS)
+    computed = ",\n".join("".join(f"             -- {line}\n" for line in textwrap.wrap(note, 96))
+                          + f"             {sql} AS {name}" for name, sql, note in fields)
     select = (f"SELECT {picked}\n"
               f"FROM (SELECT LensRun, LensProcess, LensRank, LensStep, LensBucket, TraceId, SpanId, SpanName, Duration,\n"
-              f"             toUnixTimestamp64Nano(Timestamp) AS StartNs, StartNs + reinterpretAsInt64(Duration) AS EndNs,\n"
-              f"             {_well_timed_sql()} AS WellTimed,\n"
-              f"             {counted} AS Counted,\n"
-              f"             {_device_timed_sql()} AS DeviceTimed,\n"
-              f"             WellTimed AND LensStep IS NOT NULL AND LensBucket IS NULL\n"
-              f"                 AND match(SpanName, {sql_text(DEFAULT_STEP_PATTERN)}) AS IsStep\n"
+              f"{computed}\n"
               f"      FROM {name} WHERE SpanName <> {sql_text(semconv.LENS_LOSS_SPAN_NAME)})\n"
               "GROUP BY LensRun, LensProcess, LensRank, LensStep")
     return (create, f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view} TO {target} AS\n{select}",

@@ -317,6 +317,14 @@ def test_the_schema_helper_prints_map_reads_a_clickhouse_user_reads_and_says_wha
         assert lines[at - 1].startswith(f"-- {column}: "), lines[at - 1]
     before_rollup = lines[next(i for i, line in enumerate(lines) if line.startswith("CREATE TABLE")) - 1]
     assert before_rollup.startswith("--"), before_rollup
+    # the rollup view's rules a line each, each field said: its counted-leaf rule was one line of 2,207 characters
+    view = lines[next(i for i, line in enumerate(lines) if line.startswith("CREATE MATERIALIZED VIEW")):]
+    view = view[:next(i for i, line in enumerate(view) if line.startswith("GROUP BY")) + 1]
+    assert max(len(line) for line in view) <= 130, max(view, key=len)
+    for field in ("WellTimed", "UmbrellaFlag", "EfficiencyCategory", "Counted", "DeviceTimed", "IsStep"):
+        at = next(i for i, line in enumerate(view) if line.rstrip(",").endswith(f" AS {field}"))
+        start = max(i for i in range(at + 1) if len(view[i]) - len(view[i].lstrip()) == 13)  # the inner fields'
+        assert view[start - 1].lstrip().startswith("-- "), (field, view[start - 1])
 
 
 def test_the_clickhouse_store_is_a_store_of_its_own_not_the_duckdb_stores_subclass():
