@@ -141,6 +141,59 @@ def _texts(values: Any, indent: int) -> str:
     return "[" + f"\n{' ' * (indent + 1)}".join(lines) + "]"
 
 
+def _top_level(sql: str, separators: tuple[str, ...]) -> list[str]:
+    """``sql`` cut at each of ``separators`` found outside quotes, parentheses and brackets: a comma ends the
+    part before it, any other separator (``" OR "``) begins the part after it. Only layout is decided by it:
+    whitespace put between the parts changes no expression."""
+    parts, depth, quoted, start, i = [], 0, False, 0, 0
+    while i < len(sql):
+        char = sql[i]
+        cut = None if quoted or depth else next((sep for sep in separators if sql.startswith(sep, i)), None)
+        if cut is not None:
+            end = i + 1 if cut == "," else i
+            parts.append(sql[start:end].strip())
+            start, i = end, i + len(cut)
+            continue
+        if quoted:
+            if char == "\\":
+                i += 1
+            elif char == "'":
+                quoted = False
+        elif char == "'":
+            quoted = True
+        elif char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        i += 1
+    return [*parts, sql[start:].strip()]
+
+
+def _readable(sql: str, indent: int, width: int = 110) -> str:
+    """``sql`` (one expression) laid out for reading: as it is when it fits in ``width`` from ``indent``, else a
+    function's arguments a line each, a ``CASE``'s ``WHEN``/``THEN``/``ELSE`` a line each, recursively."""
+    if indent + len(sql) <= width:
+        return sql
+    pad = " " * (indent + 4)
+    call = re.fullmatch(r"(\w+)\((.*)\)", sql, re.S)
+    if call and len(_top_level(call.group(2), (")",))) == 1:  # no ')' closes the call early: not f(a) + g(b)
+        args = _top_level(call.group(2), (",",))
+        if len(args) > 1:
+            lines = [pad + _readable(arg.rstrip(","), indent + 4, width) for arg in args]
+            return f"{call.group(1)}(\n" + ",\n".join(lines) + ")"
+    if sql.startswith("CASE ") and sql.endswith(" END"):
+        parts = [part.split(" ", 1) for part in _top_level(sql[5:-4], (" WHEN ", " THEN ", " ELSE "))]
+        return "CASE " + f"\n{pad}".join(f"{word} {_readable(rest, indent + 5 + len(word), width)}"
+                                          for word, rest in parts) + " END"
+    for word in (" OR ", " AND "):
+        terms = _top_level(sql, (word,))
+        if len(terms) > 1:
+            first, *rest = (term.removeprefix(word.strip()).strip() for term in terms)
+            return _readable(first, indent, width) + "".join(
+                f"\n{' ' * indent}{word.strip()} {_readable(term, indent + len(word) - 1, width)}" for term in rest)
+    return sql
+
+
 def _catalog_sql() -> tuple[tuple[tuple[str, str, str], ...], str]:
     """(the fields the rollup's view computes a row of the span table: (name, ClickHouse SQL, what it holds),
     in order, each free to read those before it; a short hash of what ``Counted`` depends on: the RL catalog's
@@ -308,7 +361,8 @@ def schema_sql(table: str = "otel_traces", *, rollup: bool = True, backfill: boo
              "-- looking keys up in the attribute maps of every span (the report reads the maps when they are absent)"]
     for column, (kind, expr) in _materialized(_map_lookup).items():
         lines.append(f"-- {column}: {_COLUMN_NOTES[column]}")
-        lines.append(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind} MATERIALIZED {expr};")
+        lines.append(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind} MATERIALIZED\n"
+                     f"    {_readable(expr, 4)};")
     if not backfill:
         lines += ["-- rows inserted before: lens clickhouse-schema --backfill prints the statements that fill them"]
     if rollup:

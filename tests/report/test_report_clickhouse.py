@@ -317,6 +317,17 @@ def test_the_schema_helper_prints_map_reads_a_clickhouse_user_reads_and_says_wha
         assert lines[at - 1].startswith(f"-- {column}: "), lines[at - 1]
     before_rollup = lines[next(i for i, line in enumerate(lines) if line.startswith("CREATE TABLE")) - 1]
     assert before_rollup.startswith("--"), before_rollup
+    # each column's expression laid out by its arguments (LensProcess's was one line of 790 characters), and
+    # only laid out: without whitespace it is the expression the schema helper computes
+    from lens_report.clickhouse_schema import _map_lookup, _materialized
+
+    expressions = {column: expr for column, (_kind, expr) in _materialized(_map_lookup).items()}
+    for column in LENS_COLUMNS:
+        at = next(i for i, line in enumerate(lines) if f"ADD COLUMN IF NOT EXISTS {column} " in line)
+        statement = lines[at:next(i for i in range(at, len(lines)) if lines[i].endswith(";")) + 1]
+        assert max(len(line) for line in statement) <= 130, (column, max(statement, key=len))
+        printed = "\n".join(statement).split(" MATERIALIZED", 1)[1].rstrip(";")
+        assert "".join(printed.split()) == "".join(expressions[column].split()), column
     # the rollup view's rules a line each, each field said: its counted-leaf rule was one line of 2,207 characters
     view = lines[next(i for i, line in enumerate(lines) if line.startswith("CREATE MATERIALIZED VIEW")):]
     view = view[:next(i for i, line in enumerate(view) if line.startswith("GROUP BY")) + 1]
