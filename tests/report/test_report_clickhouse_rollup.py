@@ -57,6 +57,24 @@ def _chdb(db, *paths):
     return db
 
 
+def _view_made_between(db, before, after):
+    """The chdb database ``db`` whose otel_traces took the spans of ``before`` with the schema helper's columns
+    only, then the rollup's view, then the spans of ``after``: a rollup that missed the first rows."""
+    db.mkdir()
+    source = ChdbSource(str(db))
+    try:
+        source.command(otel_traces_ddl("otel_traces"))
+        for statement in _statements(schema_sql("otel_traces", rollup=False)):
+            source.command(statement)
+        load_otlp_files(source, "otel_traces", list(before), create=False)
+        for statement in _statements(schema_sql("otel_traces")):
+            source.command(statement)
+        load_otlp_files(source, "otel_traces", list(after), create=False)
+    finally:
+        source.close()
+    return db
+
+
 def _through_rollup(paths, **options):
     """(the report through the rollup, or the reason it read the spans) of ``paths`` in a fresh otel_traces."""
     source = ChdbSource()
@@ -135,19 +153,7 @@ def test_a_run_half_covered_by_the_rollup_reads_the_spans_and_says_why_until_bac
     backfill run twice counts rows twice, and the report reads the spans again."""
     trace_synth.write_sync_run(tmp_path / "files", 8, 10, slow={3: (1.25, 1)}, ranks_per_file=1)
     files = sorted((tmp_path / "files" / "sync").glob("*.jsonl"))
-    db = tmp_path / "db"
-    db.mkdir()
-    source = ChdbSource(str(db))
-    try:
-        source.command(otel_traces_ddl("otel_traces"))
-        for statement in _statements(schema_sql("otel_traces", rollup=False)):
-            source.command(statement)
-        load_otlp_files(source, "otel_traces", files[:4], create=False)
-        for statement in _statements(schema_sql("otel_traces")):
-            source.command(statement)
-        load_otlp_files(source, "otel_traces", files[4:], create=False)
-    finally:
-        source.close()
+    db = _view_made_between(tmp_path / "db", files[:4], files[4:])
     expected = _files_json(tmp_path / "files")
     half = _cli(db)
     assert half["path"]["name"] == "spans"
@@ -275,17 +281,9 @@ def test_a_run_the_rollup_never_saw_is_named_and_read_from_the_spans(tmp_path):
     each), with --run b it reads the rollup, with --run a the spans."""
     trace_synth.write_run(tmp_path / "a", 2, 3, run="a")
     trace_synth.write_sync_run(tmp_path / "b", 3, 4, run="b")
-    db = tmp_path / "db"
-    db.mkdir()
+    db = _view_made_between(tmp_path / "db", [tmp_path / "a"], [tmp_path / "b"])
     source = ChdbSource(str(db))
     try:
-        source.command(otel_traces_ddl("otel_traces"))
-        for statement in _statements(schema_sql("otel_traces", rollup=False)):
-            source.command(statement)
-        load_otlp_files(source, "otel_traces", [tmp_path / "a"], create=False)
-        for statement in _statements(schema_sql("otel_traces")):
-            source.command(statement)
-        load_otlp_files(source, "otel_traces", [tmp_path / "b"], create=False)
         a_spans = source.rows("SELECT count() FROM otel_traces WHERE LensRun = 'a'")[0][0]
         every = rollup_report(source, "otel_traces")
     finally:
