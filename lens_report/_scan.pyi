@@ -1,10 +1,13 @@
-"""Type stubs for the report's compiled reader (lens_report._scan); without it the SQL reader reads every file."""
+"""Type stubs for the report's compiled reader (lens_report._scan); without it the SQL reader reads every file.
 
-from typing import Iterable, Tuple, Union
+It also writes the JSON report's (rank, step) rows (``seconds_rows``); without it ``json.dumps`` does."""
+
+from typing import Any, Iterable, List, Optional, Tuple, Union
 
 from typing_extensions import final
 
-__all__ = ["ArrowSink", "ArrowBatch", "SpanScanner", "MORE", "DONE", "FALLBACK", "SPAN_COLUMNS", "RESOURCE_COLUMNS"]
+__all__ = ["ArrowSink", "ArrowBatch", "SpanScanner", "MORE", "DONE", "FALLBACK", "SPAN_COLUMNS", "RESOURCE_COLUMNS",
+           "seconds_rows"]
 
 MORE: int
 DONE: int
@@ -47,3 +50,6 @@ class SpanScanner:
                  span_fields: Iterable[Tuple[str, int]], resource_fields: Iterable[Tuple[str, int]]) -> None: ...
     def read(self, sink: ArrowSink, max_spans: int) -> int: ...
     def close(self) -> None: ...
+
+def seconds_rows(iterations: Any, ranks: Any, labels: List[bytes], wall: Any, productive: Any, overhead: Any,
+                 idle: Any, wasted: Any, busy: Any, start: int, stop: int, keep: Optional[bytes] = ...) -> bytes: ...

