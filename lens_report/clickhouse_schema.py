@@ -23,7 +23,8 @@ __all__ = [
 ]
 
 LENS_COLUMNS = {"LensRun": "run", "LensRank": "rank", "LensStep": "step", "LensBucket": "bucket",
-                "LensProcess": "process"}
+                "LensProcess": "process", "LensGroup": "group", "LensUmbrella": "umbrella",
+                "LensCategory": "category", "LensDeviceStart": "device start", "LensDeviceEnd": "device end"}
 """Materialized columns ``lens clickhouse-schema`` adds to the table, and what each holds."""
 
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
@@ -104,6 +105,13 @@ _COLUMN_NOTES = {
     "LensBucket": f"the goodput bucket of a leaf span: span attribute {BUCKET_ATTR} (productive, overhead, idle, "
                   "wasted), else NULL",
     "LensProcess": f"the process: {semconv.SERVICE_INSTANCE_ID}, else 'pid P@HOST', else the service name",
+    "LensGroup": f"the span group: span attribute {semconv.LENS_GROUP}, else NULL",
+    "LensUmbrella": f"span attribute {semconv.LENS_UMBRELLA} as a boolean ('true'/'1', 'false'/'0'), else NULL",
+    "LensCategory": f"the efficiency category: span attribute {semconv.RL_EFFICIENCY_CATEGORY}, else NULL",
+    "LensDeviceStart": f"the device clock's start (ns): span attribute {semconv.LENS_DEVICE_START_TIME} when it "
+                       "is a number, else NULL",
+    "LensDeviceEnd": f"the device clock's end (ns): span attribute {semconv.LENS_DEVICE_END_TIME} when it is a "
+                     "number, else NULL",
 }
 """What each materialized column holds, printed above its DDL by ``lens clickhouse-schema``."""
 
@@ -120,7 +128,20 @@ def _materialized(lookup: Any = CLICKHOUSE.map_value) -> dict[str, tuple[str, st
         # the process label (instance id, else pid@host, else service): its other resource fields are
         # read once per process, not once per span
         "LensProcess": ("LowCardinality(String)", res.process()),
+        # what every classifying pass reads of each span: without these the report reads the whole attribute
+        # map once a pass (0.5 s of each pass at 10M spans)
+        "LensGroup": ("LowCardinality(Nullable(String))", lookup("SpanAttributes", semconv.LENS_GROUP)),
+        "LensUmbrella": ("Nullable(Bool)", CLICKHOUSE.to_bool(lookup("SpanAttributes", semconv.LENS_UMBRELLA))),
+        "LensCategory": ("LowCardinality(Nullable(String))", lookup("SpanAttributes", semconv.RL_EFFICIENCY_CATEGORY)),
+        "LensDeviceStart": ("Nullable(Int64)", _device_time(lookup("SpanAttributes", semconv.LENS_DEVICE_START_TIME))),
+        "LensDeviceEnd": ("Nullable(Int64)", _device_time(lookup("SpanAttributes", semconv.LENS_DEVICE_END_TIME))),
     }
+
+
+def _device_time(text: str) -> str:
+    """ClickHouse SQL: a device time attribute's ``text`` (a string of digits) as nanoseconds, NULL when absent or
+    not a time (the file reader's rule)."""
+    return f"if({CLICKHOUSE.full_match(text, '[0-9]{1,19}')}, {CLICKHOUSE.to_int(text)}, NULL)"
 
 
 ROLLUP_SUFFIX = "_lens_steps"
@@ -178,9 +199,8 @@ def _readable(sql: str, indent: int, width: int = 110) -> str:
     call = re.fullmatch(r"(\w+)\((.*)\)", sql, re.S)
     if call and len(_top_level(call.group(2), (")",))) == 1:  # no ')' closes the call early: not f(a) + g(b)
         args = _top_level(call.group(2), (",",))
-        if len(args) > 1:
-            lines = [pad + _readable(arg.rstrip(","), indent + 4, width) for arg in args]
-            return f"{call.group(1)}(\n" + ",\n".join(lines) + ")"
+        lines = [pad + _readable(arg.rstrip(","), indent + 4, width) for arg in args]
+        return f"{call.group(1)}(\n" + ",\n".join(lines) + ")"
     if sql.startswith("CASE ") and sql.endswith(" END"):
         parts = [part.split(" ", 1) for part in _top_level(sql[5:-4], (" WHEN ", " THEN ", " ELSE "))]
         return "CASE " + f"\n{pad}".join(f"{word} {_readable(rest, indent + 5 + len(word), width)}"
@@ -348,7 +368,8 @@ def rollup_sql(table: str = "otel_traces") -> tuple[str, str, str]:
 
 
 def schema_sql(table: str = "otel_traces", *, rollup: bool = True, backfill: bool = False) -> str:
-    """What ``lens clickhouse-schema`` prints: materialized columns for run id, rank, step, bucket and process,
+    """What ``lens clickhouse-schema`` prints: materialized columns for run id, rank, step, bucket, process and the
+    attributes the report's rules read (group, umbrella, category, device times),
     and (``rollup``) a per-(run, process, rank, step) rollup table kept by a materialized view at insert
     time (:func:`rollup_sql`); with ``backfill`` also the statements that fill the columns and the rollup
     for the rows already in the table.
@@ -381,8 +402,8 @@ def schema_sql(table: str = "otel_traces", *, rollup: bool = True, backfill: boo
         lines += [
             "-- lens --backfill: the rows already in the table. First the columns (a background mutation:",
             "-- SELECT * FROM system.mutations WHERE NOT is_done shows it at work) ...",
-            f"ALTER TABLE {name} MATERIALIZE COLUMN LensRun, MATERIALIZE COLUMN LensRank, MATERIALIZE COLUMN LensStep, "
-            "MATERIALIZE COLUMN LensBucket, MATERIALIZE COLUMN LensProcess SETTINGS mutations_sync = 1;",
+            f"ALTER TABLE {name}\n" + ",\n".join(f"    MATERIALIZE COLUMN {column}" for column in _materialized())
+            + "\nSETTINGS mutations_sync = 1;",
         ]
         if rollup:
             lines += [

@@ -77,7 +77,7 @@ def test_the_schema_helpers_columns_are_used_and_give_the_same_report_as_the_map
             from_maps = build_report(store).to_json()
         with ClickHouseStore(source, "otel.otel_traces") as store:
             store.load_table()
-            assert store.columns_used == ("LensBucket", "LensProcess", "LensRank", "LensRun", "LensStep")
+            assert store.columns_used == tuple(sorted(LENS_COLUMNS))
             from_columns = build_report(store).to_json()
         for run, expected in (("ddp", from_columns["spans"]), ("other", 0)):  # --run filters where the spans live
             with ClickHouseStore(source, "otel.otel_traces", run=run) as store:
@@ -151,6 +151,70 @@ def test_an_attribute_set_to_the_empty_string_is_not_an_absent_one(tmp_path, otl
         source.close()
     assert files.rule_counts.get("unknown-bucket") == 1
     assert comparable(table.to_json()) == comparable(files.to_json())
+
+
+@pytest.mark.engines
+def test_the_attribute_columns_read_as_the_maps_on_every_value_the_rules_tell_apart(tmp_path, otlp):
+    """The rules' attributes materialized (LensGroup, LensUmbrella, LensCategory, LensDeviceStart/End) give the
+    report the maps give, on the values the rules tell apart: lens.umbrella 'true', '1', 'TRUE', 'false', 'yes'
+    and absent, a category that disagrees with the bucket, an evaluate group, device times that are digits, signed
+    ('+N': a number to toInt64OrNull, not to the rule), and half given. And they are read instead of the map: the spans' SQL names none of those keys."""
+    from lens_report.clickhouse import _lens_columns, _projection, otel_traces_ddl
+
+    span = otlp.span
+    device = {"lens.device.start_time_unix_nano": str(otlp.T0 + 1 * otlp.S),
+              "lens.device.end_time_unix_nano": str(otlp.T0 + 2 * otlp.S)}
+    spans = [span(1, "rl.grpo.step", 0, 10, iteration=1),
+             span(2, "rl.grpo.policy_training", 0, 3, 1, bucket="productive", iteration=1),
+             span(3, "work.a", 3, 4, 1, bucket="overhead", iteration=1, lens_umbrella="1"),
+             span(4, "work.b", 4, 5, 1, bucket="overhead", iteration=1, lens_umbrella="TRUE"),
+             span(5, "work.c", 5, 6, 1, bucket="idle", iteration=1, lens_umbrella="yes"),
+             span(6, "work.d", 6, 7, 1, bucket="idle", iteration=1, lens_umbrella="false"),
+             span(7, "work.e", 7, 8, 1, bucket="productive", iteration=1, rl_efficiency_category="overhead/x"),
+             span(8, "work.f", 8, 9, 1, bucket="wasted", iteration=1, lens_group="evaluate"),
+             span(9, "work.g", 9, 10, 1, bucket="productive", iteration=1, lens_umbrella=True)]
+    timed = [span(20 + i, f"gpu.{i}", 1, 2, 1, bucket="productive", iteration=1) for i in range(3)]
+    timed[0]["attributes"] += otlp.attrs(device)
+    timed[1]["attributes"] += otlp.attrs({**device, "lens.device.start_time_unix_nano": "+" + device["lens.device.start_time_unix_nano"]})
+    timed[2]["attributes"] += otlp.attrs({"lens.device.end_time_unix_nano": device["lens.device.end_time_unix_nano"]})
+    for with_device in (False, True):
+        path = otlp.write(tmp_path / f"t{with_device}.jsonl",
+                          otlp.request(spans + (timed if with_device else []), service_name="trainer"))
+        source = ChdbSource()
+        try:
+            load_otlp_files(source, "maps", [path])
+            source.command(otel_traces_ddl("with_columns"))
+            for statement in _statements(schema_sql("with_columns", rollup=False)):
+                source.command(statement)
+            load_otlp_files(source, "with_columns", [path], create=False)
+            reports = {}
+            for table in ("maps", "with_columns"):
+                with ClickHouseStore(source, table) as store:
+                    store.load_table()
+                    reports[table] = build_report(store).to_json()
+                    columns = store.table_columns()
+                    # the passes over every span join nothing (a join made ClickHouse compute every column)
+                    assert "JOIN" not in store.whole_relation()
+            assert set(LENS_COLUMNS) <= columns
+            sql = _projection("with_columns", columns, False, "true")
+            assert not [key for key in ("lens.group", "lens.umbrella", "rl.efficiency.category", "lens.device")
+                        if key in sql]
+            assert "lens.umbrella" in _projection("maps", {c for c in columns if c not in LENS_COLUMNS}, False, "true")
+            assert _lens_columns(columns)["LensUmbrella"].startswith("CAST(LensUmbrella")
+        finally:
+            source.close()
+        maps, with_columns = reports["maps"], reports["with_columns"]
+        assert comparable(with_columns) == comparable(maps)
+        # the known answers (the maps' reading is the columns' fallback, so both share an expression's mistake):
+        # umbrellas '1', 'TRUE' and true are bucketed umbrellas ('yes' and 'false' leave a leaf), the category
+        # disagrees once, the evaluate group once; one leaf has both device times as numbers
+        for report in (maps, with_columns):
+            assert {str(rule): n for rule, n in report["violations_by_rule"].items()} == {
+                "bucketed-umbrella": 3, "efficiency-bucket": 1, "umbrella-group-bucket": 1}
+            assert report["steps"][0]["buckets_s"] == {"productive": 7.0 if with_device else 4.0, "overhead": 0.0,
+                                                       "idle": 2.0, "wasted": 1.0}
+            clock = report.get("device_clock") or {}
+            assert clock.get("device_timed_leaves", 0) == (1 if with_device else 0), clock
 
 
 def test_table_names_are_checked_before_they_reach_sql():
