@@ -175,8 +175,15 @@ def _span_select(attr: Callable[[str, str], str], span: SpanFields, *, problem: 
     the attributes, events and links. ``columns``: the columns it selects, in their order (every
     column of :data:`SPAN_COLUMNS` by default).
     """
+    def flag(key: str) -> str:
+        # a boolean attribute as the ClickHouse store reads it (Dialect.to_bool): the Collector's exporter writes
+        # every value as text, so otel_traces holds true and 'true' (and 1, '1') alike, and files read them so
+        text = f"lower(coalesce({attr(key, 'stringValue')}, CAST({attr(key, 'intValue')} AS VARCHAR)))"
+        return (f"coalesce(TRY_CAST({attr(key, 'boolValue')} AS BOOLEAN), CASE WHEN {text} IN ('true', '1') THEN true"
+                f" WHEN {text} IN ('false', '0') THEN false END)")
+
     # the counters, then 1 when the record is the one written at shutdown
-    final = f"coalesce(TRY_CAST({attr(semconv.LENS_TELEMETRY_FINAL, 'boolValue')} AS BOOLEAN), false)::BIGINT"
+    final = f"coalesce({flag(semconv.LENS_TELEMETRY_FINAL)}, false)::BIGINT"
     loss = "[" + ", ".join([*(f"TRY_CAST({attr(key, 'intValue')} AS BIGINT)" for key in LOSS_COUNTERS), final]) + "]"
     iteration = attr(ITERATION_ATTR, "intValue")
     sql = {
@@ -186,13 +193,13 @@ def _span_select(attr: Callable[[str, str], str], span: SpanFields, *, problem: 
         "start_text": start_text, "end_text": end_text, "error": span.error(),
         "bucket": attr(BUCKET_ATTR, "stringValue"), "iteration": span.iteration(iteration),
         "grp": attr(semconv.LENS_GROUP, "stringValue"),
-        "umbrella": f"TRY_CAST({attr(semconv.LENS_UMBRELLA, 'boolValue')} AS BOOLEAN)",
+        "umbrella": flag(semconv.LENS_UMBRELLA),
         "category": attr(semconv.RL_EFFICIENCY_CATEGORY, "stringValue"),
         "dev_start": _device_time(attr, semconv.LENS_DEVICE_START_TIME),
         "dev_end": _device_time(attr, semconv.LENS_DEVICE_END_TIME),
         "thread": f"coalesce({attr(semconv.THREAD_ID, 'intValue')}, {attr(semconv.THREAD_ID, 'stringValue')})",
         "thread_name": attr(semconv.THREAD_NAME, "stringValue"),
-        "truncated": f"coalesce(TRY_CAST({attr(semconv.LENS_SPAN_TRUNCATED, 'boolValue')} AS BOOLEAN), false)",
+        "truncated": f"coalesce({flag(semconv.LENS_SPAN_TRUNCATED)}, false)",
         "run": "run_id", "instance": "instance", "rank": "rank", "process_pid": _RESOURCE.pid(),
         "host": "host", "service": "service", "process": "process", "rank_label": "rank_label",
         "lens_process": _RESOURCE.lens_process(),

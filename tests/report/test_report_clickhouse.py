@@ -24,7 +24,7 @@ from lens_report.clickhouse import (  # noqa: E402
     otel_traces_ddl,
     schema_sql,
 )
-from report_helpers import comparable, two_step_spans  # noqa: E402
+from report_helpers import comparable, report_of, two_step_spans  # noqa: E402
 
 from multirank import write_ddp_run  # noqa: E402
 
@@ -205,6 +205,8 @@ def test_the_attribute_columns_read_as_the_maps_on_every_value_the_rules_tell_ap
             source.close()
         maps, with_columns = reports["maps"], reports["with_columns"]
         assert comparable(with_columns) == comparable(maps)
+        # and the files read the same values alike (they once read lens.umbrella as a JSON boolean only)
+        assert comparable(report_of(path).to_json()) == comparable(maps)
         # the known answers (the maps' reading is the columns' fallback, so both share an expression's mistake):
         # umbrellas '1', 'TRUE' and true are bucketed umbrellas ('yes' and 'false' leave a leaf), the category
         # disagrees once, the evaluate group once; one leaf has both device times as numbers

@@ -78,6 +78,20 @@ def test_lens_group_and_umbrella_stamps_classify_spans_the_catalog_does_not_know
     assert report.steps[0].totals.bucket_ns["productive"] == 6 * S
 
 
+def test_lens_umbrella_as_text_or_a_number_reads_as_the_clickhouse_store_reads_it(tmp_path, otlp):
+    """Regression: files read lens.umbrella only as a JSON boolean, the ClickHouse store (whose exporter writes
+    every value as text) also as 'true'/'1'/'false'/'0' in any case, so one span gave two reports. Now both read
+    true, 'TRUE', '1' and 1 as an umbrella, false, 'false' and 0 as a leaf, and other text ('yes') as absent."""
+    umbrellas = {"a": True, "b": "TRUE", "c": "1", "d": 1}
+    leaves = {"e": False, "f": "false", "g": 0, "h": "yes"}
+    spans = [otlp.span(4 + i, f"my.{name}", 1 + i, 2 + i, 2, bucket="overhead", lens_umbrella=value)
+             for i, (name, value) in enumerate({**umbrellas, **leaves}.items())]
+    report = report_of(_one_step(otlp, tmp_path, *spans))
+    assert sorted(v.span_name for v in report.violations if v.rule is Rule.BUCKETED_UMBRELLA) == [
+        f"my.{name}" for name in umbrellas]
+    assert report.steps[0].totals.bucket_ns["overhead"] == len(leaves) * S
+
+
 def test_nested_bucketed_spans_and_step_overflow_are_flagged(tmp_path, otlp):
     path = _one_step(otlp, tmp_path,
                      otlp.span(4, "inner.copy", 2, 3, 3, bucket="overhead", iteration=1),
