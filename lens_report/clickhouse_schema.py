@@ -262,8 +262,7 @@ def _catalog_sql() -> tuple[tuple[tuple[str, str, str], ...], str]:
          f"{' ' * (at + 9)}AND NOT has({_texts(flagged_categories, at + 21)}, EfficiencyCategory), false)",
          "a leaf the report counts: well timed, a bucket of the four, no umbrella (lens.umbrella, else without "
          "lens.group the RL catalog's umbrella names), no name or category that never carries a bucket"),
-        ("DeviceTimed", f"coalesce(match({device}, '^[0-9]{{1,19}}$')\n{' ' * (at + 9)}"
-                        f"AND toInt64OrNull({device}) IS NOT NULL, false)",
+        ("DeviceTimed", f"isNotNull({_readable(_device_time(device), at + 10)})",
          f"{semconv.LENS_DEVICE_START_TIME} holds an int64: the span has device times"),
         ("IsStep", f"WellTimed AND LensStep IS NOT NULL AND LensBucket IS NULL\n{' ' * (at + 4)}"
                    f"AND match(SpanName, {sql_text(DEFAULT_STEP_PATTERN)})",
