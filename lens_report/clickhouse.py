@@ -488,21 +488,14 @@ class ClickHouseStore:
             else:
                 self.create(CHECK_DUPLICATES, duplicates_sql(of_part, where))
         self.create(TRACE_PLAN, trace_plan_sql(duplicates=apart))
-        self.drop("trace_checks")
-        if apart:
-            self.drop(CHECK_DUPLICATES)
+        self.drop("trace_checks", *([CHECK_DUPLICATES] if apart else []))
         self.create(COMPLEX_TRACES, f"SELECT trace FROM {TRACE_PLAN} WHERE walk")
         self.create(STAMPED_STEPS, stamped_steps_sql(relation, where))
         # a step whose buckets overflow its wall is a violation the walk lists, and a (process, iteration) with
-        # two step spans leaves a leaf's nearest one to the walk: such traces are walked too
+        # two step spans leaves a leaf's nearest one to the walk: such traces are walked too (the steps of
+        # walked traces, and a (process, iteration) without a step span, are left out where presum reads them)
         walk = f"step_spans > 1 OR {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}"
-        if self.value(f"SELECT count() FROM {STAMPED_STEPS} WHERE {walk}"):
-            self.execute(f"INSERT INTO {COMPLEX_TRACES} SELECT DISTINCT trace FROM {STAMPED_STEPS} WHERE {walk}")
-        # a (process, iteration) without a step span has no anchor: its unstamped leaves belong to no step
-        self.create("stamped_kept", f"SELECT {', '.join(STEP_COLUMNS)} FROM {STAMPED_STEPS} "
-                                    f"WHERE step_spans = 1 AND trace NOT IN (SELECT trace FROM {COMPLEX_TRACES})")
-        self.create(STAMPED_STEPS, "SELECT * FROM stamped_kept")
-        self.drop("stamped_kept")
+        self.execute(f"INSERT INTO {COMPLEX_TRACES} SELECT DISTINCT trace FROM {STAMPED_STEPS} WHERE {walk}")
         self._presumming = True
         self.walked_spans = int(self.value(
             f"SELECT count() FROM {relation} s {where + ' AND' if where else 'WHERE'} "
@@ -535,14 +528,15 @@ class ClickHouseStore:
         queries = presum_sql(relation, where, cond)
         self.create("simple_cube", queries.pop("simple_cube"))
         summary = self.rows(queries.pop("summary"))[0]
-        queries["steps"] = f"SELECT * FROM {STAMPED_STEPS}"
+        # a (process, iteration) without a step span has no anchor: its unstamped leaves belong to no step
+        queries["steps"] = (f"SELECT {', '.join(STEP_COLUMNS)} FROM {STAMPED_STEPS} WHERE step_spans = 1 "
+                            f"AND trace NOT IN (SELECT trace FROM {COMPLEX_TRACES})")
         for name, sql in queries.items():
             if prefix:
                 self.execute(f"INSERT INTO {prefix}{name} {sql}")
             else:
                 self.create(name, sql)
-        for name in ("simple_cube", STAMPED_STEPS, TRACE_PLAN):
-            self.drop(name)
+        self.drop("simple_cube", STAMPED_STEPS, TRACE_PLAN)
         return tuple(int(value or 0) for value in summary)  # type: ignore[return-value]
 
     def load_part(self, part: int, parts: int) -> None:
@@ -654,10 +648,11 @@ class ClickHouseStore:
         literal = self.dialect.literal
         return ", ".join("(" + ", ".join(map(literal, row)) + ")" for row in rows)
 
-    def drop(self, name: str) -> None:
-        """Drop the working table ``name`` when it exists."""
-        self.source.command(f"DROP TEMPORARY TABLE IF EXISTS {name}")
-        self._tables.pop(name, None)
+    def drop(self, name: str, *more: str) -> None:
+        """Drop the working table ``name`` (and ``more``) when it exists: one statement."""
+        self.source.command(f"DROP TEMPORARY TABLE IF EXISTS {', '.join((name, *more))}")
+        for each in (name, *more):
+            self._tables.pop(each, None)
 
     # ---- loading --------------------------------------------------------------------------------
 

@@ -40,7 +40,8 @@ TRACE_PLAN = "trace_plan"
 """The working table of every trace of the run and whether it is walked (``trace``, ``walk``)."""
 
 STAMPED_STEPS = "stamped_steps"
-"""The working table of the steps of the other traces, as the walk's ``steps`` rows (:func:`stamped_steps_sql`)."""
+"""The working table of the steps of the other traces, as the walk's ``steps`` rows with each one's count of step
+spans (:func:`stamped_steps_sql`); the rows of one step span, in traces not walked after all, are the steps."""
 
 STEP_COLUMNS = ("anchor", "rank", "rank_label", "iteration", "trace", "span", "name", "wall_ns", "method", "start_ns",
                 *BUCKETS)
