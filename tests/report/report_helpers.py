@@ -184,6 +184,18 @@ def _http_source() -> Any:
     return ServerSource(_HTTP_FRONT[0].url("lens", "known-answers"))
 
 
+def counting_source() -> tuple[Any, list[str]]:
+    """(a ChdbSource, the list each statement sent through it is appended to): a statement is a round trip to a
+    server, so the tests of how many a report takes count them here."""
+    from lens_report.clickhouse import ChdbSource
+
+    source, sent = ChdbSource(), []
+    for name in ("command", "rows", "batches"):
+        method = getattr(source, name)
+        setattr(source, name, lambda sql, *a, _m=method, **k: (sent.append(sql), _m(sql, *a, **k))[1])
+    return source, sent
+
+
 def rollup_schema(source: Any, table: str = "otel_traces") -> None:
     """Create ``table`` with the schema helper's columns, rollup table and view (``lens clickhouse-schema``)."""
     from lens_report.clickhouse import otel_traces_ddl, schema_sql

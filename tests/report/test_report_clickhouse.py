@@ -24,7 +24,7 @@ from lens_report.clickhouse import (  # noqa: E402
     otel_traces_ddl,
     schema_sql,
 )
-from report_helpers import comparable, report_of, two_step_spans  # noqa: E402
+from report_helpers import comparable, counting_source, report_of, two_step_spans  # noqa: E402
 
 from multirank import write_ddp_run  # noqa: E402
 
@@ -305,11 +305,7 @@ def test_the_ids_are_tested_once_when_every_one_is_hex():
     """The id test (a regular expression a row and column) cost every scan of the spans 3.5 s at 100M spans.
     When the one pass that lists the rows whose ids are not hex finds none, no later statement tests them, and
     the report is the same."""
-    source = ChdbSource()
-    calls = []
-    for name in ("command", "rows", "batches"):
-        method = getattr(source, name)
-        setattr(source, name, lambda sql, *a, _m=method, **k: (calls.append(sql), _m(sql, *a, **k))[1])
+    source, calls = counting_source()
     try:
         _root_and_child(source)
         with ClickHouseStore(source, "t") as store:
@@ -644,11 +640,7 @@ def test_the_stamped_sums_take_few_statements(tmp_path):
     import trace_synth
 
     trace_synth.write_run(tmp_path / "files", 4, 7)
-    source = ChdbSource()
-    calls = []
-    for name in ("command", "rows", "batches"):
-        method = getattr(source, name)
-        setattr(source, name, lambda sql, *a, _m=method, **k: (calls.append(sql), _m(sql, *a, **k))[1])
+    source, calls = counting_source()
     try:
         source.command(otel_traces_ddl("otel_traces"))
         source.command(trace_synth.otel_traces_insert("otel_traces", 4, 7))

@@ -16,7 +16,7 @@ from lens_report.clickhouse import ChdbSource, ClickHouseStore, load_otlp_files,
 from lens_report.model import BUCKETS  # noqa: E402
 from lens_report.clickhouse_rollup import NOT_COMPUTED, rollup_report  # noqa: E402
 from lens_report.rollup import DEFAULT_TOP_N, RunChoiceError  # noqa: E402
-from report_helpers import figures, rollup_schema  # noqa: E402
+from report_helpers import counting_source, figures, rollup_schema  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "bench"))
@@ -125,11 +125,7 @@ def test_the_benchmarks_sql_rows_through_the_rollup_are_the_files_report_in_a_ha
 
     monkeypatch.setattr(rollup, "_SLICE_ROWS", 1)
     trace_synth.write_run(tmp_path / "files", 4, 7)
-    source = ChdbSource()
-    calls = []
-    for name in ("command", "rows", "batches"):
-        method = getattr(source, name)
-        setattr(source, name, lambda sql, *a, _m=method, _n=name, **k: (calls.append((_n, sql)), _m(sql, *a, **k))[1])
+    source, calls = counting_source()
     try:
         rollup_schema(source)
         source.command(trace_synth.otel_traces_insert("otel_traces", 4, 7))
@@ -140,10 +136,10 @@ def test_the_benchmarks_sql_rows_through_the_rollup_are_the_files_report_in_a_ha
     assert not isinstance(report, str), report
     assert figures(report.to_json(top=DEFAULT_TOP_N), NOT_COMPUTED) == figures(_files_json(tmp_path / "files"),
                                                                                NOT_COMPUTED)
-    creates = [sql for kind, sql in calls if sql.lstrip().startswith("CREATE")]
-    drops = [sql for kind, sql in calls if sql.lstrip().startswith("DROP")]
+    creates = [sql for sql in calls if sql.lstrip().startswith("CREATE")]
+    drops = [sql for sql in calls if sql.lstrip().startswith("DROP")]
     # the version check, the coverage counts, 10 small tables, their figures, the loss records; one drop at close
-    assert len(calls) <= 25 and len(creates) <= 10 and len(drops) == 1, [sql[:80] for _, sql in calls]
+    assert len(calls) <= 25 and len(creates) <= 10 and len(drops) == 1, [sql[:80] for sql in calls]
 
 
 def test_a_run_half_covered_by_the_rollup_reads_the_spans_and_says_why_until_backfilled(tmp_path):
