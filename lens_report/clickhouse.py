@@ -40,6 +40,7 @@ from .discovery import find_trace_files
 from .ingest import SPAN_COLUMNS
 from .model import DEFAULT_MEMORY_LIMIT, Problem, Span, span_from_row
 from .clickhouse_stamped import (
+    BROKEN_TRACES,
     CHECK_PARENTS,
     CHECK_DUPLICATES,
     CHECK_PART_FACTOR,
@@ -54,8 +55,6 @@ from .clickhouse_stamped import (
     trace_checks_sql,
     trace_plan_sql,
 )
-from .invariants import TOLERANCE_NS
-from .model import BUCKETS
 from .store import span_rows_sql
 
 __all__ = [
@@ -466,40 +465,34 @@ class ClickHouseStore:
         # one part when the run fits; else the span ids (a set that grows with the spans) in parts of spans, and
         # the rest of the check in parts of parents (its rows; a Lens run's follow its steps, not its spans)
         self.duplicate_parts = max(1, -(-self._total // (self.part_spans * CHECK_PART_FACTOR)))
-        apart = self.duplicate_parts > 1
         checks = self.check_parts = max(1, -(-self._parents() // (self.part_spans * PARENT_PART_FACTOR))) \
-            if apart else 1
+            if self.duplicate_parts > 1 else 1
         for part in range(checks):  # in parts of whole traces, as they are walked (see load_part)
             traces = _trace_part(part, checks) + self._span_where
             of_part = relation if checks == 1 else \
                 f"({_projection(self.table, self._columns, False, traces, resources=False)})"
-            parents, checks_sql = trace_checks_sql(of_part, where, duplicates=not apart)
+            parents, checks_sql = trace_checks_sql(of_part, where)
             self.create(CHECK_PARENTS, parents)
             if part:
-                self.execute(f"INSERT INTO trace_checks {checks_sql}")
+                self.execute(f"INSERT INTO {BROKEN_TRACES} {checks_sql}")
             else:
-                self.create("trace_checks", checks_sql)
+                self.create(BROKEN_TRACES, checks_sql)
         self.drop(CHECK_PARENTS)
-        for part in range(self.duplicate_parts if apart else 0):
+        for part in range(self.duplicate_parts):
             rows = _span_part(part, self.duplicate_parts) + self._span_where
-            of_part = f"({_projection(self.table, self._columns, False, rows, resources=False)})"
+            of_part = relation if self.duplicate_parts == 1 else \
+                f"({_projection(self.table, self._columns, False, rows, resources=False)})"
             if part:
                 self.execute(f"INSERT INTO {CHECK_DUPLICATES} {duplicates_sql(of_part, where)}")
             else:
                 self.create(CHECK_DUPLICATES, duplicates_sql(of_part, where))
-        self.create(TRACE_PLAN, trace_plan_sql(duplicates=apart))
-        self.drop("trace_checks", *([CHECK_DUPLICATES] if apart else []))
-        self.create(COMPLEX_TRACES, f"SELECT trace FROM {TRACE_PLAN} WHERE walk")
+        # the steps' sums and the rules of single spans: every trace, as its walk decides on both
         self.create(STAMPED_STEPS, stamped_steps_sql(relation, where))
-        # a step whose buckets overflow its wall is a violation the walk lists, and a (process, iteration) with
-        # two step spans leaves a leaf's nearest one to the walk: such traces are walked too (the steps of
-        # walked traces, and a (process, iteration) without a step span, are left out where presum reads them)
-        walk = f"step_spans > 1 OR {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}"
-        self.execute(f"INSERT INTO {COMPLEX_TRACES} SELECT DISTINCT trace FROM {STAMPED_STEPS} WHERE {walk}")
+        self.create(TRACE_PLAN, trace_plan_sql())
+        self.drop(BROKEN_TRACES, CHECK_DUPLICATES)
+        self.create(COMPLEX_TRACES, f"SELECT trace FROM {TRACE_PLAN} WHERE walk")
         self._presumming = True
-        self.walked_spans = int(self.value(
-            f"SELECT count() FROM {relation} s {where + ' AND' if where else 'WHERE'} "
-            f"s.trace IN (SELECT trace FROM {COMPLEX_TRACES})"))
+        self.walked_spans = int(self.value(f"SELECT sum(spans) FROM {TRACE_PLAN} WHERE walk") or 0)
         self.parts_walked = 0 if not self.walked_spans else max(1, -(-self.walked_spans // self.part_spans))
         return self.parts_walked
 
@@ -529,7 +522,9 @@ class ClickHouseStore:
         self.create("simple_cube", queries.pop("simple_cube"))
         summary = self.rows(queries.pop("summary"))[0]
         # a (process, iteration) without a step span has no anchor: its unstamped leaves belong to no step
-        queries["steps"] = (f"SELECT {', '.join(STEP_COLUMNS)} FROM {STAMPED_STEPS} WHERE step_spans = 1 "
+        # the anchor a negative number (walked spans' row ids are not), once a step
+        queries["steps"] = (f"SELECT -1 - toInt64(rowNumberInAllBlocks()) AS anchor, {', '.join(STEP_COLUMNS[1:])} "
+                            f"FROM {STAMPED_STEPS} WHERE step_spans = 1 "
                             f"AND trace NOT IN (SELECT trace FROM {COMPLEX_TRACES})")
         for name, sql in queries.items():
             if prefix:

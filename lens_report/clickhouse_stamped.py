@@ -3,10 +3,11 @@ summed where the spans lie (``GROUP BY``), so only the other traces are copied a
 
 The rollup (:mod:`lens_report.rollup`) gives each counted leaf to its nearest step ancestor by
 walking parent links. A trace needs no walk when its structure pins every answer down, which
-two passes over its spans check: the children grouped by parent, then each span beside its
-children's entry (past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans, the span ids apart in
-parts by span id, the two passes in parts of whole traces of :data:`PARENT_PART_FACTOR` ×
-``--part-spans`` parents):
+two passes over its spans check, the children grouped by parent, then each parent beside its
+children's entry (past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans, in parts of whole traces
+of :data:`PARENT_PART_FACTOR` × ``--part-spans`` parents); a third finds the span ids stored twice
+(in parts by span id past that size); the rules of single spans and of steps are checked where the
+steps are summed (per trace, process and iteration):
 
 * every span is well timed, and no rule of the report flags it (``flagged``): a flagged
   span is listed as a violation, which only the walk does;
@@ -26,22 +27,24 @@ iteration fallback, a rule broken, a span stored twice) is walked, in parts of b
 from __future__ import annotations
 
 from .dialect import CLICKHOUSE, ResourceFields
+from .invariants import TOLERANCE_NS
 from .model import BUCKETS
 from .rollup import COUNTED, classified_columns, is_step_span, is_well_timed
 
-__all__ = ["CHECK_DUPLICATES", "CHECK_PARENTS", "CHECK_PART_FACTOR", "COMPLEX_TRACES", "PARENT_PART_FACTOR",
-           "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN", "duplicates_sql", "presum_sql", "stamped_steps_sql",
-           "trace_checks_sql", "trace_plan_sql"]
+__all__ = ["BROKEN_TRACES", "CHECK_DUPLICATES", "CHECK_PARENTS", "CHECK_PART_FACTOR", "COMPLEX_TRACES",
+           "PARENT_PART_FACTOR", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN", "duplicates_sql", "presum_sql",
+           "stamped_steps_sql", "trace_checks_sql", "trace_plan_sql"]
 
 COMPLEX_TRACES = "complex_traces"
-"""The working table of the traces that are walked (``trace``): every trace :func:`complex_traces_sql` finds."""
+"""The working table of the traces that are walked (``trace``): those :func:`trace_plan_sql` says must be."""
 
 TRACE_PLAN = "trace_plan"
 """The working table of every trace of the run and whether it is walked (``trace``, ``walk``)."""
 
 STAMPED_STEPS = "stamped_steps"
-"""The working table of the steps of the other traces, as the walk's ``steps`` rows with each one's count of step
-spans (:func:`stamped_steps_sql`); the rows of one step span, in traces not walked after all, are the steps."""
+"""The working table of every (trace, process, iteration) of the run (:func:`stamped_steps_sql`): its step span
+as the walk's ``steps`` row, its bucket sums and what the rules of single spans found in it. The rows of one step
+span, in traces not walked, are the steps of the traces summed where they lie."""
 
 STEP_COLUMNS = ("anchor", "rank", "rank_label", "iteration", "trace", "span", "name", "wall_ns", "method", "start_ns",
                 *BUCKETS)
@@ -110,8 +113,11 @@ a parent (at 100M spans with 1M parents, chdb: 0.56 GB peak for the first pass, 
 trace has a parent a step and umbrella, so a run's parents follow its (rank, step) cells, not its spans."""
 
 CHECK_DUPLICATES = "check_duplicates"
-"""The working table of the traces with a span stored twice (``trace``), when :func:`duplicates_sql` found them
-apart from the structure check (a run past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans)."""
+"""The working table of the traces with a span stored twice (``trace``), found by :func:`duplicates_sql`."""
+
+BROKEN_TRACES = "broken_traces"
+"""The working table of the traces where a parent id is no span of the trace or a parent breaks a rule of the
+module (``trace``), made by :func:`trace_checks_sql`'s second statement."""
 
 CHECK_PARENTS = "check_parents"
 """The working table of one part's parents, made by :func:`trace_checks_sql`'s first statement: a row a span id
@@ -123,95 +129,105 @@ _ORDER = "bitShiftLeft(toUInt128(coalesce(start_ns, 0) + 9223372036854775808), 6
 _CODE = "if(iteration IS NULL, toUInt64(0), bitOr(cityHash64(process, iteration), 1))"
 
 
-def trace_checks_sql(relation: str, where: str, duplicates: bool = True) -> tuple[str, str]:
-    """ClickHouse SQL, two statements: :data:`CHECK_PARENTS` of ``relation`` (spans that satisfy ``where``),
-    then per trace what the structure check found: ``bad`` (a condition of the module broken), ``steps``
-    (step spans) and ``fallbacks`` (fallback step candidates), from which :func:`trace_plan_sql` decides.
-    The store runs them on parts of whole traces (:meth:`~lens_report.clickhouse.ClickHouseStore.span_parts`);
-    a trace larger than a part is checked whole, its ``GROUP BY`` spilled to disk past
-    :data:`GROUP_BY_SPILL_BYTES`.
+def trace_checks_sql(relation: str, where: str) -> tuple[str, str]:
+    """ClickHouse SQL, two statements over ``relation``'s spans (that satisfy ``where``): :data:`CHECK_PARENTS`,
+    then :data:`BROKEN_TRACES`: the traces where a parent id is no span of the trace (an orphan) or a parent
+    breaks a rule of the module for its children. The store runs them on parts of whole traces
+    (:meth:`~lens_report.clickhouse.ClickHouseStore.span_parts`); a trace larger than a part is checked whole,
+    its ``GROUP BY`` spilled to disk past :data:`GROUP_BY_SPILL_BYTES`. A span stored twice is
+    :func:`duplicates_sql`'s to find, the rules of single spans and of steps :func:`stamped_steps_sql`'s.
 
     The first groups the children by parent: what a parent must satisfy is the earliest of its children
     in the order (start, span id), and the (process, iteration) its children other than step spans
     need of it (a 64-bit hash: two that differ read equal once in 2^64 comparisons). The second reads
-    each span beside its entry there, if any, and per trace counts the spans, the distinct span ids (a
-    span stored twice; not with ``duplicates`` False: :func:`duplicates_sql` then finds them), the parents
-    found (each parent id a span of the trace) and any broken rule.
+    the spans whose id is a parent id beside their entry there: the others, most spans, are passed over by a
+    set of ids before the join (at 10M spans, chdb, 2 cores: 1.5 s joined all, 0.7 s).
     Grouping the children alone keeps the groups to the parents (a tenth of the spans of a Lens trace):
-    one ``GROUP BY`` of every span id with its children's rows took 13.8 s at 10M spans (chdb, 2 cores),
-    these two 7.4 s."""
+    one ``GROUP BY`` of every span id with its children's rows took 13.8 s at 10M spans, these two 7.4 s."""
     # the children's side reads the spans' own columns only (no joins to the rules: 3.8 s to 2.6 s at 10M spans);
     # a step span needs nothing of its parent
     need = f"if({_NAMED_STEP}, NULL, {_CODE})"
+    also = f"{where} AND" if where else "WHERE"
     parents = f"""
 SELECT trace, parent AS key, min({_ORDER}) AS kid_ord, min({need}) AS need_lo, max({need}) AS need_hi
 FROM {relation} s
-{f"{where} AND" if where else "WHERE"} s.parent IS NOT NULL
+{also} s.parent IS NOT NULL
 GROUP BY trace, parent
 {_SPILL}"""
     # a parent: bucketed, or not before each child, or not the (process, iteration) a child needs
-    broken = f"""bucketed OR NOT coalesce({_ORDER} < p.kid_ord, false)
+    broken = f"""s.bucket IS NOT NULL OR NOT coalesce({_ORDER} < p.kid_ord, false)
                  OR (p.need_lo IS NOT NULL AND NOT coalesce(p.need_lo = {_CODE} AND p.need_hi = {_CODE}, false))"""
-    per_trace = f"""
-SELECT c.trace AS trace, {"count() <> uniqExact(c.span) OR " if duplicates else ""}max(flagged)
-           OR max(p.key IS NOT NULL AND ({broken}))
-           AS broken, countIf(p.key IS NOT NULL) AS found, countIf(named_step) AS steps,
-       countIf(fallback_cand) AS fallbacks
-FROM ({_classified(relation, where)}) c
-LEFT JOIN {CHECK_PARENTS} p ON p.trace = c.trace AND p.key = c.span
-GROUP BY c.trace
-{_SPILL}"""
-    # a parent id no span of its trace has (an orphan) is a parent not found
+    # each parent id of a trace found once, as a span no rule of its children breaks
     checks = f"""
-SELECT t.trace AS trace, broken OR found <> coalesce(n.parents, 0) AS bad, steps, fallbacks
-FROM ({per_trace}) t
-LEFT JOIN (SELECT trace, count() AS parents FROM {CHECK_PARENTS} GROUP BY trace) n ON n.trace = t.trace"""
+SELECT n.trace AS trace
+FROM (SELECT trace, count() AS parents FROM {CHECK_PARENTS} GROUP BY trace) n
+LEFT JOIN (
+    SELECT s.trace AS trace, max({broken}) AS broken, count() AS found
+    FROM {relation} s
+    JOIN {CHECK_PARENTS} p ON p.trace = s.trace AND p.key = s.span
+    {also} s.span IN (SELECT key FROM {CHECK_PARENTS})
+    GROUP BY s.trace) f ON f.trace = n.trace
+WHERE coalesce(f.broken, false) OR coalesce(f.found, 0) <> n.parents"""
     return parents, checks
 
 
 def duplicates_sql(relation: str, where: str) -> str:
     """ClickHouse SQL: the traces of ``relation``'s spans (that satisfy ``where``) with a span id stored twice.
-    Run on parts by a hash of the span id (the copies of a span lie in one part), it holds a part's span ids,
-    not the run's (a ninth of 100M spans, one ``uniqExact`` a trace: 0.23 GB more than the first pass, chdb)."""
+    Past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans it runs on parts by a hash of the span id (the copies
+    of a span lie in one part), holding a part's span ids, not the run's (a ninth of 100M spans, one
+    ``uniqExact`` a trace: 0.23 GB more than the first pass, chdb)."""
     return f"SELECT trace FROM {relation} s {where} GROUP BY trace HAVING count() <> uniqExact(span)"
 
 
-def trace_plan_sql(duplicates: bool = False) -> str:
-    """ClickHouse SQL: each trace and whether it must be walked (``walk``), from ``trace_checks`` (every part's
-    :func:`trace_checks_sql`, a row a trace: a part holds whole traces): a broken condition, or fallback step
-    candidates and no step span (the walk's iteration fallback), or (``duplicates``) a span stored twice, from
-    :data:`CHECK_DUPLICATES`. Two conditions :func:`stamped_steps_sql` finds (a step span twice, a bucket
-    overflow)."""
-    twice = f" OR trace IN (SELECT trace FROM {CHECK_DUPLICATES})" if duplicates else ""
-    return f"SELECT trace, bad OR (steps = 0 AND fallbacks > 0){twice} AS walk FROM trace_checks"
+def stamped_steps_sql(relation: str, where: str) -> str:
+    """ClickHouse SQL: :data:`STAMPED_STEPS`'s rows, one a (trace, process, iteration) of ``relation``'s spans
+    (that satisfy ``where``): its step span as the walk's ``steps`` columns (but ``anchor``), its bucket sums,
+    its ``step_spans``, ``spans``, whether a rule flags one of them (``flagged``) and its ``fallbacks``
+    (fallback step candidates).
+
+    The step span's fields are not an aggregate of the sums' pass: their states (a tuple a group) pushed the
+    pass past :data:`GROUP_BY_SPILL_BYTES` into writing its groups to disk (4.7 s at 10M spans, chdb, 2 cores;
+    2.9 s without them). They are read apart, by the step names, which the exporter's sorting key holds
+    (0.06 s)."""
+    also = f"{where} AND" if where else "WHERE"
+    return f"""
+SELECT s.rank AS rank, {ResourceFields.rank_label(CLICKHOUSE, "s.rank", "g.process")} AS rank_label,
+       g.iteration AS iteration, g.trace AS trace, s.span AS span, s.name AS name, s.wall_ns AS wall_ns,
+       'pattern' AS method, s.start_ns AS start_ns, {", ".join(BUCKETS)}, step_spans, spans, flagged, fallbacks
+FROM (
+    -- a (process, iteration) with two step spans is walked: one of them is enough here
+    SELECT trace, process, iteration, rank, span, name, end_ns - start_ns AS wall_ns, start_ns
+    FROM {relation} s {also} {_NAMED_STEP}
+    LIMIT 1 BY trace, process, iteration) s
+RIGHT JOIN (
+    SELECT trace, process, iteration, countIf(named_step) AS step_spans, {_BUCKET_SUMS}, count() AS spans,
+           max(flagged) AS flagged, countIf(fallback_cand) AS fallbacks
+    FROM ({_classified(relation, where)}) c
+    GROUP BY trace, process, iteration
+    {_SPILL}) g
+ON s.trace = g.trace AND s.process = g.process AND s.iteration = g.iteration"""
+
+
+def trace_plan_sql() -> str:
+    """ClickHouse SQL: each trace, whether it must be walked (``walk``) and its ``spans``, from
+    :data:`STAMPED_STEPS`, :data:`BROKEN_TRACES` (every part's :func:`trace_checks_sql`: a part holds whole traces)
+    and :data:`CHECK_DUPLICATES`: a parent missing or breaking a rule, a flagged span, fallback step
+    candidates and no step span (the walk's iteration fallback), a (process, iteration) with two step spans (a
+    leaf's nearest one is the walk's to find), a step whose buckets overflow its wall time (a violation the
+    walk lists), or a span stored twice."""
+    overflow = f"step_spans > 1 OR {'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}"
+    return f"""
+SELECT trace, max(flagged) OR (sum(step_spans) = 0 AND sum(fallbacks) > 0) OR max(coalesce({overflow}, false))
+           OR trace IN (SELECT trace FROM {BROKEN_TRACES}) OR trace IN (SELECT trace FROM {CHECK_DUPLICATES}) AS walk,
+       sum(spans) AS spans
+FROM {STAMPED_STEPS}
+GROUP BY trace"""
 
 
 def _simple(relation: str, where: str) -> str:
     """ClickHouse SQL: the classified spans of the traces that are not walked."""
     also = f"{where} AND" if where else "WHERE"
     return _classified(relation, f"{also} s.trace NOT IN (SELECT trace FROM {COMPLEX_TRACES})")
-
-
-_STEP_RANK_LABEL = ResourceFields.rank_label(CLICKHOUSE, "step.1", "process")
-"""SQL: the step span's rank label, from its rank and its process (the group's): the spans' own ``rank_label``."""
-
-
-def stamped_steps_sql(relation: str, where: str) -> str:
-    """ClickHouse SQL: the steps of the traces that are not walked, as the walk's ``steps`` rows (the anchor is a
-    negative number: walked spans' row ids are not)."""
-    return f"""
-SELECT -1 - toInt64(rowNumberInAllBlocks()) AS anchor, step.1 AS rank, {_STEP_RANK_LABEL} AS rank_label, iteration,
-       trace, step.2 AS span, step.3 AS name, step.4 AS wall_ns, 'pattern' AS method, step.5 AS start_ns,
-       {", ".join(BUCKETS)}, step_spans
-FROM (
-    -- the step span's fields as one tuple: one aggregate, not five (with plain sums: 8.1 s to 5.1 s at 10M spans);
-    -- its rank label made from them once a step, not carried from every span (4.9 s to 4.2 s)
-    SELECT trace, process, iteration, anyIf((rank, span, name, end_ns - start_ns, start_ns), named_step)
-               AS step, countIf(named_step) AS step_spans, {_BUCKET_SUMS}
-    FROM ({_simple(relation, where)}) c
-    WHERE named_step OR counted
-    GROUP BY trace, process, iteration)
-{_SPILL}"""
 
 
 def presum_sql(relation: str, where: str, cond: str) -> dict[str, str]:

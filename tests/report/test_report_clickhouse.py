@@ -510,7 +510,7 @@ def test_the_structure_check_walks_each_trace_that_breaks_one_rule_and_sums_the_
     a cycle of parents, a parent of another process) is walked whole, and the report is the files'. Each broken
     trace has its own span count, so the count walked names which were walked. With 2 spans a part the run is
     past CHECK_PART_FACTOR x 2 spans: the span ids are checked apart (by span id), the rest by parents; with
-    10 the run (72 spans) is checked in one part, its spans stored twice counted in the same pass."""
+    10 the run (72 spans) is checked in one part, its span ids in one pass of their own."""
     span = otlp.span
 
     def trace(n: int, *extra: dict, leaf_start: float = 2, leaf_iteration: int = 0) -> list:
