@@ -103,7 +103,7 @@ CHECK_PART_FACTOR = 12
 """The structure check takes ``--part-spans`` × this many spans at once: a span checked holds about a twelfth
 of what a walked span holds (measured on chdb: the report's peak RSS with 10M spans checked at once 0.80-0.86 GB,
 with 1M walked ~0.5 GB; chdb alone ~0.27 GB). Past that, what grows with the spans (the set of span ids that
-finds a span stored twice) is checked on its own, in parts of this size, and the rest of the check in parts of
+finds a span stored twice, a pass of its own) is checked in parts of this size, and the rest of the check in parts of
 :data:`PARENT_PART_FACTOR` × ``--part-spans`` parents."""
 
 PARENT_PART_FACTOR = 2
@@ -143,7 +143,7 @@ def trace_checks_sql(relation: str, where: str) -> tuple[str, str]:
     the spans whose id is a parent id beside their entry there: the others, most spans, are passed over by a
     set of ids before the join (at 10M spans, chdb, 2 cores: 1.5 s joined all, 0.7 s).
     Grouping the children alone keeps the groups to the parents (a tenth of the spans of a Lens trace):
-    one ``GROUP BY`` of every span id with its children's rows took 13.8 s at 10M spans, these two 7.4 s."""
+    one ``GROUP BY`` of every span id with its children's rows took 13.8 s at 10M spans, these two 2.7-2.8 s."""
     # the children's side reads the spans' own columns only (no joins to the rules: 3.8 s to 2.6 s at 10M spans);
     # a step span needs nothing of its parent
     need = f"if({_NAMED_STEP}, NULL, {_CODE})"
