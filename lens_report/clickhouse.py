@@ -51,6 +51,7 @@ from .clickhouse_stamped import (
     TRACE_PLAN,
     presum_sql,
     stamped_steps_sql,
+    duplicates_sorted_sql,
     duplicates_sql,
     trace_checks_sql,
     trace_plan_sql,
@@ -227,12 +228,6 @@ def _trace_part(part: int, parts: int) -> str:
     return f"cityHash64({_id('TraceId', 32)}) % {int(parts)} = {int(part)} AND "
 
 
-def _span_part(part: int, parts: int) -> str:
-    """ClickHouse SQL (ends in ``AND``): the rows of part ``part`` of ``parts`` by a hash of the span id (as a
-    number): every copy of a span stored twice lies in one part."""
-    return f"cityHash64({_id('SpanId', 16)}) % {int(parts)} = {int(part)} AND "
-
-
 def _processes(table: str, columns: set[str], where: str, firsts: str | None = None) -> str:
     """ClickHouse SQL: one row per process label of the rows of ``table`` that satisfy ``where``, with the
     resource fields the store's ``spans`` keep (instance, pid, host, service, whether Lens set it up),
@@ -379,8 +374,9 @@ class ClickHouseStore:
         """In how many parts of whole traces the walked spans were walked (0: none walked)."""
         self.check_parts = 1
         """In how many parts of whole traces their structure was checked (see :mod:`.clickhouse_stamped`)."""
-        self.duplicate_parts = 1
-        """In how many parts (of span ids) the spans stored twice were looked for apart from the structure check."""
+        self.duplicates_sorted = False
+        """Whether the spans stored twice were found by sorting the span ids, spilled to disk (past
+        :data:`~.clickhouse_stamped.CHECK_PART_FACTOR` × ``part_spans`` spans), not by a set of them in memory."""
         self._parts = 1  # how many parts the run needs (load_table)
         self._loaded: tuple[int, int] | None = None  # the part ``spans`` holds: (part, parts)
         self._duplicates: dict[tuple[int, int], int] = {}  # (part, parts) -> spans stored twice in it
@@ -462,11 +458,11 @@ class ClickHouseStore:
             return self.parts_walked
         self._loaded = None
         relation = self.whole_relation()
-        # one part when the run fits; else the span ids (a set that grows with the spans) in parts of spans, and
-        # the rest of the check in parts of parents (its rows; a Lens run's follow its steps, not its spans)
-        self.duplicate_parts = max(1, -(-self._total // (self.part_spans * CHECK_PART_FACTOR)))
+        # at once when the run fits; else the span ids (a set that grows with the spans) sorted, spilling to disk,
+        # and the rest of the check in parts of parents (its rows; a Lens run's follow its steps, not its spans)
+        self.duplicates_sorted = self._total > self.part_spans * CHECK_PART_FACTOR
         checks = self.check_parts = max(1, -(-self._parents() // (self.part_spans * PARENT_PART_FACTOR))) \
-            if self.duplicate_parts > 1 else 1
+            if self.duplicates_sorted else 1
         for part in range(checks):  # in parts of whole traces, as they are walked (see load_part)
             traces = _trace_part(part, checks) + self._span_where
             of_part = relation if checks == 1 else \
@@ -478,14 +474,8 @@ class ClickHouseStore:
             else:
                 self.create(BROKEN_TRACES, checks_sql)
         self.drop(CHECK_PARENTS)
-        for part in range(self.duplicate_parts):
-            rows = _span_part(part, self.duplicate_parts) + self._span_where
-            of_part = relation if self.duplicate_parts == 1 else \
-                f"({_projection(self.table, self._columns, False, rows, resources=False)})"
-            if part:
-                self.execute(f"INSERT INTO {CHECK_DUPLICATES} {duplicates_sql(of_part, where)}")
-            else:
-                self.create(CHECK_DUPLICATES, duplicates_sql(of_part, where))
+        self.create(CHECK_DUPLICATES, (duplicates_sorted_sql if self.duplicates_sorted else duplicates_sql)(
+            relation, where))
         # the steps' sums and the rules of single spans: every trace, as its walk decides on both
         self.create(STAMPED_STEPS, stamped_steps_sql(relation, where))
         self.create(TRACE_PLAN, trace_plan_sql())
@@ -502,9 +492,9 @@ class ClickHouseStore:
             return ("every span walked at once" if self.parts_walked <= 1 else
                     f"every span walked, {self.part_spans:,} at most at once")
         checked = ""
-        if self.duplicate_parts > 1:
+        if self.duplicates_sorted:
             checked = (f"traces checked in {self.check_parts} part{'s' if self.check_parts > 1 else ''}, their span "
-                       f"ids in {self.duplicate_parts}; ")
+                       "ids in one sorted pass; ")
         return (f"{checked}{self._total - self.walked_spans:,} of {self._total:,} spans summed by their stamps where "
                 f"they lie, {self.walked_spans:,} walked")
 

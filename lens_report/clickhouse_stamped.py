@@ -6,7 +6,7 @@ walking parent links. A trace needs no walk when its structure pins every answer
 two passes over its spans check, the children grouped by parent, then each parent beside its
 children's entry (past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans, in parts of whole traces
 of :data:`PARENT_PART_FACTOR` × ``--part-spans`` parents); a third finds the span ids stored twice
-(in parts by span id past that size); the rules of single spans and of steps are checked where the
+(by one sort past that size, spilled to disk); the rules of single spans and of steps are checked where the
 steps are summed (per trace, process and iteration):
 
 * every span is well timed, and no rule of the report flags it (``flagged``): a flagged
@@ -32,8 +32,8 @@ from .model import BUCKETS
 from .rollup import COUNTED, classified_columns, is_step_span, is_well_timed
 
 __all__ = ["BROKEN_TRACES", "CHECK_DUPLICATES", "CHECK_PARENTS", "CHECK_PART_FACTOR", "COMPLEX_TRACES",
-           "PARENT_PART_FACTOR", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN", "duplicates_sql", "presum_sql",
-           "stamped_steps_sql", "trace_checks_sql", "trace_plan_sql"]
+           "PARENT_PART_FACTOR", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN", "duplicates_sorted_sql",
+           "duplicates_sql", "presum_sql", "stamped_steps_sql", "trace_checks_sql", "trace_plan_sql"]
 
 COMPLEX_TRACES = "complex_traces"
 """The working table of the traces that are walked (``trace``): those :func:`trace_plan_sql` says must be."""
@@ -57,6 +57,10 @@ stamped sums' working set whatever the number of spans."""
 _SPILL = (f"SETTINGS max_bytes_before_external_group_by = {GROUP_BY_SPILL_BYTES}, "
           "max_bytes_ratio_before_external_group_by = 0")
 """The settings every ``GROUP BY`` of the spans runs under: its groups go to disk past the bound."""
+
+_SORT_SPILL = (f"SETTINGS max_bytes_before_external_sort = {GROUP_BY_SPILL_BYTES}, "
+               "max_bytes_ratio_before_external_sort = 0")
+"""The settings a sort of the spans runs under: its sorted runs go to disk past the same bound."""
 
 _BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
 
@@ -103,8 +107,9 @@ CHECK_PART_FACTOR = 12
 """The structure check takes ``--part-spans`` × this many spans at once: a span checked holds about a twelfth
 of what a walked span holds (measured on chdb: the report's peak RSS with 10M spans checked at once 0.80-0.86 GB,
 with 1M walked ~0.5 GB; chdb alone ~0.27 GB). Past that, what grows with the spans (the set of span ids that
-finds a span stored twice, a pass of its own) is checked in parts of this size, and the rest of the check in parts of
-:data:`PARENT_PART_FACTOR` × ``--part-spans`` parents."""
+finds a span stored twice, a pass of its own) is found by a sort that spills to disk
+(:func:`duplicates_sorted_sql`), and the rest of the check runs in parts of :data:`PARENT_PART_FACTOR` ×
+``--part-spans`` parents."""
 
 PARENT_PART_FACTOR = 2
 """Past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans, the structure check's two passes take the traces of
@@ -113,7 +118,8 @@ a parent (at 100M spans with 1M parents, chdb: 0.56 GB peak for the first pass, 
 trace has a parent a step and umbrella, so a run's parents follow its (rank, step) cells, not its spans."""
 
 CHECK_DUPLICATES = "check_duplicates"
-"""The working table of the traces with a span stored twice (``trace``), found by :func:`duplicates_sql`."""
+"""The working table of the traces with a span stored twice (``trace``), found by :func:`duplicates_sql` or
+:func:`duplicates_sorted_sql`."""
 
 BROKEN_TRACES = "broken_traces"
 """The working table of the traces where a parent id is no span of the trace or a parent breaks a rule of the
@@ -172,11 +178,26 @@ WHERE coalesce(f.broken, false) OR coalesce(f.found, 0) <> n.parents"""
 
 
 def duplicates_sql(relation: str, where: str) -> str:
-    """ClickHouse SQL: the traces of ``relation``'s spans (that satisfy ``where``) with a span id stored twice.
-    Past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans it runs on parts by a hash of the span id (the copies
-    of a span lie in one part), holding a part's span ids, not the run's (a ninth of 100M spans, one
-    ``uniqExact`` a trace: 0.23 GB more than the first pass, chdb)."""
+    """ClickHouse SQL: the traces of ``relation``'s spans (that satisfy ``where``) with a span id stored twice,
+    found by a set of span ids a trace: the whole run's ids at once (a run of up to :data:`CHECK_PART_FACTOR` ×
+    ``--part-spans`` spans; past it, :func:`duplicates_sorted_sql`)."""
     return f"SELECT trace FROM {relation} s {where} GROUP BY trace HAVING count() <> uniqExact(span)"
+
+
+def duplicates_sorted_sql(relation: str, where: str) -> str:
+    """ClickHouse SQL: :func:`duplicates_sql`'s traces, found by sorting the spans by (trace, span id) and comparing
+    each with the one before: memory bounded by :data:`GROUP_BY_SPILL_BYTES` (the sorted runs spill to disk, ~24
+    bytes a span) and time linear in the spans. It replaced parts by a hash of the span id, each a scan of the
+    whole run (100M spans in 9 parts: 36 s; sorted: 12 s, 0.77 GB peak RSS, chdb, 2 cores). The first row's
+    predecessor is NULL, not a span of trace 0."""
+    return f"""
+SELECT DISTINCT trace FROM (
+    SELECT trace, span, lagInFrame(trace) OVER by_id AS trace_before,
+           lagInFrame(toNullable(span)) OVER by_id AS span_before
+    FROM {relation} s {where}
+    WINDOW by_id AS (ORDER BY trace, span ROWS BETWEEN 1 PRECEDING AND CURRENT ROW))
+WHERE span = span_before AND trace = trace_before
+{_SORT_SPILL}"""
 
 
 def stamped_steps_sql(relation: str, where: str) -> str:

@@ -14,7 +14,7 @@ pytest.importorskip("chdb")
 
 from lens_report import TraceStore, build_report  # noqa: E402
 from lens_report.rollup import DEFAULT_TOP_N  # noqa: E402
-from lens_report.clickhouse_stamped import CHECK_PART_FACTOR  # noqa: E402
+from lens_report.clickhouse_stamped import CHECK_PART_FACTOR, duplicates_sorted_sql, duplicates_sql  # noqa: E402
 from lens_report.clickhouse import (  # noqa: E402
     LENS_COLUMNS,
     ChdbSource,
@@ -491,10 +491,11 @@ def test_a_run_past_part_spans_sums_its_stamped_traces_walks_the_rest_and_report
     assert data["path"]["name"] == "spans" and data["path"]["parts"] == 2  # 3 walked spans, 2 at most at once
     assert data["path"]["reason"].endswith(f"{total - 3:,} of {total:,} spans summed by their stamps where they "
                                            "lie, 3 walked"), data["path"]
-    # past CHECK_PART_FACTOR x 2 spans the span ids were checked in parts of that many, the rest of the structure
-    # in parts of PARENT_PART_FACTOR x 2 parents, and still only the broken trace was walked
-    checks = -(-total // (CHECK_PART_FACTOR * 2))
-    assert re.search(rf"traces checked in \d+ parts?, their span ids in {checks}; ", data["path"]["reason"]), data["path"]
+    # past CHECK_PART_FACTOR x 2 spans the span ids were sorted, the rest of the structure checked in parts of
+    # PARENT_PART_FACTOR x 2 parents, and still only the broken trace was walked
+    assert total > CHECK_PART_FACTOR * 2
+    assert re.search(r"traces checked in \d+ parts?, their span ids in one sorted pass; ", data["path"]["reason"]), \
+        data["path"]
     for bad in ("0", "-3", "lots"):
         out = subprocess.run([sys.executable, "-m", "lens_cli", "report", "--clickhouse", f"chdb:{db}",
                               "--part-spans", bad], env=env, capture_output=True, text=True, timeout=300)
@@ -509,8 +510,8 @@ def test_the_structure_check_walks_each_trace_that_breaks_one_rule_and_sums_the_
     bucketed span, a child that starts before its parent, a leaf stamped with another iteration than its step's,
     a cycle of parents, a parent of another process) is walked whole, and the report is the files'. Each broken
     trace has its own span count, so the count walked names which were walked. With 2 spans a part the run is
-    past CHECK_PART_FACTOR x 2 spans: the span ids are checked apart (by span id), the rest by parents; with
-    10 the run (72 spans) is checked in one part, its span ids in one pass of their own."""
+    past CHECK_PART_FACTOR x 2 spans: the span ids are sorted (the copies of a span found side by side), the rest
+    checked in parts by parents; with 10 the run (72 spans) is checked in one part, its span ids by a set of them."""
     span = otlp.span
 
     def trace(n: int, *extra: dict, leaf_start: float = 2, leaf_iteration: int = 0) -> list:
@@ -556,7 +557,7 @@ def test_the_structure_check_walks_each_trace_that_breaks_one_rule_and_sums_the_
             store.load_table()
             report = build_report(store)
             summary = store.walk_summary()
-            apart = store.duplicate_parts > 1
+            apart = store.duplicates_sorted
     finally:
         source.close()
     total = len(good) + sum(sizes)
@@ -564,6 +565,24 @@ def test_the_structure_check_walks_each_trace_that_breaks_one_rule_and_sums_the_
     assert summary.endswith(f"{len(good):,} of {total:,} spans summed by their stamps where they lie, "
                             f"{sum(sizes):,} walked"), summary
     assert comparable(report.to_json(top=DEFAULT_TOP_N)) == comparable(_file_report(path).to_json(top=DEFAULT_TOP_N))
+
+
+def test_the_span_ids_stored_twice_are_found_by_a_set_or_by_a_sort_alike():
+    """The two ways the check finds the traces with a span stored twice give the same traces: a set of span ids a
+    trace (a run that fits) and a sort by (trace, span id) that compares each span with the one before (past
+    CHECK_PART_FACTOR x --part-spans spans). Copies in one trace are found wherever they lie; the same span id in
+    two traces is no copy; the sort's first row (trace 0, span 0 here) has no predecessor, so it is no copy of
+    one (a default of zeros made it one)."""
+    rows = [(0, 0), (1, 7), (2, 7), (2, 9), (3, 5), (3, 6), (3, 5), (4, 1), (4, 2), (4, 1), (4, 1), (5, 8)]
+    values = ", ".join(f"(toUInt128({trace}), toUInt64({span}))" for trace, span in rows)
+    relation = f"(SELECT * FROM values('trace UInt128, span UInt64', {values}))"
+    source = ChdbSource()
+    try:
+        found = {kind: sorted(n for (n,) in source.rows(f"SELECT toUInt64(trace) FROM ({sql(relation, 'WHERE span < 100')})"))
+                 for kind, sql in (("set", duplicates_sql), ("sort", duplicates_sorted_sql))}
+    finally:
+        source.close()
+    assert found == {"set": [3, 4], "sort": [3, 4]}
 
 
 def test_the_benchmarks_wide_steps_hold_more_spans_and_the_same_figures_checked_in_parts_of_traces():
@@ -589,8 +608,8 @@ def test_the_benchmarks_wide_steps_hold_more_spans_and_the_same_figures_checked_
             source.close()
         spans = 3 * (1 + 4 * per_step)
         assert reports[per_step].span_count == spans
-        parts = -(-spans // (20 * CHECK_PART_FACTOR))
-        assert re.fullmatch(rf"traces checked in \d+ parts?, their span ids in {parts}; {spans:,} of {spans:,} "
+        assert spans > 20 * CHECK_PART_FACTOR
+        assert re.fullmatch(rf"traces checked in \d+ parts?, their span ids in one sorted pass; {spans:,} of {spans:,} "
                             "spans summed by their stamps where they lie, 0 walked", summary), summary
     narrow, wide = reports[trace_synth.SPANS_PER_STEP].run, reports[50].run
     assert wide.wall_ns == narrow.wall_ns
@@ -648,7 +667,7 @@ def test_the_stamped_sums_take_few_statements(tmp_path):
         with ClickHouseStore(source, "otel_traces", part_spans=100) as store:  # parts: the stamped sums
             store.load_table()
             report = build_report(store)
-            assert store.walked_spans == 0 and store.duplicate_parts == 1
+            assert store.walked_spans == 0 and not store.duplicates_sorted
     finally:
         source.close()
     assert comparable(report.to_json()) == comparable(report_of(tmp_path / "files").to_json())
