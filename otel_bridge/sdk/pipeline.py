@@ -122,6 +122,9 @@ class SpanPipeline:
         self._last_delivery_ok = True
         self._stopping = self._sender_stopping = False
         self._thread = self._sender = None
+        # until the sender has adopted what ended processes of the run left, this process's spans
+        # queue behind it in the spool, not in the outbox ahead of it
+        self._adoption_seen = False
         self._pid = os.getpid()
         if self.spool is not None:
             self.spool.forget()  # a forked child: the parent's spool stays the parent's
@@ -393,14 +396,16 @@ class SpanPipeline:
         return ok
 
     def _accept(self, payload, spans) -> bool:
-        """Into the outbox (room left, nothing spooled before it) or else the spool; spans
-        are dropped, counted, only when both are full."""
+        """Into the outbox (room left, nothing spooled before it, and the sender has looked for
+        spans ended processes of the run left) or else the spool; spans are dropped, counted,
+        only when both are full."""
         size = len(payload)
         with self._box_lock:
             spool = self.spool
             if getattr(self.sink, "deferred", False):
                 pass  # nothing is sent from this process: straight to the spool
-            elif not spool.has_pending() and (not self._outbox or self._outbox_bytes + size <= self._outbox_limit()):
+            elif self._adoption_seen and not spool.has_pending() and (
+                    not self._outbox or self._outbox_bytes + size <= self._outbox_limit()):
                 self._outbox.append((payload, spans, size))
                 self._outbox_bytes += size
                 return True
@@ -459,6 +464,8 @@ class SpanPipeline:
             if self._sender_stopping:  # the spool was closed under it: shutdown came first
                 return
             self._internal_error(exc)
+        finally:
+            self._adoption_seen = True
         tries = 0
         next_adopt = time.monotonic() + _ADOPT_EVERY_S
         while not self._sender_stopping:

@@ -470,6 +470,27 @@ def test_lens_spool_dir_is_parsed_and_checked_in_one_place_for_processes_and_rep
     assert LensConfig.from_env(environ={"LENS_SPOOL_DIR": f" {tmp_path} "}).spool_dir == str(tmp_path)
 
 
+def test_the_next_process_queues_its_spans_behind_a_large_adopted_spool(tmp_path, unused_port):
+    """Regression: a process's export thread could take its first spans before its sender had
+    adopted the spool an earlier process of the run left (40 % of runs with 3,000 spans spooled):
+    they went to the outbox, ahead of the adopted ones, and a collector answering 401 had them
+    counted failed and dropped where the adopted spans stayed on disk. Now they queue behind the
+    adopted spans until the sender has looked, and are kept with them."""
+    first = start("slow_collector.py", 30_000, -1, 1000, **_otlp_env(unused_port, tmp_path, "native"))
+    first.communicate(timeout=120)
+    with OTLPReceiver() as receiver:
+        receiver.reply_status = 401
+        second = start("slow_collector.py", 100, -1, 3000, **_otlp_env(receiver, tmp_path, "native"))
+        second.communicate(timeout=120)
+        finals = [s.attributes for s in receiver.spans(loss_records=True) if s.attributes.get("lens.telemetry.final")]
+        receiver.reply_status = 200
+        done = _replay(receiver, tmp_path / "spool")
+        delivered = sum(1 for s in receiver.spans() if s.name == "tight")
+    assert done.returncode == 0, done.stderr
+    assert not any(f.get("lens.spans.failed") for f in finals), finals
+    assert delivered == 30_100 and _spool_files(tmp_path) == []
+
+
 def test_a_process_whose_collector_rejects_adopted_spans_leaves_them_on_disk(tmp_path, unused_port):
     """Regression: the next process of a run adopting a dead process's spool, against a
     collector answering 401 (an expired token), marked every adopted record sent: the
