@@ -54,8 +54,15 @@ GROUP_BY_SPILL_BYTES = 256_000_000
 """Memory a span-by-span ``GROUP BY`` may hold before ClickHouse writes its groups to disk: the bound on the
 stamped sums' working set whatever the number of spans."""
 
-_SPILL = (f"SETTINGS max_bytes_before_external_group_by = {GROUP_BY_SPILL_BYTES}, "
-          "max_bytes_ratio_before_external_group_by = 0")
+
+def _spill(step: str, bound: int) -> str:
+    """ClickHouse SQL: the settings under which a ``step`` (``group_by`` or ``sort``) of the spans writes what it
+    holds to disk past ``bound`` bytes (and past no share of the server's memory)."""
+    return (f"SETTINGS max_bytes_before_external_{step} = {bound}, "
+            f"max_bytes_ratio_before_external_{step} = 0")
+
+
+_SPILL = _spill("group_by", GROUP_BY_SPILL_BYTES)
 """The settings every ``GROUP BY`` of the spans runs under: its groups go to disk past the bound."""
 
 STEP_SUMS_SPILL_BYTES = 512_000_000
@@ -64,10 +71,7 @@ iteration) of the run: the answer's (rank, step) cells, not its spans. At 500,00
 cores): under :data:`GROUP_BY_SPILL_BYTES` it wrote its groups to disk (3.2-3.5 s at 10M spans against
 2.2-2.3 s). A larger answer still spills past this bound."""
 
-_STEP_SUMS_SPILL = _SPILL.replace(str(GROUP_BY_SPILL_BYTES), str(STEP_SUMS_SPILL_BYTES))
-
-_SORT_SPILL = (f"SETTINGS max_bytes_before_external_sort = {GROUP_BY_SPILL_BYTES}, "
-               "max_bytes_ratio_before_external_sort = 0")
+_SORT_SPILL = _spill("sort", GROUP_BY_SPILL_BYTES)
 """The settings a sort of the spans runs under: its sorted runs go to disk past the same bound."""
 
 _BUCKET_LIST = "(" + ", ".join(f"'{b}'" for b in BUCKETS) + ")"
@@ -233,7 +237,7 @@ RIGHT JOIN (
            max(flagged) AS flagged, countIf(fallback_cand) AS fallbacks
     FROM ({_classified(relation, where)}) c
     GROUP BY trace, process, iteration
-    {_STEP_SUMS_SPILL}) g
+    {_spill('group_by', STEP_SUMS_SPILL_BYTES)}) g
 ON s.trace = g.trace AND s.process = g.process AND s.iteration = g.iteration"""
 
 
