@@ -65,11 +65,13 @@ def _spill(step: str, bound: int) -> str:
 _SPILL = _spill("group_by", GROUP_BY_SPILL_BYTES)
 """The settings every ``GROUP BY`` of the spans runs under: its groups go to disk past the bound."""
 
-STEP_SUMS_SPILL_BYTES = 512_000_000
-"""The bound of the step sums' ``GROUP BY`` (:func:`stamped_steps_sql`), whose groups are the (trace, process,
-iteration) of the run: the answer's (rank, step) cells, not its spans. At 500,000 cells it holds ~0.35 GB (chdb, 2
-cores): under :data:`GROUP_BY_SPILL_BYTES` it wrote its groups to disk (3.2-3.5 s at 10M spans against
-2.2-2.3 s). A larger answer still spills past this bound."""
+CELLS_SPILL_BYTES = 512_000_000
+"""The bound of the two ``GROUP BY`` s of the spans whose groups follow the answer's (rank, step) cells, not its
+spans: the step sums (:func:`stamped_steps_sql`, a group a (trace, process, iteration)) and the check's parents
+(:func:`trace_checks_sql`, a group a parent: a step or umbrella of a Lens trace). At 500,000 cells (chdb, 2
+cores, 10M spans) under :data:`GROUP_BY_SPILL_BYTES` both wrote their groups to disk: the step sums held ~0.35
+GB and took 3.2-3.5 s against 2.2-2.3 s unspilled; the parents (1M groups) 1.56-1.60 s against 1.33-1.37 s. A
+larger answer still spills past this bound; the two run one after the other, so the peak is one of them."""
 
 _SORT_SPILL = _spill("sort", GROUP_BY_SPILL_BYTES)
 """The settings a sort of the spans runs under: its sorted runs go to disk past the same bound."""
@@ -152,7 +154,7 @@ def trace_checks_sql(relation: str, where: str) -> tuple[str, str]:
     then :data:`BROKEN_TRACES`: the traces where a parent id is no span of the trace (an orphan) or a parent
     breaks a rule of the module for its children. The store runs them on parts of whole traces
     (:meth:`~lens_report.clickhouse.ClickHouseStore.span_parts`); a trace larger than a part is checked whole,
-    its ``GROUP BY`` spilled to disk past :data:`GROUP_BY_SPILL_BYTES`. A span stored twice is
+    its ``GROUP BY`` spilled to disk past :data:`CELLS_SPILL_BYTES`. A span stored twice is
     :func:`duplicates_sql`'s to find, the rules of single spans and of steps :func:`stamped_steps_sql`'s.
 
     The first groups the children by parent: what a parent must satisfy is the earliest of its children
@@ -171,7 +173,7 @@ SELECT trace, parent AS key, min({_ORDER}) AS kid_ord, min({need}) AS need_lo, m
 FROM {relation} s
 {also} s.parent IS NOT NULL
 GROUP BY trace, parent
-{_SPILL}"""
+{_spill("group_by", CELLS_SPILL_BYTES)}"""
     # a parent: bucketed, or not before each child, or not the (process, iteration) a child needs
     broken = f"""s.bucket IS NOT NULL OR NOT coalesce({_ORDER} < p.kid_ord, false)
                  OR (p.need_lo IS NOT NULL AND NOT coalesce(p.need_lo = {_CODE} AND p.need_hi = {_CODE}, false))"""
@@ -237,7 +239,7 @@ RIGHT JOIN (
            max(flagged) AS flagged, countIf(fallback_cand) AS fallbacks
     FROM ({_classified(relation, where)}) c
     GROUP BY trace, process, iteration
-    {_spill('group_by', STEP_SUMS_SPILL_BYTES)}) g
+    {_spill('group_by', CELLS_SPILL_BYTES)}) g
 ON s.trace = g.trace AND s.process = g.process AND s.iteration = g.iteration"""
 
 
