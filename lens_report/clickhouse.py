@@ -44,11 +44,14 @@ from .clickhouse_stamped import (
     CHECK_PARENTS,
     CHECK_DUPLICATES,
     CHECK_PART_FACTOR,
+    CHECK_SPANS,
     PARENT_PART_FACTOR,
     COMPLEX_TRACES,
     STAMPED_STEPS,
     STEP_COLUMNS,
     TRACE_PLAN,
+    check_columns_sql,
+    check_copy_sql,
     presum_sql,
     stamped_steps_sql,
     duplicates_sorted_sql,
@@ -463,17 +466,20 @@ class ClickHouseStore:
         self.duplicates_sorted = self._total > self.part_spans * CHECK_PART_FACTOR
         checks = self.check_parts = max(1, -(-self._parents() // (self.part_spans * PARENT_PART_FACTOR))) \
             if self.duplicates_sorted else 1
+        checked = check_columns_sql(relation, where)
+        if checks > 1:  # each part reads its own rows of one sorted copy, not the whole run (two scans a part)
+            self._replace(CHECK_SPANS)
+            self.execute(check_copy_sql(checked, checks))
+            self._tables[CHECK_SPANS] = None
         for part in range(checks):  # in parts of whole traces, as they are walked (see load_part)
-            traces = _trace_part(part, checks) + self._span_where
-            of_part = relation if checks == 1 else \
-                f"({_projection(self.table, self._columns, False, traces, resources=False)})"
-            parents, checks_sql = trace_checks_sql(of_part, where)
+            of_part = checked if checks == 1 else f"(SELECT * FROM {CHECK_SPANS} WHERE part = {part})"
+            parents, checks_sql = trace_checks_sql(of_part)
             self.create(CHECK_PARENTS, parents)
             if part:
                 self.execute(f"INSERT INTO {BROKEN_TRACES} {checks_sql}")
             else:
                 self.create(BROKEN_TRACES, checks_sql)
-        self.drop(CHECK_PARENTS)
+        self.drop(CHECK_PARENTS, CHECK_SPANS)
         self.create(CHECK_DUPLICATES, (duplicates_sorted_sql if self.duplicates_sorted else duplicates_sql)(
             relation, where))
         # the steps' sums and the rules of single spans: every trace, as its walk decides on both

@@ -5,9 +5,9 @@ The rollup (:mod:`lens_report.rollup`) gives each counted leaf to its nearest st
 walking parent links. A trace needs no walk when its structure pins every answer down, which
 two passes over its spans check, the children grouped by parent, then each parent beside its
 children's entry (past :data:`CHECK_PART_FACTOR` × ``--part-spans`` spans, in parts of whole traces
-of :data:`PARENT_PART_FACTOR` × ``--part-spans`` parents); a third finds the span ids stored twice
-(by one sort past that size, spilled to disk); the rules of single spans and of steps are checked where the
-steps are summed (per trace, process and iteration):
+of :data:`PARENT_PART_FACTOR` × ``--part-spans`` parents, read from one sorted copy); a third finds the span
+ids stored twice (by one sort past that size, spilled to disk); the rules of single spans and of steps are
+checked where the steps are summed (per trace, process and iteration):
 
 * every span is well timed, and no rule of the report flags it (``flagged``): a flagged
   span is listed as a violation, which only the walk does;
@@ -31,9 +31,10 @@ from .invariants import TOLERANCE_NS
 from .model import BUCKETS
 from .rollup import COUNTED, classified_columns, is_step_span, is_well_timed
 
-__all__ = ["BROKEN_TRACES", "CHECK_DUPLICATES", "CHECK_PARENTS", "CHECK_PART_FACTOR", "COMPLEX_TRACES",
-           "PARENT_PART_FACTOR", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN", "duplicates_sorted_sql",
-           "duplicates_sql", "presum_sql", "stamped_steps_sql", "trace_checks_sql", "trace_plan_sql"]
+__all__ = ["BROKEN_TRACES", "CHECK_DUPLICATES", "CHECK_PARENTS", "CHECK_PART_FACTOR", "CHECK_SPANS",
+           "COMPLEX_TRACES", "PARENT_PART_FACTOR", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN", "check_columns_sql",
+           "check_copy_sql", "duplicates_sorted_sql", "duplicates_sql", "presum_sql", "stamped_steps_sql",
+           "trace_checks_sql", "trace_plan_sql"]
 
 COMPLEX_TRACES = "complex_traces"
 """The working table of the traces that are walked (``trace``): those :func:`trace_plan_sql` says must be."""
@@ -131,6 +132,24 @@ this many × ``--part-spans`` parents (span ids that spans name as their parent)
 a parent (at 100M spans with 1M parents, chdb: 0.56 GB peak for the first pass, 0.64 GB for the second). A Lens
 trace has a parent a step and umbrella, so a run's parents follow its (rank, step) cells, not its spans."""
 
+CHECK_SPANS = "check_spans"
+"""The working table, on disk, of what the structure check reads of each span (:func:`check_columns_sql`), with
+its part (``part``, by a hash of the trace: the walk's parts), sorted by part: made when the check runs in
+parts, so that each part reads its own rows of it and not the whole run (see :func:`check_copy_sql`)."""
+
+_COPY_ENGINE = ("MergeTree ORDER BY part SETTINGS max_bytes_to_merge_at_max_space_in_pool = 0, "
+                "parts_to_delay_insert = 100000, parts_to_throw_insert = 100000")
+"""The engine of :data:`CHECK_SPANS`: sorted by part, on disk, never merged (it is read once a part, then dropped),
+so it is as many parts as the copy writes blocks (~380 at 100M spans, ~3,800 at 1B), which the server must not
+refuse or delay. Merges running beside the check held ~0.2 GB more and slowed it (at 100M spans, chdb, 2 cores:
+the copy 26-30 s against 17-19 s unmerged, a part's two passes 1.3-1.6 s against 0.7-0.9 s)."""
+
+_COPY_SETTINGS = ("SETTINGS max_insert_threads = 1, max_block_size = 65536, min_insert_block_size_rows = 262144, "
+                  "min_insert_block_size_bytes = 33554432")
+"""The settings :data:`CHECK_SPANS` is written under: one writer of blocks of at most ~32 MB (at 100M spans,
+chdb, 2 cores: 0.54 GB peak RSS up to the copy, in 16-19 s, against 1.04 GB in 12.8 s with the defaults' blocks of
+1M rows and a writer a core)."""
+
 CHECK_DUPLICATES = "check_duplicates"
 """The working table of the traces with a span stored twice (``trace``), found by :func:`duplicates_sql` or
 :func:`duplicates_sorted_sql`."""
@@ -149,43 +168,63 @@ _ORDER = "bitShiftLeft(toUInt128(coalesce(start_ns, 0) + 9223372036854775808), 6
 _CODE = "if(iteration IS NULL, toUInt64(0), bitOr(cityHash64(process, iteration), 1))"
 
 
-def trace_checks_sql(relation: str, where: str) -> tuple[str, str]:
-    """ClickHouse SQL, two statements over ``relation``'s spans (that satisfy ``where``): :data:`CHECK_PARENTS`,
-    then :data:`BROKEN_TRACES`: the traces where a parent id is no span of the trace (an orphan) or a parent
-    breaks a rule of the module for its children. The store runs them on parts of whole traces
-    (:meth:`~lens_report.clickhouse.ClickHouseStore.span_parts`); a trace larger than a part is checked whole,
-    its ``GROUP BY`` spilled to disk past :data:`CELLS_SPILL_BYTES`. A span stored twice is
-    :func:`duplicates_sql`'s to find, the rules of single spans and of steps :func:`stamped_steps_sql`'s.
+def check_columns_sql(relation: str, where: str) -> str:
+    """ClickHouse SQL (a subquery): what the structure check reads of each of ``relation``'s spans (that satisfy
+    ``where``): its ``trace``, ``span`` and ``parent``, its place in the order (start, span id) as one number
+    (``ord``), its (process, iteration) as one 64-bit hash (``code``: two that differ read equal once in 2^64
+    comparisons), what it needs of its parent (``need``: its ``code``, NULL for a step span, which needs nothing)
+    and whether it is ``bucketed``. Computed in the pass that reads it (ClickHouse does not store a subquery)."""
+    need = f"if({_NAMED_STEP}, NULL, {_CODE})"
+    return f"""(
+SELECT trace, span, parent, {_ORDER} AS ord, {_CODE} AS code, {need} AS need, bucket IS NOT NULL AS bucketed
+FROM {relation} s {where})"""
+
+
+def check_copy_sql(checked: str, parts: int) -> str:
+    """ClickHouse SQL: :data:`CHECK_SPANS`'s statement, ``checked`` (:func:`check_columns_sql`) with each span's
+    part of ``parts`` by a hash of its trace (the walk's), sorted by part and compressed on disk (~10 bytes a
+    span). The check then runs in parts that read their own rows of it: at 100M spans in 6 parts (chdb, 2 cores)
+    a 16-19 s copy, then 0.7-0.9 s a part, against 10.5 s a part reading the whole run (its two passes each a
+    scan of every span), so that a part's cost no longer grows with the run: at 1B spans in ~50 parts, ~4 minutes
+    where the scans took ~2.2 hours."""
+    return (f"CREATE TEMPORARY TABLE {CHECK_SPANS} ENGINE = {_COPY_ENGINE} AS "
+            f"SELECT cityHash64(trace) % {int(parts)} AS part, * FROM {checked} {_COPY_SETTINGS}")
+
+
+def trace_checks_sql(checked: str) -> tuple[str, str]:
+    """ClickHouse SQL, two statements over ``checked``'s spans (:func:`check_columns_sql`'s columns):
+    :data:`CHECK_PARENTS`, then :data:`BROKEN_TRACES`: the traces where a parent id is no span of the trace (an
+    orphan) or a parent breaks a rule of the module for its children. The store runs them on parts of whole
+    traces (:meth:`~lens_report.clickhouse.ClickHouseStore.span_parts`, reading :data:`CHECK_SPANS`); a trace
+    larger than a part is checked whole, its ``GROUP BY`` spilled to disk past :data:`CELLS_SPILL_BYTES`. A span
+    stored twice is :func:`duplicates_sql`'s to find, the rules of single spans and of steps
+    :func:`stamped_steps_sql`'s.
 
     The first groups the children by parent: what a parent must satisfy is the earliest of its children
     in the order (start, span id), and the (process, iteration) its children other than step spans
-    need of it (a 64-bit hash: two that differ read equal once in 2^64 comparisons). The second reads
-    the spans whose id is a parent id beside their entry there: the others, most spans, are passed over by a
-    set of ids before the join (at 10M spans, chdb, 2 cores: 1.5 s joined all, 0.7 s).
+    need of it. The second reads the spans whose id is a parent id beside their entry there: the others, most
+    spans, are passed over by a set of ids before the join (at 10M spans, chdb, 2 cores: 1.5 s joined all, 0.7 s).
     Grouping the children alone keeps the groups to the parents (a tenth of the spans of a Lens trace):
-    one ``GROUP BY`` of every span id with its children's rows took 13.8 s at 10M spans, these two 2.7-2.8 s."""
-    # the children's side reads the spans' own columns only (no joins to the rules: 3.8 s to 2.6 s at 10M spans);
-    # a step span needs nothing of its parent
-    need = f"if({_NAMED_STEP}, NULL, {_CODE})"
-    also = f"{where} AND" if where else "WHERE"
+    one ``GROUP BY`` of every span id with its children's rows took 13.8 s at 10M spans, these two 2.7-2.8 s (the
+    children's side reads the spans' own columns only, no joins to the rules: 3.8 s to 2.6 s)."""
     parents = f"""
-SELECT trace, parent AS key, min({_ORDER}) AS kid_ord, min({need}) AS need_lo, max({need}) AS need_hi
-FROM {relation} s
-{also} s.parent IS NOT NULL
+SELECT trace, parent AS key, min(ord) AS kid_ord, min(need) AS need_lo, max(need) AS need_hi
+FROM {checked} s
+WHERE s.parent IS NOT NULL
 GROUP BY trace, parent
 {_spill("group_by", CELLS_SPILL_BYTES)}"""
     # a parent: bucketed, or not before each child, or not the (process, iteration) a child needs
-    broken = f"""s.bucket IS NOT NULL OR NOT coalesce({_ORDER} < p.kid_ord, false)
-                 OR (p.need_lo IS NOT NULL AND NOT coalesce(p.need_lo = {_CODE} AND p.need_hi = {_CODE}, false))"""
+    broken = """s.bucketed OR NOT coalesce(s.ord < p.kid_ord, false)
+                 OR (p.need_lo IS NOT NULL AND NOT coalesce(p.need_lo = s.code AND p.need_hi = s.code, false))"""
     # each parent id of a trace found once, as a span no rule of its children breaks
     checks = f"""
 SELECT n.trace AS trace
 FROM (SELECT trace, count() AS parents FROM {CHECK_PARENTS} GROUP BY trace) n
 LEFT JOIN (
     SELECT s.trace AS trace, max({broken}) AS broken, count() AS found
-    FROM {relation} s
+    FROM {checked} s
     JOIN {CHECK_PARENTS} p ON p.trace = s.trace AND p.key = s.span
-    {also} s.span IN (SELECT key FROM {CHECK_PARENTS})
+    WHERE s.span IN (SELECT key FROM {CHECK_PARENTS})
     GROUP BY s.trace) f ON f.trace = n.trace
 WHERE coalesce(f.broken, false) OR coalesce(f.found, 0) <> n.parents"""
     return parents, checks

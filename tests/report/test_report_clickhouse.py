@@ -585,6 +585,37 @@ def test_the_span_ids_stored_twice_are_found_by_a_set_or_by_a_sort_alike():
     assert found == {"set": [3, 4], "sort": [3, 4]}
 
 
+def test_the_check_in_parts_reads_the_table_once_and_each_part_its_own_rows_of_a_sorted_copy():
+    """Past CHECK_PART_FACTOR x --part-spans spans the structure check runs in parts of whole traces. Each part's
+    two passes read their rows of one copy sorted by part (check_spans), made by the one statement of the check
+    that reads the table: before it each pass of each part scanned the whole table (at 100M spans in 6 parts,
+    10.5 s a part, the time growing with the square of the run). The report is the one of a check in one part."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import trace_synth
+
+    reports, sent_by, parts_by = {}, {}, {}
+    for part_spans in (5, 10_000):
+        source, sent = counting_source()
+        try:
+            source.command(otel_traces_ddl("otel_traces"))
+            source.command(trace_synth.otel_traces_insert("otel_traces", 6, 4))
+            with ClickHouseStore(source, "otel_traces", part_spans=part_spans) as store:
+                store.load_table()
+                reports[part_spans] = build_report(store).to_json(top=DEFAULT_TOP_N)
+                parts_by[part_spans] = store.check_parts
+        finally:
+            source.close()
+        sent_by[part_spans] = sent
+    parts, sent = parts_by[5], sent_by[5]
+    assert parts > 1 and parts_by[10_000] == 1, parts_by
+    checks = [sql for sql in sent if "check_parents" in sql and not sql.startswith("DROP")]
+    reading = [sql for sql in checks + [s for s in sent if "check_spans" in s] if "`otel_traces`" in sql]
+    assert len(checks) == 2 * parts  # two passes a part, neither reading the table
+    assert len(reading) == 1 and reading[0].startswith("CREATE TEMPORARY TABLE check_spans"), reading
+    assert not any("check_spans" in sql for sql in sent_by[10_000])
+    assert comparable(reports[5]) == comparable(reports[10_000])
+
+
 def test_the_benchmarks_wide_steps_hold_more_spans_and_the_same_figures_checked_in_parts_of_traces():
     """The report benchmark's 100M run keeps the answer's size and grows the spans (steps of 200 spans,
     trace_synth.step_layout): a run of 3 ranks x 4 steps of 50 spans has 3 x (1 + 4 x 50) spans, every trace
