@@ -6,6 +6,7 @@ import itertools
 import os
 import re
 import tempfile
+import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -67,6 +68,11 @@ class ClickHouseSource(Protocol):
         """``INSERT INTO table (columns) SELECT select FROM`` the Parquet file at ``path``."""
 
 
+_PURGE_AFTER_S = 0.5
+"""A statement that ran this long (seconds) is followed by a purge of the memory it freed (:meth:`ChdbSource._release`):
+the passes over every span, not the small statements, whose pages the next statement reuses (purging after each
+made the rollup report, 23 statements of at most 0.3 s, 4 % slower: the pages given back are faulted in again)."""
+
 _ARROW_SETTINGS = "SETTINGS output_format_arrow_string_as_string = 1, output_format_arrow_low_cardinality_as_dictionary = 0"
 
 
@@ -85,9 +91,24 @@ class ChdbSource:
         self._tmp = None if path else tempfile.TemporaryDirectory(prefix="lens-chdb-")
         self.path = path or self._tmp.name  # type: ignore[union-attr]
         self.session = session.Session(self.path)
+        self._purge = True
 
     def command(self, sql: str) -> None:
+        started = time.perf_counter()
         self.session.query(sql)
+        if time.perf_counter() - started >= _PURGE_AFTER_S:
+            self._release()
+
+    def _release(self) -> None:
+        """Hand the memory a long statement freed back to the system (``SYSTEM JEMALLOC PURGE``, under 30 ms): chdb
+        runs in this process, and its allocator otherwise keeps each statement's freed pages, so the process's
+        peak grew pass by pass (10M spans, stamped sums: 919-956 MiB peak RSS, 682-689 MiB purged). A build
+        without jemalloc refuses the command: then never again."""
+        if self._purge:
+            try:
+                self.session.query("SYSTEM JEMALLOC PURGE")
+            except self.errors:
+                self._purge = False
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         import pyarrow as pa

@@ -616,6 +616,40 @@ def test_the_check_in_parts_reads_the_table_once_and_each_part_its_own_rows_of_a
     assert comparable(reports[5]) == comparable(reports[10_000])
 
 
+def test_chdb_hands_back_the_memory_a_long_statement_freed_and_stops_asking_an_engine_that_refuses():
+    """chdb runs in the report's process and its allocator kept each pass's freed pages, so the peak RSS grew pass
+    by pass (10M spans: 919-956 MiB, 682-689 MiB purged). A statement that runs past _PURGE_AFTER_S is followed
+    by SYSTEM JEMALLOC PURGE, a short one is not; an engine that refuses the purge (a build without jemalloc) is
+    not asked again, and its statements still run."""
+    from lens_report import clickhouse_source
+
+    source = ChdbSource()
+    sent: list[str] = []
+    query = source.session.query
+    source.session.query = lambda sql, *a, **k: (sent.append(sql), query(sql, *a, **k))[1]  # type: ignore[method-assign]
+    try:
+        source.command("CREATE TEMPORARY TABLE quick (n UInt8) ENGINE = Memory")
+        assert sent == ["CREATE TEMPORARY TABLE quick (n UInt8) ENGINE = Memory"]
+        source.command(f"SELECT sleep({clickhouse_source._PURGE_AFTER_S + 0.1})")
+        assert sent[-1] == "SYSTEM JEMALLOC PURGE" and len(sent) == 3, sent
+
+        def refuse(sql: str, *a: object, **k: object) -> object:
+            sent.append(sql)
+            if sql.startswith("SYSTEM"):
+                raise source.errors[0]("Code: 344. DB::Exception: this build has no jemalloc. (SUPPORT_IS_DISABLED)")
+            return query(sql, *a, **k)
+
+        source.session.query = refuse  # type: ignore[method-assign]
+        del sent[:]
+        for _ in range(2):
+            source.command(f"SELECT sleep({clickhouse_source._PURGE_AFTER_S + 0.1})")
+        assert sent.count("SYSTEM JEMALLOC PURGE") == 1 and len(sent) == 3, sent
+        assert source.rows("SELECT 1") == [(1,)]
+    finally:
+        source.session.query = query  # type: ignore[method-assign]
+        source.close()
+
+
 def test_the_benchmarks_wide_steps_hold_more_spans_and_the_same_figures_checked_in_parts_of_traces():
     """The report benchmark's 100M run keeps the answer's size and grows the spans (steps of 200 spans,
     trace_synth.step_layout): a run of 3 ranks x 4 steps of 50 spans has 3 x (1 + 4 x 50) spans, every trace
