@@ -45,6 +45,7 @@ from .clickhouse_stamped import (
     CHECK_DUPLICATES,
     CHECK_PART_FACTOR,
     CHECK_SPANS,
+    CHECK_SPANS_ENGINE,
     PARENT_PART_FACTOR,
     COMPLEX_TRACES,
     STAMPED_STEPS,
@@ -468,9 +469,7 @@ class ClickHouseStore:
             if self.duplicates_sorted else 1
         checked = check_columns_sql(relation, where)
         if checks > 1:  # each part reads its own rows of one sorted copy, not the whole run (two scans a part)
-            self._replace(CHECK_SPANS)
-            self.execute(check_copy_sql(checked, checks))
-            self._tables[CHECK_SPANS] = None
+            self.create(CHECK_SPANS, check_copy_sql(checked, checks), engine=CHECK_SPANS_ENGINE)
         for part in range(checks):  # in parts of whole traces, as they are walked (see load_part)
             of_part = checked if checks == 1 else f"(SELECT * FROM {CHECK_SPANS} WHERE part = {part})"
             parents, checks_sql = trace_checks_sql(of_part)
@@ -608,10 +607,11 @@ class ClickHouseStore:
         if name in self._tables:
             self.drop(name)
 
-    def create(self, name: str, select: str) -> None:
-        """(Re)create the working table ``name`` from a query: a temporary table of the session."""
+    def create(self, name: str, select: str, *, engine: str | None = None) -> None:
+        """(Re)create the working table ``name`` from a query: a temporary table of the session, under the store's
+        engine (``--work-tables``) or ``engine``."""
         self._replace(name)
-        self.source.command(f"CREATE TEMPORARY TABLE {name} ENGINE = {self.engine} AS {select}")
+        self.source.command(f"CREATE TEMPORARY TABLE {name} ENGINE = {engine or self.engine} AS {select}")
         self._tables[name] = None
 
     def define(self, name: str, select: str) -> None:

@@ -69,9 +69,10 @@ class ClickHouseSource(Protocol):
 
 
 _PURGE_AFTER_S = 0.5
-"""A statement that ran this long (seconds) is followed by a purge of the memory it freed (:meth:`ChdbSource._release`):
-the passes over every span, not the small statements, whose pages the next statement reuses (purging after each
-made the rollup report, 23 statements of at most 0.3 s, 4 % slower: the pages given back are faulted in again)."""
+"""A command (the statements that make the working tables) that ran this long (seconds) is followed by a purge of the
+memory it freed (:meth:`ChdbSource._release`): the passes over every span, not the small statements, whose pages the
+next statement reuses (purging after each made the rollup report, 23 statements of at most 0.3 s, 4 % slower: the
+pages given back are faulted in again)."""
 
 _ARROW_SETTINGS = "SETTINGS output_format_arrow_string_as_string = 1, output_format_arrow_low_cardinality_as_dictionary = 0"
 

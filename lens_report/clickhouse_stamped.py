@@ -32,9 +32,9 @@ from .model import BUCKETS
 from .rollup import COUNTED, classified_columns, is_step_span, is_well_timed
 
 __all__ = ["BROKEN_TRACES", "CHECK_DUPLICATES", "CHECK_PARENTS", "CHECK_PART_FACTOR", "CHECK_SPANS",
-           "COMPLEX_TRACES", "PARENT_PART_FACTOR", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN", "check_columns_sql",
-           "check_copy_sql", "duplicates_sorted_sql", "duplicates_sql", "presum_sql", "stamped_steps_sql",
-           "trace_checks_sql", "trace_plan_sql"]
+           "CHECK_SPANS_ENGINE", "COMPLEX_TRACES", "PARENT_PART_FACTOR", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN",
+           "check_columns_sql", "check_copy_sql", "duplicates_sorted_sql", "duplicates_sql", "presum_sql",
+           "stamped_steps_sql", "trace_checks_sql", "trace_plan_sql"]
 
 COMPLEX_TRACES = "complex_traces"
 """The working table of the traces that are walked (``trace``): those :func:`trace_plan_sql` says must be."""
@@ -134,15 +134,17 @@ trace has a parent a step and umbrella, so a run's parents follow its (rank, ste
 
 CHECK_SPANS = "check_spans"
 """The working table, on disk, of what the structure check reads of each span (:func:`check_columns_sql`), with
-its part (``part``, by a hash of the trace: the walk's parts), sorted by part: made when the check runs in
-parts, so that each part reads its own rows of it and not the whole run (see :func:`check_copy_sql`)."""
+its part (``part``, by a hash of the trace: the walk's parts), sorted by part (:data:`CHECK_SPANS_ENGINE`): made
+when the check runs in parts, so that each part reads its own rows of it and not the whole run (see
+:func:`check_copy_sql`)."""
 
-_COPY_ENGINE = ("MergeTree ORDER BY part SETTINGS max_bytes_to_merge_at_max_space_in_pool = 0, "
-                "parts_to_delay_insert = 100000, parts_to_throw_insert = 100000")
-"""The engine of :data:`CHECK_SPANS`: sorted by part, on disk, never merged (it is read once a part, then dropped),
-so it is as many parts as the copy writes blocks (~380 at 100M spans, ~3,800 at 1B), which the server must not
-refuse or delay. Merges running beside the check held ~0.2 GB more and slowed it (at 100M spans, chdb, 2 cores:
-the copy 26-30 s against 17-19 s unmerged, a part's two passes 1.3-1.6 s against 0.7-0.9 s)."""
+CHECK_SPANS_ENGINE = ("MergeTree ORDER BY part SETTINGS max_bytes_to_merge_at_max_space_in_pool = 0, "
+                      "parts_to_delay_insert = 100000, parts_to_throw_insert = 100000")
+"""The engine of :data:`CHECK_SPANS` (whatever ``--work-tables`` says): sorted by part, on disk, never merged (it is
+read once a part, then dropped), so it is as many parts as the copy writes blocks (~380 at 100M spans, ~3,800 at
+1B), which the server must not refuse or delay. Merges running beside the check held ~0.2 GB more and slowed it (at
+100M spans, chdb, 2 cores: the copy 26-30 s against 17-19 s unmerged, a part's two passes 1.3-1.6 s against
+0.7-0.9 s)."""
 
 _COPY_SETTINGS = ("SETTINGS max_insert_threads = 1, max_block_size = 65536, min_insert_block_size_rows = 262144, "
                   "min_insert_block_size_bytes = 33554432")
@@ -181,14 +183,13 @@ FROM {relation} s {where})"""
 
 
 def check_copy_sql(checked: str, parts: int) -> str:
-    """ClickHouse SQL: :data:`CHECK_SPANS`'s statement, ``checked`` (:func:`check_columns_sql`) with each span's
-    part of ``parts`` by a hash of its trace (the walk's), sorted by part and compressed on disk (~10 bytes a
-    span). The check then runs in parts that read their own rows of it: at 100M spans in 6 parts (chdb, 2 cores)
-    a 16-19 s copy, then 0.7-0.9 s a part, against 10.5 s a part reading the whole run (its two passes each a
-    scan of every span), so that a part's cost no longer grows with the run: at 1B spans in ~50 parts, ~4 minutes
-    where the scans took ~2.2 hours."""
-    return (f"CREATE TEMPORARY TABLE {CHECK_SPANS} ENGINE = {_COPY_ENGINE} AS "
-            f"SELECT cityHash64(trace) % {int(parts)} AS part, * FROM {checked} {_COPY_SETTINGS}")
+    """ClickHouse SQL: :data:`CHECK_SPANS`'s rows (the table made under :data:`CHECK_SPANS_ENGINE`), ``checked``
+    (:func:`check_columns_sql`) with each span's part of ``parts`` by a hash of its trace (the walk's), sorted by
+    part and compressed on disk (~10 bytes a span). The check then runs in parts that read their own rows of it: at
+    100M spans in 6 parts (chdb, 2 cores) a 16-19 s copy, then 0.7-0.9 s a part, against 10.5 s a part reading the
+    whole run (its two passes each a scan of every span), so that a part's cost no longer grows with the run: at 1B
+    spans in ~50 parts, ~4 minutes where the scans took ~2.2 hours."""
+    return f"SELECT cityHash64(trace) % {int(parts)} AS part, * FROM {checked} {_COPY_SETTINGS}"
 
 
 def trace_checks_sql(checked: str) -> tuple[str, str]:
