@@ -45,14 +45,14 @@ from .clickhouse_stamped import (
     CHECK_DUPLICATES,
     CHECK_PART_FACTOR,
     CHECK_SPANS,
-    CHECK_SPANS_ENGINE,
     PARENT_PART_FACTOR,
+    PART_COPY_ENGINE,
     COMPLEX_TRACES,
     STAMPED_STEPS,
     STEP_COLUMNS,
     TRACE_PLAN,
     check_columns_sql,
-    check_copy_sql,
+    part_copy_sql,
     presum_sql,
     stamped_steps_sql,
     duplicates_sorted_sql,
@@ -226,12 +226,6 @@ def _lens_columns(columns: set[str]) -> dict[str, str]:
             for column, (_kind, expr) in _materialized().items()}
 
 
-def _trace_part(part: int, parts: int) -> str:
-    """ClickHouse SQL (ends in ``AND``): the rows of part ``part`` of ``parts`` of whole traces, by a hash of the
-    trace id (as a number: the same trace whatever case its hex digits are in)."""
-    return f"cityHash64({_id('TraceId', 32)}) % {int(parts)} = {int(part)} AND "
-
-
 def _processes(table: str, columns: set[str], where: str, firsts: str | None = None) -> str:
     """ClickHouse SQL: one row per process label of the rows of ``table`` that satisfy ``where``, with the
     resource fields the store's ``spans`` keep (instance, pid, host, service, whether Lens set it up),
@@ -331,6 +325,17 @@ SELECT line, problem FROM (
 WHERE problem <> '' ORDER BY line"""
 
 
+WALK_SPANS = "walk_spans"
+"""The working table, on disk, of the spans the report walks when it walks them in parts: each with its part
+(:func:`~lens_report.clickhouse_stamped.part_copy_sql`), copied in one pass and sorted by part, so that each part
+reads its own rows (:meth:`ClickHouseStore.load_part`). Dropped with the store's other working tables."""
+
+WALK_SPANS_ENGINE = "MergeTree ORDER BY part SETTINGS parts_to_delay_insert = 100000, parts_to_throw_insert = 100000"
+"""The engine of :data:`WALK_SPANS`: the check's copy's (:data:`~.clickhouse_stamped.PART_COPY_ENGINE`) but merged
+as it is written. A part of the walk reads all its columns, and unmerged a read opened each column of each block
+the copy wrote, so a part's read grew with the run (30M device-timed spans, chdb, 2 cores, 31 parts read twice:
+317 blocks, 0.57-1.2 s a part; merged to 17, 0.11-0.24 s, the copy 36 s against 18 s, the peak the same)."""
+
 DEFAULT_PART_SPANS = 1_000_000
 """How many spans of ``otel_traces`` the report walks at once, at most (``--part-spans``): a run holding more is
 walked in parts of whole traces. ClickHouse's working set is ~0.5-0.7 KB a span walked, so a part of 1M spans
@@ -383,6 +388,7 @@ class ClickHouseStore:
         :data:`~.clickhouse_stamped.CHECK_PART_FACTOR` × ``part_spans`` spans), not by a set of them in memory."""
         self._parts = 1  # how many parts the run needs (load_table)
         self._loaded: tuple[int, int] | None = None  # the part ``spans`` holds: (part, parts)
+        self._walk_copy: tuple[int, bool] | None = None  # what ``walk_spans`` holds: (parts, only walked traces)
         self._duplicates: dict[tuple[int, int], int] = {}  # (part, parts) -> spans stored twice in it
         self._span_where = "false"
         self._columns: set[str] = set()
@@ -456,6 +462,7 @@ class ClickHouseStore:
         (:mod:`lens_report.clickhouse_stamped`): the others' steps are summed here (``stamped_steps``), the rest
         of their sums by :meth:`presum`; none walked is 0 parts."""
         self._presumming = False
+        self._walk_copy = None  # a new report: its walked traces are its own (another run, another attempt)
         if self._parts == 1 or timed or not self.stamped:
             self.walked_spans = self._total
             self.parts_walked = 1 if timed else self._parts
@@ -469,7 +476,7 @@ class ClickHouseStore:
             if self.duplicates_sorted else 1
         checked = check_columns_sql(relation, where)
         if checks > 1:  # each part reads its own rows of one sorted copy, not the whole run (two scans a part)
-            self.create(CHECK_SPANS, check_copy_sql(checked, checks), engine=CHECK_SPANS_ENGINE)
+            self.create(CHECK_SPANS, part_copy_sql(checked, checks), engine=PART_COPY_ENGINE)
         for part in range(checks):  # in parts of whole traces, as they are walked (see load_part)
             of_part = checked if checks == 1 else f"(SELECT * FROM {CHECK_SPANS} WHERE part = {part})"
             parents, checks_sql = trace_checks_sql(of_part)
@@ -536,8 +543,17 @@ class ClickHouseStore:
             return
         # the cheap conditions first: ClickHouse tests the rest of an AND only where they hold
         walked = f"{_id('TraceId', 32)} IN (SELECT trace FROM {COMPLEX_TRACES}) AND " if self._presumming else ""
-        hashed = _trace_part(part, parts) if parts > 1 else ""
-        self.create("spans", _projection(self.table, self._columns, self.detail, walked + hashed + self._span_where))
+        projection = _projection(self.table, self._columns, self.detail, walked + self._span_where)
+        if parts == 1:
+            self.create("spans", projection)
+        else:
+            # the walked spans copied once, sorted by part, and each part read from the copy: a part that scanned the
+            # table made the walk grow with the square of the run; a span's row id is then the copy's, the
+            # report's across parts (the parts' step anchors are kept side by side)
+            if self._walk_copy != (parts, self._presumming):
+                self.create(WALK_SPANS, part_copy_sql(f"({projection})", parts), engine=WALK_SPANS_ENGINE)
+                self._walk_copy = (parts, self._presumming)
+            self.create("spans", f"SELECT * EXCEPT part FROM {WALK_SPANS} WHERE part = {int(part)}")
         self._loaded = (part, parts)
         # distinct span ids alone first (cheap): only when some repeat can a (trace, span) pair repeat
         duplicates = 0

@@ -32,8 +32,8 @@ from .model import BUCKETS
 from .rollup import COUNTED, classified_columns, is_step_span, is_well_timed
 
 __all__ = ["BROKEN_TRACES", "CHECK_DUPLICATES", "CHECK_PARENTS", "CHECK_PART_FACTOR", "CHECK_SPANS",
-           "CHECK_SPANS_ENGINE", "COMPLEX_TRACES", "PARENT_PART_FACTOR", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN",
-           "check_columns_sql", "check_copy_sql", "duplicates_sorted_sql", "duplicates_sql", "presum_sql",
+           "COMPLEX_TRACES", "PARENT_PART_FACTOR", "PART_COPY_ENGINE", "STAMPED_STEPS", "STEP_COLUMNS", "TRACE_PLAN",
+           "check_columns_sql", "duplicates_sorted_sql", "duplicates_sql", "part_copy_sql", "presum_sql",
            "stamped_steps_sql", "trace_checks_sql", "trace_plan_sql"]
 
 COMPLEX_TRACES = "complex_traces"
@@ -134,23 +134,23 @@ trace has a parent a step and umbrella, so a run's parents follow its (rank, ste
 
 CHECK_SPANS = "check_spans"
 """The working table, on disk, of what the structure check reads of each span (:func:`check_columns_sql`), with
-its part (``part``, by a hash of the trace: the walk's parts), sorted by part (:data:`CHECK_SPANS_ENGINE`): made
+its part (``part``, by a hash of the trace: the walk's parts), sorted by part (:data:`PART_COPY_ENGINE`): made
 when the check runs in parts, so that each part reads its own rows of it and not the whole run (see
-:func:`check_copy_sql`)."""
+:func:`part_copy_sql`)."""
 
-CHECK_SPANS_ENGINE = ("MergeTree ORDER BY part SETTINGS max_bytes_to_merge_at_max_space_in_pool = 0, "
-                      "parts_to_delay_insert = 100000, parts_to_throw_insert = 100000")
-"""The engine of :data:`CHECK_SPANS` (whatever ``--work-tables`` says): sorted by part, on disk, never merged (it is
-read once a part, then dropped), so it is as many parts as the copy writes blocks (~380 at 100M spans, ~3,800 at
-1B), which the server must not refuse or delay. Merges running beside the check held ~0.2 GB more and slowed it (at
-100M spans, chdb, 2 cores: the copy 26-30 s against 17-19 s unmerged, a part's two passes 1.3-1.6 s against
-0.7-0.9 s)."""
+PART_COPY_ENGINE = ("MergeTree ORDER BY part SETTINGS max_bytes_to_merge_at_max_space_in_pool = 0, "
+                    "parts_to_delay_insert = 100000, parts_to_throw_insert = 100000")
+"""The engine of a copy sorted by part (:func:`part_copy_sql`: :data:`CHECK_SPANS`, the walk's ``walk_spans``),
+whatever ``--work-tables`` says: sorted by part, on disk, never merged (it is read once a part, then dropped), so it
+is as many parts as the copy writes blocks (~380 at 100M spans, ~3,800 at 1B), which the server must not refuse or
+delay. Merges running beside the check held ~0.2 GB more and slowed it (at 100M spans, chdb, 2 cores: the copy
+26-30 s against 17-19 s unmerged, a part's two passes 1.3-1.6 s against 0.7-0.9 s)."""
 
 _COPY_SETTINGS = ("SETTINGS max_insert_threads = 1, max_block_size = 65536, min_insert_block_size_rows = 262144, "
                   "min_insert_block_size_bytes = 33554432")
-"""The settings :data:`CHECK_SPANS` is written under: one writer of blocks of at most ~32 MB (at 100M spans,
-chdb, 2 cores: 0.54 GB peak RSS up to the copy, in 16-19 s, against 1.04 GB in 12.8 s with the defaults' blocks of
-1M rows and a writer a core)."""
+"""The settings a copy sorted by part is written under: one writer of blocks of at most ~32 MB (at 100M spans,
+chdb, 2 cores: 0.54 GB peak RSS up to the check's copy, in 16-19 s, against 1.04 GB in 12.8 s with the defaults'
+blocks of 1M rows and a writer a core)."""
 
 CHECK_DUPLICATES = "check_duplicates"
 """The working table of the traces with a span stored twice (``trace``), found by :func:`duplicates_sql` or
@@ -182,14 +182,16 @@ SELECT trace, span, parent, {_ORDER} AS ord, {_CODE} AS code, {need} AS need, bu
 FROM {relation} s {where})"""
 
 
-def check_copy_sql(checked: str, parts: int) -> str:
-    """ClickHouse SQL: :data:`CHECK_SPANS`'s rows (the table made under :data:`CHECK_SPANS_ENGINE`), ``checked``
-    (:func:`check_columns_sql`) with each span's part of ``parts`` by a hash of its trace (the walk's), sorted by
-    part and compressed on disk (~10 bytes a span). The check then runs in parts that read their own rows of it: at
-    100M spans in 6 parts (chdb, 2 cores) a 16-19 s copy, then 0.7-0.9 s a part, against 10.5 s a part reading the
-    whole run (its two passes each a scan of every span), so that a part's cost no longer grows with the run: at 1B
-    spans in ~50 parts, ~4 minutes where the scans took ~2.2 hours."""
-    return f"SELECT cityHash64(trace) % {int(parts)} AS part, * FROM {checked} {_COPY_SETTINGS}"
+def part_copy_sql(rows: str, parts: int) -> str:
+    """ClickHouse SQL: a copy sorted by part (the table made under :data:`PART_COPY_ENGINE`): ``rows`` (a subquery
+    with a ``trace`` column) with each row's part of ``parts`` by a hash of its trace (the walk's), sorted by part
+    and compressed on disk, so that each part reads its own rows of it, not the whole table again.
+
+    The structure check's (:data:`CHECK_SPANS`, ~10 bytes a span): at 100M spans in 6 parts (chdb, 2 cores) a
+    16-19 s copy, then 0.7-0.9 s a part, against 10.5 s a part reading the whole run (its two passes each a scan of
+    every span), so that a part's cost no longer grows with the run: at 1B spans in ~50 parts, ~4 minutes where the
+    scans took ~2.2 hours. The walk's (every column of the walked spans) is the same for the parts it walks."""
+    return f"SELECT cityHash64(trace) % {int(parts)} AS part, * FROM {rows} {_COPY_SETTINGS}"
 
 
 def trace_checks_sql(checked: str) -> tuple[str, str]:

@@ -616,6 +616,68 @@ def test_the_check_in_parts_reads_the_table_once_and_each_part_its_own_rows_of_a
     assert comparable(reports[5]) == comparable(reports[10_000])
 
 
+def test_the_walk_in_parts_reads_the_table_once_and_each_part_its_own_rows_of_a_sorted_copy():
+    """A run walked in parts (here: its stamps not trusted) copied each part's spans from the table, a scan of
+    every span a part (at 10M spans in 11 parts, 1.4 s a part), and the walk's time grew with the square of the
+    run. Now the walked spans are copied once, sorted by part (walk_spans), and each
+    part reads its own rows; the report equals the one-part report."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import trace_synth
+
+    reports, sent_by, parts_by = {}, {}, {}
+    for part_spans in (30, 10_000):
+        source, sent = counting_source()
+        try:
+            source.command(otel_traces_ddl("otel_traces"))
+            source.command(trace_synth.otel_traces_insert("otel_traces", 6, 4))
+            with ClickHouseStore(source, "otel_traces", part_spans=part_spans, stamped=False) as store:
+                store.load_table()
+                reports[part_spans] = build_report(store).to_json(top=DEFAULT_TOP_N)
+                parts_by[part_spans] = store.parts_walked
+        finally:
+            source.close()
+        sent_by[part_spans] = sent
+    parts, sent = parts_by[30], sent_by[30]
+    assert parts > 1 and parts_by[10_000] == 1, parts_by
+    loads = [sql for sql in sent if sql.startswith("CREATE TEMPORARY TABLE spans ")]
+    assert len(loads) == parts and not any("`otel_traces`" in sql for sql in loads)
+    assert sum("`otel_traces`" in sql and "walk_spans" in sql for sql in sent) == 1
+    assert not any("walk_spans" in sql for sql in sent_by[10_000])
+    assert comparable(reports[30]) == comparable(reports[10_000])
+
+
+def test_each_attempts_report_walks_its_own_traces_from_a_copy_of_its_own(tmp_path, otlp):
+    """A run launched twice is reported attempt by attempt in one store, each walking the traces its own check
+    found. Failure this guards: the walk's sorted copy, made by the first attempt's report, was read again by the
+    second's (the same number of parts), whose trace that breaks a rule was then never walked."""
+    span = otlp.span
+    launches = []
+    for t, trace in ((0, "0a" * 16), (100, "0b" * 16)):
+        launches.append(otlp.request([
+            span(1, "rl.grpo.step", t, t + 10, iteration=1, trace=trace),
+            span(2, "rl.grpo.policy_training", t, t + 6, 1, bucket="productive", iteration=1, trace=trace),
+            span(3, "rl.grpo.reward_calculation", t + 1, t + 2, 2, bucket="overhead", iteration=1, trace=trace),
+            span(4, "rl.grpo.step", t + 10, t + 20, iteration=2, trace=trace[::-1]),
+            span(5, "rl.grpo.policy_training", t + 10, t + 16, 4, bucket="productive", iteration=2,
+                 trace=trace[::-1])],
+            service_name="trainer", nemo_run_id="r", nv_dl_rank=0, service_instance_id=f"r-{t}"))
+    path = otlp.write(tmp_path / "two.jsonl", *launches)
+    with TraceStore() as store:
+        store.load([path])
+        files = build_report(store, attempt=2).to_json(top=DEFAULT_TOP_N)
+    assert files["violations_by_rule"] == {"nested-bucket": 1}, files["violations_by_rule"]
+    source = ChdbSource()
+    try:
+        load_otlp_files(source, "otel_traces", [path])
+        with ClickHouseStore(source, "otel_traces", part_spans=2) as store:
+            store.load_table()
+            report = build_report(store, attempt=2).to_json(top=DEFAULT_TOP_N)
+            assert store.parts_walked == 2 and store.walked_spans == 3, store.walk_summary()
+    finally:
+        source.close()
+    assert comparable(report) == comparable(files)
+
+
 def test_chdb_hands_back_the_memory_a_long_statement_freed_and_stops_asking_an_engine_that_refuses():
     """chdb runs in the report's process and its allocator kept each pass's freed pages, so the peak RSS grew pass
     by pass (10M spans: 919-956 MiB, 682-689 MiB purged). A statement that runs past _PURGE_AFTER_S is followed
