@@ -381,6 +381,8 @@ class ClickHouseStore:
         """How many spans the report walked (copied into ``spans``): the rest were summed where they lie."""
         self.parts_walked = 1
         """In how many parts of whole traces the walked spans were walked (0: none walked)."""
+        self.timed = False
+        """Whether the last :meth:`span_parts` was of a run with device times (walked whole)."""
         self.check_parts = 1
         """In how many parts of whole traces their structure was checked (see :mod:`.clickhouse_stamped`)."""
         self.duplicates_sorted = False
@@ -455,17 +457,19 @@ class ClickHouseStore:
         return self._total if self._parts > 1 else int(self.value("SELECT count() FROM spans"))
 
     def span_parts(self, timed: bool, where: str) -> int:
-        """How many parts of whole traces the run is walked in: one when it fits ``part_spans``, or when it has
-        device times (their rule joins each rank's leaves across its traces).
+        """How many parts of whole traces the run is walked in: one when it fits ``part_spans``.
 
-        With ``stamped`` (and no device times) only the traces that need the parent walk are walked
+        With ``stamped`` and no device times only the traces that need the parent walk are walked
         (:mod:`lens_report.clickhouse_stamped`): the others' steps are summed here (``stamped_steps``), the rest
-        of their sums by :meth:`presum`; none walked is 0 parts."""
+        of their sums by :meth:`presum`; none walked is 0 parts. A run with device times is walked whole, in
+        parts of at most ``part_spans`` spans (the rollup reads each part twice: see
+        :func:`~lens_report.clock.add_run_islands`)."""
         self._presumming = False
         self._walk_copy = None  # a new report: its walked traces are its own (another run, another attempt)
+        self.timed = timed
         if self._parts == 1 or timed or not self.stamped:
             self.walked_spans = self._total
-            self.parts_walked = 1 if timed else self._parts
+            self.parts_walked = self._parts
             return self.parts_walked
         self._loaded = None
         relation = self.whole_relation()
@@ -501,8 +505,9 @@ class ClickHouseStore:
     def walk_summary(self) -> str:
         """What the last report walked, in words (for its :class:`~lens_report.model.ReportPath`)."""
         if self.walked_spans >= self._total:
+            twice = " twice (the device intervals first)" if self.timed and self.parts_walked > 1 else ""
             return ("every span walked at once" if self.parts_walked <= 1 else
-                    f"every span walked, {self.part_spans:,} at most at once")
+                    f"every span walked{twice}, {self.part_spans:,} at most at once")
         checked = ""
         if self.duplicates_sorted:
             checked = (f"traces checked in {self.check_parts} part{'s' if self.check_parts > 1 else ''}, their span "

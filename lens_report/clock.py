@@ -12,8 +12,8 @@ from typing import Any
 
 from .model import DeviceClock
 
-__all__ = ["BLOCKED_TABLE", "STEPS_TABLE", "device_clock", "device_times", "has_device_times", "leaf_join",
-           "leaf_ns", "make_blocked", "step_counts"]
+__all__ = ["BLOCKED_TABLE", "RUN_ISLANDS", "STEPS_TABLE", "add_run_islands", "device_clock", "device_times",
+           "has_device_times", "leaf_join", "leaf_ns", "make_blocked", "merge_run_islands", "step_counts"]
 
 BLOCKED_TABLE = "device_blocked"
 """(blocked_id, blocked_ns): each counted host-only overhead leaf, by ``k.id``, with the nanoseconds of its
@@ -49,8 +49,53 @@ def leaf_join(k: str, blocked: bool) -> str:
     return f" LEFT JOIN {BLOCKED_TABLE} b ON b.blocked_id = {k}.id" if blocked else ""
 
 
-def make_blocked(db: Any) -> bool:
-    """Create :data:`BLOCKED_TABLE` from ``k`` (rule 2); whether any leaf lost time to it.
+RUN_ISLANDS = "device_run_islands"
+"""(rank_label, lo, hi): the islands of the run's counted device-timed productive leaves, per rank, when the run is
+walked in parts (:func:`add_run_islands`): rule 2 reads a rank's device intervals across its traces, which
+another part may hold."""
+
+
+def _islands_sql(intervals: str) -> str:
+    """SQL: the disjoint islands (``rank_label``, ``lo``, ``hi``, ``before``: the island time of the rank before
+    ``lo``) of the device ``intervals`` (a query of ``rank_label``, ``s``, ``e``), merged where they overlap or
+    touch. Islands merged again are the same islands, so a part's can be merged with the run's so far."""
+    return f"""
+        WITH m AS (SELECT rank_label, s, e, max(e) OVER (PARTITION BY rank_label ORDER BY s, e
+                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach FROM ({intervals}) p),
+        g AS (SELECT rank_label, s, e, sum(CASE WHEN reach IS NULL OR s > reach THEN 1 ELSE 0 END)
+                     OVER (PARTITION BY rank_label ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island FROM m),
+        i AS (SELECT rank_label, min(s) AS lo, max(e) AS hi FROM g GROUP BY rank_label, island)
+        SELECT rank_label, lo, hi, coalesce(sum(hi - lo) OVER (PARTITION BY rank_label ORDER BY lo
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before FROM i
+    """
+
+
+_PRODUCTIVE = "bucket = 'productive' AND dev_start IS NOT NULL"
+
+
+def add_run_islands(db: Any, first: bool) -> None:
+    """Add the islands of the counted device-timed productive leaves of the part ``k`` holds to
+    :data:`RUN_ISLANDS` (made anew when ``first``); :func:`merge_run_islands` merges the parts' once all are added.
+    It holds a row an island, not a leaf: a rank's islands follow its steps' device work, not its spans."""
+    intervals = f"SELECT rank_label, dev_start AS s, dev_end AS e FROM k WHERE counted AND {_PRODUCTIVE}"
+    islands = f"SELECT rank_label, lo, hi FROM ({_islands_sql(intervals)}) i"
+    if first:
+        db.create(RUN_ISLANDS, islands)
+    else:
+        db.execute(f"INSERT INTO {RUN_ISLANDS} {islands}")
+
+
+def merge_run_islands(db: Any) -> None:
+    """Merge the islands the parts added to :data:`RUN_ISLANDS` where they overlap or touch (a rank's device work
+    that ran from one part's traces into another's): one sort of them once every part is added."""
+    parts = f"SELECT rank_label, lo AS s, hi AS e FROM {RUN_ISLANDS}"
+    db.create(f"{RUN_ISLANDS}_merged", f"SELECT rank_label, lo, hi FROM ({_islands_sql(parts)}) i")
+    db.create(RUN_ISLANDS, f"SELECT * FROM {RUN_ISLANDS}_merged")
+    db.drop(f"{RUN_ISLANDS}_merged")
+
+
+def make_blocked(db: Any, run_islands: bool = False) -> int:
+    """Create :data:`BLOCKED_TABLE` from ``k`` (rule 2); the nanoseconds its leaves lost to it (0: none).
 
     Per rank, the device intervals of its counted device-timed productive leaves are merged into
     disjoint islands, each with the island time before it (``before``). The covered part of an
@@ -58,26 +103,24 @@ def make_blocked(db: Any) -> bool:
     last island starting at or before ``t`` is found by a running ``max`` over the islands and the
     leaf's two ends sorted together (islands first on a tie), so no leaf is joined to every island
     of its rank. Sums over empty frames read 0 (ClickHouse) or NULL (DuckDB); both are handled.
+    With ``run_islands`` the islands are the whole run's (:data:`RUN_ISLANDS`, the run walked in
+    parts), not those of the leaves ``k`` holds.
     """
     # the leaves the rule and the step counts read, from one pass over ``k`` (a view: each read computes it)
     db.create("device_leaves", """
         SELECT id, rank_label, bucket, start_ns, end_ns, dev_start, dev_end FROM k
         WHERE counted AND (dev_start IS NOT NULL OR bucket = 'overhead')
     """)
-    productive = ("SELECT rank_label, dev_start AS s, dev_end AS e FROM device_leaves "
-                  "WHERE bucket = 'productive' AND dev_start IS NOT NULL")
-    db.create("device_islands", f"""
-        WITH m AS (SELECT rank_label, s, e, max(e) OVER (PARTITION BY rank_label ORDER BY s, e
-                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach FROM ({productive}) p),
-        g AS (SELECT rank_label, s, e, sum(CASE WHEN reach IS NULL OR s > reach THEN 1 ELSE 0 END)
-                     OVER (PARTITION BY rank_label ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island FROM m),
-        i AS (SELECT rank_label, min(s) AS lo, max(e) AS hi FROM g GROUP BY rank_label, island)
-        SELECT rank_label, lo, hi, coalesce(sum(hi - lo) OVER (PARTITION BY rank_label ORDER BY lo
-               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before FROM i
-    """)
+    host_only = "bucket = 'overhead' AND dev_start IS NULL"
+    if run_islands:  # the ranks' islands whichever parts their leaves lie in (merged again: the same islands)
+        productive = (f"SELECT rank_label, lo AS s, hi AS e FROM {RUN_ISLANDS} "
+                      f"WHERE rank_label IN (SELECT rank_label FROM device_leaves WHERE {host_only})")
+    else:
+        productive = f"SELECT rank_label, dev_start AS s, dev_end AS e FROM device_leaves WHERE {_PRODUCTIVE}"
+    db.create("device_islands", _islands_sql(productive))
     # a leaf's two ends (side -1 at its start, +1 at its end) among the islands (id -1, side 0)
-    leaves = ("SELECT id, rank_label, start_ns, end_ns FROM device_leaves WHERE bucket = 'overhead' "
-              "AND dev_start IS NULL AND rank_label IN (SELECT rank_label FROM device_islands)")
+    leaves = (f"SELECT id, rank_label, start_ns, end_ns FROM device_leaves WHERE {host_only} "
+              "AND rank_label IN (SELECT rank_label FROM device_islands)")
     db.create(BLOCKED_TABLE, f"""
         WITH o AS ({leaves}),
         ev AS (SELECT rank_label, lo AS t, 0 AS kind, -1 AS id, 0 AS side, lo, hi, before FROM device_islands
@@ -93,7 +136,7 @@ def make_blocked(db: Any) -> bool:
         WHERE blocked_ns > 0
     """)
     db.drop("device_islands")
-    return bool(db.value(f"SELECT count(*) FROM {BLOCKED_TABLE}"))
+    return int(db.value(f"SELECT coalesce(sum(blocked_ns), 0) FROM {BLOCKED_TABLE}") or 0)
 
 
 def step_counts(db: Any) -> None:
@@ -108,8 +151,9 @@ def step_counts(db: Any) -> None:
     db.drop("device_leaves")
 
 
-def device_clock(db: Any, labels: list[str], blocked: bool) -> DeviceClock:
-    """The run's :class:`~lens_report.model.DeviceClock` (after ``rank_totals`` and ``rank_steps`` exist)."""
+def device_clock(db: Any, labels: list[str], given_ns: int) -> DeviceClock:
+    """The run's :class:`~lens_report.model.DeviceClock` (after ``rank_totals`` and ``rank_steps`` exist);
+    ``given_ns``: what :func:`make_blocked` gave back, summed over the parts walked."""
     leaves, timed = db.rows("SELECT sum(leaves), sum(timed) FROM rank_totals")[0]
     ranks = {labels[int(idx)]: (int(t), int(n)) for idx, t, n in db.rows(
         "SELECT r.idx, t.timed, t.leaves FROM rank_totals t JOIN rank_index r ON r.rank_label = t.rank_label "
@@ -117,5 +161,4 @@ def device_clock(db: Any, labels: list[str], blocked: bool) -> DeviceClock:
     steps = {int(it): (int(t), int(n)) for it, t, n in db.rows(
         "SELECT iteration, sum(timed), sum(leaves) FROM rank_steps GROUP BY iteration HAVING sum(timed) > 0 "
         "ORDER BY iteration")}
-    given = int(db.value(f"SELECT coalesce(sum(blocked_ns), 0) FROM {BLOCKED_TABLE}")) if blocked else 0
-    return DeviceClock(int(leaves or 0), int(timed or 0), given, ranks, steps)
+    return DeviceClock(int(leaves or 0), int(timed or 0), given_ns, ranks, steps)

@@ -11,7 +11,8 @@ from typing import Any
 
 from .classify import K_COLUMNS, load_catalog
 from .rules import load_rule_tables
-from .clock import STEPS_TABLE, device_clock, device_times, has_device_times, leaf_join, leaf_ns, make_blocked, step_counts
+from .clock import (RUN_ISLANDS, STEPS_TABLE, add_run_islands, device_clock, device_times, has_device_times, leaf_join,
+                    leaf_ns, make_blocked, merge_run_islands, step_counts)
 from .plan import PARENT_ROW_BYTES, STEP_ROW_BYTES
 from .invariants import _BUCKET_LIST, TOLERANCE_NS, _merge_violations, _span_violations
 from .store import Store
@@ -243,12 +244,18 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
     found: list[Violation] = []
     counts: Counter[str] = Counter()
     summary = [0, 0, 0, 0]
-    blocked = False
+    given_ns = 0
     keeping = parts > 1 or db.presums()  # the figures are read from what every part (or the store) adds
+    run_islands = timed and parts > 1
+    if run_islands:  # rule 2 reads a rank's device intervals across its traces: every part's, before any is walked
+        for part in range(parts):
+            db.load_part(part, parts)
+            _classify(db, where)
+            add_run_islands(db, first=part == 0)
+        merge_run_islands(db)
     for part in range(parts):
         db.load_part(part, parts)
-        part_blocked = _walk_part(db, where, timed)
-        blocked = blocked or part_blocked
+        given_ns += _walk_part(db, where, timed, run_islands)
         part_found, part_counts = _span_violations(db, max_violations)
         found += part_found
         counts.update(part_counts)
@@ -265,6 +272,8 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
                     db.create(f"all_{name}", f"SELECT * FROM {name}")
                 else:
                     db.execute(f"INSERT INTO all_{name} SELECT * FROM {name}")
+    if run_islands:
+        db.drop(RUN_ISLANDS)
     if keeping:
         # the spans no part held (the ClickHouse store's stamped traces) are summed where they lie
         presummed = db.presum(where, cond, "all_" if parts else "")
@@ -297,7 +306,7 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
         loss=_loss(db, cond or None),
         rule_counts=dict(counts),
         unfinished=_unfinished(db, cond or None),
-        device_clock=device_clock(db, rank_labels, blocked) if timed else None,
+        device_clock=device_clock(db, rank_labels, given_ns) if timed else None,
     )
 
 
@@ -322,18 +331,20 @@ def _part_sums(db: Store, where: str, cond: str) -> None:
     """)
 
 
-def _walk_part(db: Store, where: str, timed: bool) -> bool:
+def _walk_part(db: Store, where: str, timed: bool, run_islands: bool = False) -> int:
     """The spans ``spans`` holds (a part of whole traces) classified, walked up their parents and
-    summed per step anchor (``steps``) and per rank (``rank_parts``); whether any leaf lost host
-    time to the device (rule 2 of :mod:`lens_report.clock`)."""
+    summed per step anchor (``steps``) and per rank (``rank_parts``); the nanoseconds of host time
+    its leaves lost to the device (rule 2 of :mod:`lens_report.clock`: against the run's islands
+    with ``run_islands``, the part's otherwise)."""
     _classify(db, where)
-    blocked = timed and make_blocked(db)
+    given_ns = make_blocked(db, run_islands) if timed else 0
+    blocked = given_ns > 0
     _jump(db, blocked)
     _steps(db, where)
     if timed:
         step_counts(db)
     _rank_parts(db, timed, blocked)
-    return blocked
+    return given_ns
 
 
 def is_well_timed(s: str) -> str:

@@ -117,7 +117,8 @@ class Store(Protocol):
     def span_parts(self, timed: bool, where: str) -> int:
         """Into how many parts of whole traces the rollup walks the spans that satisfy ``where`` (1: all at
         once; 0: none, the store sums them all: :meth:`presum`); ``timed`` when the run has device times
-        (their rule joins a rank's leaves across traces, so they are walked at once)."""
+        (their rule joins a rank's leaves across traces: every span is walked, and in parts each part is read
+        twice, its device intervals first)."""
 
     def presums(self) -> bool:
         """Whether :meth:`presum` sums some spans no part holds (after :meth:`span_parts`)."""

@@ -616,10 +616,75 @@ def test_the_check_in_parts_reads_the_table_once_and_each_part_its_own_rows_of_a
     assert comparable(reports[5]) == comparable(reports[10_000])
 
 
+def _device_run(tmp_path, ranks=3, steps=6):
+    """A device-timed run whose device work runs past each step: ``ranks`` ranks of ``steps`` steps, each step its
+    own trace (10 ms: data, forward, backward, log), the backward's device interval ending 1.5 ms into the next
+    step, so that the next step's host-only data leaf (1 ms) waits on another trace's device work."""
+    from lens_core import semconv
+    from report_helpers import Otlp, T0
+
+    ms = 1_000_000
+    paths = []
+    for rank in range(ranks):
+        spans = []
+        for step in range(1, steps + 1):
+            trace, t0, base = f"{rank + 1:02x}{step:02x}" + "0" * 28, step * 10.0, 100 * step
+
+            def span(n, name, start, end, parent=None, bucket=None, device=None):
+                made = Otlp.span(base + n, name, 0, 0, parent and base + parent, bucket=bucket, iteration=step,
+                                 trace=trace)
+                made["startTimeUnixNano"], made["endTimeUnixNano"] = str(T0 + round(start * ms)), str(T0 + round(end * ms))
+                if device:
+                    made["attributes"] += Otlp.attrs({semconv.LENS_DEVICE_START_TIME: T0 + round(device[0] * ms),
+                                                      semconv.LENS_DEVICE_END_TIME: T0 + round(device[1] * ms)})
+                return made
+
+            spans += [span(1, "train.step", t0, t0 + 10), span(2, "train.data", t0, t0 + 1, 1, "overhead"),
+                      span(3, "train.forward", t0 + 1, t0 + 2, 1, "productive", (t0 + 2.5, t0 + 6)),
+                      span(4, "train.backward", t0 + 2, t0 + 3, 1, "productive", (t0 + 6, t0 + 11.5)),
+                      span(5, "train.log", t0 + 3, t0 + 10, 1, "overhead")]
+        paths.append(Otlp.write(tmp_path / f"rank{rank}.jsonl", Otlp.request(
+            spans, service_name="trainer", service_instance_id=f"p{rank}", nv_dl_rank=rank)))
+    return paths
+
+
+def test_a_device_timed_run_is_walked_in_parts_against_the_whole_runs_device_intervals(tmp_path):
+    """A run with device times was walked at once whatever --part-spans said (the device rule reads a rank's
+    device intervals across its traces): 10M device-timed spans held 6.2 GiB of chdb. Now it is walked in parts,
+    twice: first each part's device intervals are merged into the run's islands, then each part is walked against
+    them. Known answer: per rank, each step's log leaf waits 7 ms on its own step's device work and each data leaf
+    but the first 1 ms on the last step's (another trace, another part): 3 x (6 x 7 + 5 x 1) ms given back. The JSON
+    is the files' and the one-part report's, and the walk reads the table once (its copy sorted by part)."""
+    paths = _device_run(tmp_path)
+    files = _file_report(*paths).to_json(top=DEFAULT_TOP_N)
+    assert files["device_clock"]["host_blocked_given_back_s"] == 3 * (6 * 7 + 5 * 1) / 1000
+    reports, sent_by, walked = {}, {}, {}
+    for part_spans in (7, 10_000):
+        source, sent = counting_source()
+        try:
+            load_otlp_files(source, "otel_traces", paths)
+            del sent[:]
+            with ClickHouseStore(source, "otel_traces", part_spans=part_spans) as store:
+                store.load_table()
+                reports[part_spans] = build_report(store).to_json(top=DEFAULT_TOP_N)
+                walked[part_spans] = (store.parts_walked, store.walk_summary())
+        finally:
+            source.close()
+        sent_by[part_spans] = sent
+    parts, summary = walked[7]
+    assert parts == -(-90 // 7) and summary == "every span walked twice (the device intervals first), 7 at most at once"
+    assert walked[10_000] == (1, "every span walked at once")
+    assert comparable(reports[7]) == comparable(files) == comparable(reports[10_000])
+    loads = [sql for sql in sent_by[7] if sql.startswith("CREATE TEMPORARY TABLE spans ")]
+    reading = [sql for sql in sent_by[7] if "`otel_traces`" in sql and "walk_spans" in sql]
+    assert len(loads) == 2 * parts and all("FROM walk_spans WHERE part = " in sql for sql in loads)
+    assert len(reading) == 1 and reading[0].startswith("CREATE TEMPORARY TABLE walk_spans"), reading
+
+
 def test_the_walk_in_parts_reads_the_table_once_and_each_part_its_own_rows_of_a_sorted_copy():
     """A run walked in parts (here: its stamps not trusted) copied each part's spans from the table, a scan of
-    every span a part (at 10M spans in 11 parts, 1.4 s a part), and the walk's time grew with the square of the
-    run. Now the walked spans are copied once, sorted by part (walk_spans), and each
+    every span a part: at 10M device-timed spans in 11 parts (read twice), 22 scans of 1.4 s, and the walk's time
+    grew with the square of the run. Now the walked spans are copied once, sorted by part (walk_spans), and each
     part reads its own rows; the report equals the one-part report."""
     sys.path.insert(0, os.path.join(REPO, "bench"))
     import trace_synth

@@ -15,7 +15,8 @@ from report_helpers import ENGINES_ENV, ENGINES_LOG  # noqa: E402
 
 KNOWN_ANSWERS = ("test_report_rollup.py", "test_report_multirank.py", "test_report_invariants.py",
                  "test_report_loss.py", "test_report_runs.py", "test_report_aggregates.py",
-                 "test_report_vocabulary_rules.py", "test_report_render.py", "test_report_protobuf_json.py")
+                 "test_report_vocabulary_rules.py", "test_report_render.py", "test_report_protobuf_json.py",
+                 "test_report_device_clock.py")
 """The test modules whose reports are known answers (each ``report_of`` there compares both engines)."""
 
 
