@@ -306,10 +306,11 @@ def run_rollup_report(db: Path, workdir: Path) -> dict[str, float]:
 
 
 def _fill_otel_traces(db: str, ranks: int, steps: int, load: str, workdir: str, jobs: int,
-                      spans_per_step: int = trace_synth.SPANS_PER_STEP) -> None:
+                      spans_per_step: int = trace_synth.SPANS_PER_STEP, device: bool = False) -> None:
     """Create otel_traces with the schema helper's columns in the chdb database ``db`` and fill it with the
     synthetic run (ClickHouse SQL, or the files loaded), its parts merged as a day-old table's are.
-    ``spans_per_step`` (SQL only): steps of that many spans (:func:`trace_synth.step_layout`)."""
+    ``spans_per_step`` (SQL only): steps of that many spans (:func:`trace_synth.step_layout`); ``device`` (SQL
+    only): productive leaves with device times."""
     from lens_report.clickhouse import ChdbSource, load_otlp_files, otel_traces_ddl, schema_sql
 
     source = ChdbSource(db)
@@ -323,26 +324,30 @@ def _fill_otel_traces(db: str, ranks: int, steps: int, load: str, workdir: str, 
         load_otlp_files(source, "otel_traces", [folder], create=False)
         shutil.rmtree(folder)
     else:
-        source.command(trace_synth.otel_traces_insert("otel_traces", ranks, steps, spans_per_step=spans_per_step))
+        source.command(trace_synth.otel_traces_insert("otel_traces", ranks, steps, spans_per_step=spans_per_step,
+                                                      device=device))
     source.command("OPTIMIZE TABLE otel_traces FINAL")
     source.close()
 
 
 def run_clickhouse(sizes: list[tuple[int, ...]], workdir: Path, jobs: int, load: str = "sql",
-                   report: bool = True) -> list[dict[str, object]]:
+                   report: bool = True, device: bool = False) -> list[dict[str, object]]:
     """Per size (ranks, steps[, spans per step]): the synthetic run in otel_traces in chdb (schema-helper columns
     on), then ``lens report --clickhouse``.
 
     ``load="sql"`` writes the rows with ClickHouse SQL (trace_synth.otel_traces_insert: the rows loading
     the files gives, tested equal, in seconds); ``"files"`` writes the files and loads them (minutes at 10M).
+    With ``device`` the productive leaves carry device times, and only the report from the spans is measured
+    (the rollup table does not stand for a run with device times).
     """
     import multiprocessing
 
     rows = []
     for ranks, steps, *wide in sizes:
         per_step = wide[0] if wide else trace_synth.SPANS_PER_STEP
-        if per_step != trace_synth.SPANS_PER_STEP and load != "sql":
-            raise ValueError(f"steps of {per_step} spans are written by SQL only (--load sql)")
+        if (per_step != trace_synth.SPANS_PER_STEP or device) and load != "sql":
+            raise ValueError("steps of other than the files' spans, and device times, are written by SQL only "
+                             "(--load sql)")
         db = workdir / f"chdb-r{ranks}s{steps}"
         db.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
@@ -350,7 +355,7 @@ def run_clickhouse(sizes: list[tuple[int, ...]], workdir: Path, jobs: int, load:
         # forks (the measured reports below), so the bench process never opens the table itself
         fill = multiprocessing.get_context("spawn").Process(target=_fill_otel_traces,
                                                             args=(str(db), ranks, steps, load, str(workdir), jobs,
-                                                                  per_step))
+                                                                  per_step, device))
         fill.start()
         fill.join()
         if fill.exitcode != 0:
@@ -359,15 +364,16 @@ def run_clickhouse(sizes: list[tuple[int, ...]], workdir: Path, jobs: int, load:
         loaded = int(subprocess.run([sys.executable, "-c", _CHDB_QUERY, str(db), "SELECT count() FROM otel_traces"],
                                     check=True, capture_output=True, text=True).stdout)
         row: dict[str, object] = {"spans": loaded, "ranks": ranks, "steps": steps, "spans_per_step": per_step,
-                                  "load": load, "load_s": round(load_s, 2)}
+                                  "device_times": device, "load": load, "load_s": round(load_s, 2)}
         if report:  # the report from the spans (no rollup table yet): the stamped sums past --part-spans
             out = workdir / "spans-report.json"
             wall, rss, cpu = measure(["--clickhouse", f"chdb:{db}", "--json"], out=out)
             path = report_path(out)
             row.update({"report_s": round(wall, 2), "report_cpu_s": round(cpu, 2), "peak_rss_mb": round(rss),
                         "spans_per_cpu_s": round(loaded / cpu), "report_path": path["reason"].rpartition("; ")[2]})
-        row.update(run_server_paths(db))  # leaves the rollup table made and filled (its backfill)
-        row.update(run_rollup_report(db, workdir))
+        if not device:
+            row.update(run_server_paths(db))  # leaves the rollup table made and filled (its backfill)
+            row.update(run_rollup_report(db, workdir))
         print(json.dumps({"clickhouse": row}), flush=True)
         rows.append(row)
         shutil.rmtree(db)
@@ -447,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="--only clickhouse: fill otel_traces with SQL (default) or by loading the files")
     parser.add_argument("--no-report", action="store_true",
                         help="--only clickhouse: measure the server-side paths only, not today's report")
+    parser.add_argument("--device-times", action="store_true",
+                        help="--only clickhouse: productive leaves carry device times (the report from the spans "
+                             "only: the rollup does not stand for such a run)")
     args = parser.parse_args(argv)
     if args.pairs < 1:
         parser.error(f"--pairs is how many times each side runs, at least 1; got {args.pairs}")
@@ -456,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
         if any(len(size) not in (2, 3) or (len(size) == 3 and args.only != "clickhouse") for size in sizes):
             parser.error(f"--sizes is RANKSxSTEPS (or RANKSxSTEPSxSPANS_PER_STEP with --only clickhouse), "
                          f"got {args.sizes!r}")
+    if args.device_times and (args.only != "clickhouse" or args.no_report):
+        parser.error("--device-times measures the report from the spans of --only clickhouse (not with --no-report)")
     files = args.files or (1000 if args.ci else 10_000)
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="lens-report-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -469,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.only == "floor":
             results["floor"] = run_floor(sizes, workdir, args.jobs, args.pairs)
         if args.only == "clickhouse":
-            results["clickhouse"] = run_clickhouse(sizes, workdir, args.jobs, args.load, not args.no_report)
+            results["clickhouse"] = run_clickhouse(sizes, workdir, args.jobs, args.load, not args.no_report,
+                                                   args.device_times)
     finally:
         if not args.dir:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -26,6 +26,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from lens_core import semconv
+
 S = 1_000_000_000
 T0 = 1_760_000_000 * S
 STEP_NS = 4 * S
@@ -234,13 +236,14 @@ def _write_one(path: str | os.PathLike[str], spans: list[dict[str, object]]) -> 
 
 
 def otel_traces_insert(table: str, ranks: int, steps: int, run: str = "synth",
-                       spans_per_step: int = SPANS_PER_STEP) -> str:
+                       spans_per_step: int = SPANS_PER_STEP, device: bool = False) -> str:
     """ClickHouse SQL: INSERT into the exporter's ``table`` the rows the Collector would write for
     :func:`write_run` (the same ids, times, names and attribute texts), computed from ``numbers()``
     in ClickHouse: 10M spans in seconds, where loading the files takes minutes. Equal to
     loading the files (``tests/report/test_report_clickhouse.py`` compares the two). With
     ``spans_per_step`` (:func:`step_layout`) each step holds more generate calls: more spans, the
-    same steps and buckets."""
+    same steps and buckets. With ``device`` each productive leaf also carries device times: its host
+    interval a fifth of its length later (work queued on a GPU, running past the host's call)."""
     layout = step_layout(spans_per_step)
     per_rank = 1 + steps * spans_per_step
     resource = ", ".join(
@@ -262,6 +265,14 @@ def otel_traces_insert(table: str, ranks: int, steps: int, run: str = "synth",
         return "[" + ", ".join(f"'{v}'" if quote else v for v in values) + "]"
 
     thread = "'thread.id', '140000000000001', 'thread.name', 'MainThread'"
+    leaf = (f"map('rl.iteration', toString(step), 'lens.group', arrayElement({array(groups)}, j), 'rl.bucket', bucket, "
+            f"{thread})")
+    if device:
+        later = "intDiv(en - st, 5)"
+        times = (f"map('{semconv.LENS_DEVICE_START_TIME}', toString(st + {later}), "
+                 f"'{semconv.LENS_DEVICE_END_TIME}', toString(en + {later}))")
+        leaf = (f"mapUpdate(CAST({leaf} AS Map(String, String)), "
+                f"CAST(if(bucket = 'productive', {times}, map()) AS Map(String, String)))")
     return f"""
 INSERT INTO {table} (Timestamp, TraceId, SpanId, ParentSpanId, TraceState, SpanName, SpanKind, ServiceName,
                      ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, Duration, StatusCode, StatusMessage)
@@ -285,8 +296,7 @@ SELECT fromUnixTimestamp64Nano(st), concat(lower(leftPad(hex(0x1E45 + r), 16, '0
                j = 0, map('rl.iteration', toString(step), 'lens.group', 'step', 'lens.umbrella', 'true', {thread}),
                bucket = '', map('rl.iteration', toString(step), 'lens.group', arrayElement({array(groups)}, j),
                                 'lens.umbrella', 'true', {thread}),
-               map('rl.iteration', toString(step), 'lens.group', arrayElement({array(groups)}, j), 'rl.bucket', bucket,
-                   {thread})),
+               {leaf}),
        toUInt64(en - st), 'STATUS_CODE_UNSET', ''
 FROM numbers({ranks * per_rank})"""
 

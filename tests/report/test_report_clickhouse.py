@@ -743,6 +743,34 @@ def test_each_attempts_report_walks_its_own_traces_from_a_copy_of_its_own(tmp_pa
     assert comparable(report) == comparable(files)
 
 
+def test_the_benchmarks_device_timed_run_reads_its_device_times_in_one_part_and_in_parts():
+    """bench/report_bench.py --device-times: trace_synth's SQL gives each productive leaf device times (a fifth of
+    its length after its host interval) and nothing else any; the report counts each such leaf device-timed, in one
+    part and in parts (walked twice), with the same JSON."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import trace_synth
+
+    reports = {}
+    for part_spans in (40, 10_000):
+        source = ChdbSource()
+        try:
+            source.command(otel_traces_ddl("otel_traces"))
+            source.command(trace_synth.otel_traces_insert("otel_traces", 4, 3, device=True))
+            timed, productive = source.rows(
+                "SELECT countIf(mapContains(SpanAttributes, 'lens.device.start_time_unix_nano')), "
+                "countIf(SpanAttributes['rl.bucket'] = 'productive') FROM otel_traces")[0]
+            with ClickHouseStore(source, "otel_traces", part_spans=part_spans) as store:
+                store.load_table()
+                reports[part_spans] = build_report(store).to_json(top=DEFAULT_TOP_N)
+                assert store.parts_walked == (1 if part_spans == 10_000 else -(-store.span_count() // part_spans))
+        finally:
+            source.close()
+        layout = trace_synth.step_layout(trace_synth.SPANS_PER_STEP)
+        assert timed == productive == 4 * 3 * sum(bucket == "productive" for _, _, bucket, *_ in layout)
+        assert reports[part_spans]["device_clock"]["device_timed_leaves"] == timed
+    assert comparable(reports[40]) == comparable(reports[10_000])
+
+
 def test_chdb_hands_back_the_memory_a_long_statement_freed_and_stops_asking_an_engine_that_refuses():
     """chdb runs in the report's process and its allocator kept each pass's freed pages, so the peak RSS grew pass
     by pass (10M spans: 919-956 MiB, 682-689 MiB purged). A statement that runs past _PURGE_AFTER_S is followed
