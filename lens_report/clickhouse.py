@@ -390,7 +390,6 @@ class ClickHouseStore:
         :data:`~.clickhouse_stamped.CHECK_PART_FACTOR` × ``part_spans`` spans), not by a set of them in memory."""
         self._parts = 1  # how many parts the run needs (load_table)
         self._loaded: tuple[int, int] | None = None  # the part ``spans`` holds: (part, parts)
-        self._walk_copy: tuple[int, bool] | None = None  # what ``walk_spans`` holds: (parts, only walked traces)
         self._duplicates: dict[tuple[int, int], int] = {}  # (part, parts) -> spans stored twice in it
         self._span_where = "false"
         self._columns: set[str] = set()
@@ -465,7 +464,7 @@ class ClickHouseStore:
         parts of at most ``part_spans`` spans (the rollup reads each part twice: see
         :func:`~lens_report.clock.add_run_islands`)."""
         self._presumming = False
-        self._walk_copy = None  # a new report: its walked traces are its own (another run, another attempt)
+        self._replace(WALK_SPANS)  # a new report walks its own traces (another run, another attempt)
         self.timed = timed
         if self._parts == 1 or timed or not self.stamped:
             self.walked_spans = self._total
@@ -555,9 +554,8 @@ class ClickHouseStore:
             # the walked spans copied once, sorted by part, and each part read from the copy: a part that scanned the
             # table made the walk grow with the square of the run; a span's row id is then the copy's, the
             # report's across parts (the parts' step anchors are kept side by side)
-            if self._walk_copy != (parts, self._presumming):
+            if WALK_SPANS not in self._tables:
                 self.create(WALK_SPANS, part_copy_sql(f"({projection})", parts), engine=WALK_SPANS_ENGINE)
-                self._walk_copy = (parts, self._presumming)
             self.create("spans", f"SELECT * EXCEPT part FROM {WALK_SPANS} WHERE part = {int(part)}")
         self._loaded = (part, parts)
         # distinct span ids alone first (cheap): only when some repeat can a (trace, span) pair repeat

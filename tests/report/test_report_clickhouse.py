@@ -585,27 +585,34 @@ def test_the_span_ids_stored_twice_are_found_by_a_set_or_by_a_sort_alike():
     assert found == {"set": [3, 4], "sort": [3, 4]}
 
 
+def _synthetic_reports(sizes, parts_attribute, **options):
+    """Per ``--part-spans`` of ``sizes``: the report of bench/trace_synth's 6 x 4 run loaded into chdb, the statements
+    it sent, and the store's ``parts_attribute`` after it (each a dict by part size); ``options`` go to the store."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import trace_synth
+
+    reports, sent_by, parts_by = {}, {}, {}
+    for part_spans in sizes:
+        source, sent = counting_source()
+        try:
+            source.command(otel_traces_ddl("otel_traces"))
+            source.command(trace_synth.otel_traces_insert("otel_traces", 6, 4))
+            with ClickHouseStore(source, "otel_traces", part_spans=part_spans, **options) as store:
+                store.load_table()
+                reports[part_spans] = build_report(store).to_json(top=DEFAULT_TOP_N)
+                parts_by[part_spans] = getattr(store, parts_attribute)
+        finally:
+            source.close()
+        sent_by[part_spans] = sent
+    return reports, sent_by, parts_by
+
+
 def test_the_check_in_parts_reads_the_table_once_and_each_part_its_own_rows_of_a_sorted_copy():
     """Past CHECK_PART_FACTOR x --part-spans spans the structure check runs in parts of whole traces. Each part's
     two passes read their rows of one copy sorted by part (check_spans), made by the one statement of the check
     that reads the table: before it each pass of each part scanned the whole table (at 100M spans in 6 parts,
     10.5 s a part, the time growing with the square of the run). The report is the one of a check in one part."""
-    sys.path.insert(0, os.path.join(REPO, "bench"))
-    import trace_synth
-
-    reports, sent_by, parts_by = {}, {}, {}
-    for part_spans in (5, 10_000):
-        source, sent = counting_source()
-        try:
-            source.command(otel_traces_ddl("otel_traces"))
-            source.command(trace_synth.otel_traces_insert("otel_traces", 6, 4))
-            with ClickHouseStore(source, "otel_traces", part_spans=part_spans) as store:
-                store.load_table()
-                reports[part_spans] = build_report(store).to_json(top=DEFAULT_TOP_N)
-                parts_by[part_spans] = store.check_parts
-        finally:
-            source.close()
-        sent_by[part_spans] = sent
+    reports, sent_by, parts_by = _synthetic_reports((5, 10_000), "check_parts")
     parts, sent = parts_by[5], sent_by[5]
     assert parts > 1 and parts_by[10_000] == 1, parts_by
     checks = [sql for sql in sent if "check_parents" in sql and not sql.startswith("DROP")]
@@ -683,25 +690,10 @@ def test_a_device_timed_run_is_walked_in_parts_against_the_whole_runs_device_int
 
 def test_the_walk_in_parts_reads_the_table_once_and_each_part_its_own_rows_of_a_sorted_copy():
     """A run walked in parts (here: its stamps not trusted) copied each part's spans from the table, a scan of
-    every span a part: at 10M device-timed spans in 11 parts (read twice), 22 scans of 1.4 s, and the walk's time
-    grew with the square of the run. Now the walked spans are copied once, sorted by part (walk_spans), and each
+    every span a part (at 10M spans in 11 parts, 1.4 s a part), and the walk's time grew with the square of the
+    run. Now the walked spans are copied once, sorted by part (walk_spans), and each
     part reads its own rows; the report equals the one-part report."""
-    sys.path.insert(0, os.path.join(REPO, "bench"))
-    import trace_synth
-
-    reports, sent_by, parts_by = {}, {}, {}
-    for part_spans in (30, 10_000):
-        source, sent = counting_source()
-        try:
-            source.command(otel_traces_ddl("otel_traces"))
-            source.command(trace_synth.otel_traces_insert("otel_traces", 6, 4))
-            with ClickHouseStore(source, "otel_traces", part_spans=part_spans, stamped=False) as store:
-                store.load_table()
-                reports[part_spans] = build_report(store).to_json(top=DEFAULT_TOP_N)
-                parts_by[part_spans] = store.parts_walked
-        finally:
-            source.close()
-        sent_by[part_spans] = sent
+    reports, sent_by, parts_by = _synthetic_reports((30, 10_000), "parts_walked", stamped=False)
     parts, sent = parts_by[30], sent_by[30]
     assert parts > 1 and parts_by[10_000] == 1, parts_by
     loads = [sql for sql in sent if sql.startswith("CREATE TEMPORARY TABLE spans ")]
