@@ -688,6 +688,24 @@ def test_a_device_timed_run_is_walked_in_parts_against_the_whole_runs_device_int
     assert len(reading) == 1 and reading[0].startswith("CREATE TEMPORARY TABLE walk_spans"), reading
 
 
+def test_the_spans_working_table_holds_its_texts_as_low_cardinality():
+    """The report's ``spans`` held each text column as String: names, processes, rank labels, buckets, groups and
+    thread ids, repeated in every span, cost ~230 of its ~430 bytes a span in chdb's memory (a part of 1M spans:
+    ~400 MiB). As LowCardinality a part holds ~190 MiB, and the walk's tables derived from it shrink with it."""
+    source = ChdbSource()
+    try:
+        source.command(otel_traces_ddl("otel_traces"))
+        with ClickHouseStore(source, "otel_traces") as store:
+            store.load_table()
+            store.load_part(0, 1)
+            types = dict(row[:2] for row in store.rows("DESCRIBE TABLE spans"))
+    finally:
+        source.close()
+    texts = ("name", "kind", "bucket", "grp", "category", "thread", "thread_name", "run", "process", "rank_label",
+             "instance", "host", "service")
+    assert {column: types[column] for column in texts if not types[column].startswith("LowCardinality(")} == {}
+
+
 def test_the_walk_in_parts_reads_the_table_once_and_each_part_its_own_rows_of_a_sorted_copy():
     """A run walked in parts (here: its stamps not trusted) copied each part's spans from the table, a scan of
     every span a part (at 10M spans in 11 parts, 1.4 s a part), and the walk's time grew with the square of the
