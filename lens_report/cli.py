@@ -131,7 +131,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--part-spans", type=_positive_spans, default=None, metavar="N",
                         help="with --clickhouse: walk at most N spans at once (default 1,000,000: ~1 GB of ClickHouse "
                              "memory); a larger run sums the traces its stamps answer where they lie and walks the "
-                             "others in parts of whole traces (--html and --perfetto read the whole run at once)")
+                             "others in parts of whole traces, and a run with device times is walked in parts, "
+                             "each twice (--html and --perfetto read the whole run at once)")
     parser.add_argument("--from-spans", action="store_true",
                         help="with --clickhouse: read the spans even where the schema helper's rollup table "
                              "(TABLE_lens_steps) covers the run (by default its rows give the figures then, and the "

@@ -58,6 +58,9 @@ class ClickHouseSource(Protocol):
     def command(self, sql: str) -> None:
         """Run a statement that returns nothing."""
 
+    def release(self) -> None:
+        """Give back the memory the statements so far freed, where it is this process's (chdb); else nothing."""
+
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         """The rows of a small query."""
 
@@ -70,7 +73,7 @@ class ClickHouseSource(Protocol):
 
 _PURGE_AFTER_S = 0.5
 """A command (the statements that make the working tables) that ran this long (seconds) is followed by a purge of the
-memory it freed (:meth:`ChdbSource._release`): the passes over every span, not the small statements, whose pages the
+memory it freed (:meth:`ChdbSource.release`): the passes over every span, not the small statements, whose pages the
 next statement reuses (purging after each made the rollup report, 23 statements of at most 0.3 s, 4 % slower: the
 pages given back are faulted in again)."""
 
@@ -98,9 +101,9 @@ class ChdbSource:
         started = time.perf_counter()
         self.session.query(sql)
         if time.perf_counter() - started >= _PURGE_AFTER_S:
-            self._release()
+            self.release()
 
-    def _release(self) -> None:
+    def release(self) -> None:
         """Hand the memory a long statement freed back to the system (``SYSTEM JEMALLOC PURGE``, under 30 ms): chdb
         runs in this process, and its allocator otherwise keeps each statement's freed pages, so the process's
         peak grew pass by pass (10M spans, stamped sums: 919-956 MiB peak RSS, 682-689 MiB purged). A build
@@ -180,6 +183,9 @@ class ServerSource:
 
     def command(self, sql: str) -> None:
         self.client.command(sql)
+
+    def release(self) -> None:
+        """Nothing: a server's memory is its own."""
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return [tuple(row) for row in self.client.query(sql).result_rows]

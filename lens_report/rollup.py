@@ -11,8 +11,8 @@ from typing import Any
 
 from .classify import K_COLUMNS, load_catalog
 from .rules import load_rule_tables
-from .clock import (RUN_ISLANDS, STEPS_TABLE, add_run_islands, device_clock, device_times, has_device_times, leaf_join,
-                    leaf_ns, make_blocked, merge_run_islands, step_counts)
+from .clock import (BLOCKED_TABLE, RUN_ISLANDS, STEPS_TABLE, add_run_islands, device_clock, device_times,
+                    has_device_times, leaf_join, leaf_ns, make_blocked, merge_run_islands, step_counts)
 from .plan import PARENT_ROW_BYTES, STEP_ROW_BYTES
 from .invariants import _BUCKET_LIST, TOLERANCE_NS, _merge_violations, _span_violations
 from .store import Store
@@ -274,6 +274,8 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
                     db.execute(f"INSERT INTO all_{name} SELECT * FROM {name}")
     if run_islands:
         db.drop(RUN_ISLANDS)
+    if parts > 1:
+        db.unload_parts(PART_TABLES)
     if keeping:
         # the spans no part held (the ClickHouse store's stamped traces) are summed where they lie
         presummed = db.presum(where, cond, "all_" if parts else "")
@@ -309,6 +311,10 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
         device_clock=device_clock(db, rank_labels, given_ns) if timed else None,
     )
 
+
+PART_TABLES = ("k", "anc", "cands", "anchors", "step_walls", "step_buckets", "named_traces", BLOCKED_TABLE)
+"""The working tables a part's walk leaves besides :data:`KEPT`'s (each part makes them anew): dropped once every
+part is walked, when the figures read only what the parts kept."""
 
 KEPT = ("steps", "rank_parts", "name_parts", "process_parts", "rank_process_parts")
 """The tables each part of the spans adds to (see :func:`_walk_part` and :func:`_part_sums`): the figures are

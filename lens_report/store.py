@@ -131,6 +131,10 @@ class Store(Protocol):
     def load_part(self, part: int, parts: int) -> None:
         """Make ``spans`` hold part ``part`` of ``parts`` (the store's every span when ``parts`` is 1)."""
 
+    def unload_parts(self, walked: tuple[str, ...]) -> None:
+        """Every part is walked (``parts`` > 1) and nothing more reads one: drop ``spans`` and ``walked``, the
+        working tables the last part's walk left, before the figures are made."""
+
     def whole(self) -> str:
         """SQL: a relation of every span of the store (the ``spans`` columns), whichever part ``spans`` holds."""
 
@@ -734,6 +738,9 @@ class TraceStore:
 
     def load_part(self, part: int, parts: int) -> None:
         """Nothing: ``spans`` always holds every span read."""
+
+    def unload_parts(self, walked: tuple[str, ...]) -> None:
+        """Nothing: this store is walked at once (:meth:`span_parts`), and its ``spans`` kept."""
 
     def whole(self) -> str:
         """``spans``: it holds every span read."""
