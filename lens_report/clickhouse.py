@@ -405,6 +405,7 @@ class ClickHouseStore:
         self._loaded: tuple[int, int] | None = None  # the part ``spans`` holds: (part, parts)
         self._duplicates: dict[tuple[int, int], int] = {}  # (part, parts) -> spans stored twice in it
         self._walk_parts = 1  # into how many parts the last walk was cut (load_part's)
+        self._drop_lists = True  # whether the server parses a list of tables to drop (ClickHouse 24.1+)
         self._span_where = "false"
         self._columns: set[str] = set()
         self._total = 0
@@ -432,17 +433,9 @@ class ClickHouseStore:
         if not self._tables:
             return
         try:
-            self.source.command(f"DROP TEMPORARY TABLE IF EXISTS {', '.join(self._tables)}")
-            self._tables.clear()
-            return
-        except self.source.errors as exc:
-            if "syntax error" not in str(exc).lower():  # a lost connection: the server drops them with the session
-                return
-        for name in list(self._tables):
-            try:
-                self.drop(name)
-            except self.source.errors:  # a lost connection: the server drops them with the session
-                break
+            self.drop(*self._tables)
+        except self.source.errors:  # a lost connection: the server drops them with the session
+            pass
 
     # ---- the SQL the rollup runs ----------------------------------------------------------------
 
@@ -681,9 +674,22 @@ class ClickHouseStore:
         return ", ".join("(" + ", ".join(map(literal, row)) + ")" for row in rows)
 
     def drop(self, name: str, *more: str) -> None:
-        """Drop the working table ``name`` (and ``more``) when it exists: one statement."""
-        self.source.command(f"DROP TEMPORARY TABLE IF EXISTS {', '.join((name, *more))}")
-        for each in (name, *more):
+        """Drop the working table ``name`` (and ``more``) when it exists: one statement, or one a table on a server
+        older than ClickHouse 24.1, which cannot parse a list of tables to drop (asked once a store)."""
+        names = (name, *more)
+        if more and self._drop_lists:
+            try:
+                self.source.command(f"DROP TEMPORARY TABLE IF EXISTS {', '.join(names)}")
+            except self.source.errors as exc:
+                if "syntax error" not in str(exc).lower():
+                    raise
+                self._drop_lists = False
+            else:
+                for each in names:
+                    self._tables.pop(each, None)
+                return
+        for each in names:
+            self.source.command(f"DROP TEMPORARY TABLE IF EXISTS {each}")
             self._tables.pop(each, None)
 
     # ---- loading --------------------------------------------------------------------------------
