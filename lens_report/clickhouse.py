@@ -278,7 +278,7 @@ def _projection(table: str, columns: set[str], detail: bool, where: str, *, loss
     use = _lens_columns(columns)
     process = use["LensProcess"]
     rank = use["LensRank"]
-    span_name = held("SpanName", False) if resources else "CAST(SpanName AS String)"  # stored as LowCardinality
+    span_name = _held_text("SpanName", False) if resources else "CAST(SpanName AS String)"  # stored LowCardinality
     counters = ("[" + ", ".join([*(CLICKHOUSE.to_int(_span_attr(key)) for key in LOSS_COUNTERS),
                                  f"toInt64(coalesce({CLICKHOUSE.to_bool(_span_attr(semconv.LENS_TELEMETRY_FINAL))}, "
                                  "false))"]) + "]")
