@@ -575,12 +575,18 @@ class ClickHouseStore:
             self.create("spans", "SELECT * FROM spans_once")
             self.drop("spans_once")
 
+    def unload_part(self, walked: tuple[str, ...]) -> None:
+        """Drop the walked part's ``spans`` and ``walked`` in one statement before the next part is loaded: each
+        used to be dropped as the next part made it again, a round trip a table (~15 a part), and the part's
+        last tables were held while the next part's first were made."""
+        self.drop("spans", *walked)
+        self._loaded = None
+
     def unload_parts(self, walked: tuple[str, ...]) -> None:
         """Drop the last part's ``spans``, ``walked`` and the walk's copy (:data:`WALK_SPANS`), then give back what
         chdb freed: the figures made next no longer hold a part's working set beside theirs (at 10M spans with device
         times, 11 parts: the last part's tables were ~0.4 GB of the peak)."""
-        self.drop("spans", WALK_SPANS, *walked)
-        self._loaded = None
+        self.unload_part((WALK_SPANS, *walked))
         self.source.release()
 
     def whole(self) -> str:

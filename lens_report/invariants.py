@@ -36,10 +36,10 @@ def _seconds(ns: int) -> str:
     return f"{ns / NS_PER_S:.6f} s"
 
 
-def _span_violations(db: Store, limit: int) -> tuple[list[Violation], Counter[str]]:
+def _span_violations(db: Store, limit: int) -> tuple[list[Violation], Counter[str], list[int]]:
     """The invariants the spans ``spans`` holds break (a part of whole traces: each rule but the rank
     overflow, :func:`_merge_violations`, lies within one trace): counted by rule, the first ``limit`` of each
-    (by file and line) listed."""
+    (by file and line) listed; and the part's (spans, traces, error spans, orphans), read with the counts."""
     d = db.dialect
     # rule -> (condition on k that finds the spans, the reason, read from kd for the listed ones)
     queries = {
@@ -65,15 +65,26 @@ def _span_violations(db: Store, limit: int) -> tuple[list[Violation], Counter[st
     }
     found: list[tuple[Rule, int, str]] = []
     counts: Counter[str] = Counter()
-    for rule, (condition, reason) in queries.items():
-        counts[rule] = db.value(f"SELECT count(*) FROM k WHERE {condition}")
-        if counts[rule]:
+    nested = ("SELECT anc.fb AS fb, count(*) AS n_inner, min(anc.id) AS example FROM anc "
+              "WHERE anc.fb IS NOT NULL AND NOT anc.cyclic AND anc.counted_bucket IS NOT NULL GROUP BY anc.fb")
+    overflow = f"{'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}"
+    # every rule counted in one statement with the part's sums (a round trip to a ClickHouse server; nine
+    # before, one a rule): only a rule that some span breaks is listed
+    row = [int(n or 0) for n in db.rows(f"""
+        SELECT count(*), count(DISTINCT trace), count(*) FILTER (WHERE error),
+               count(*) FILTER (WHERE parent IS NOT NULL) - (SELECT count(*) FROM anc),
+               (SELECT count(*) FROM anc WHERE cyclic),
+               (SELECT count(*) FROM ({nested}) nested), (SELECT count(*) FROM steps WHERE {overflow}),
+               {", ".join(f"count(*) FILTER (WHERE {condition})" for condition, _ in queries.values())}
+        FROM k
+    """)[0]]
+    summary, (cyclic, counts[Rule.NESTED_BUCKET], counts[Rule.STEP_OVERFLOW]), by_span = row[:4], row[4:7], row[7:]
+    for (rule, (condition, reason)), count in zip(queries.items(), by_span):
+        counts[rule] = count
+        if count:
             rows = db.rows(f"WITH {KD} SELECT id, {reason} FROM kd WHERE {condition} "
                            f"ORDER BY file, line, id LIMIT {int(limit)}")
             found += [(rule, span_id, text) for span_id, text in rows]
-    nested = ("SELECT anc.fb AS fb, count(*) AS n_inner, min(anc.id) AS example FROM anc "
-              "WHERE anc.fb IS NOT NULL AND NOT anc.cyclic AND anc.counted_bucket IS NOT NULL GROUP BY anc.fb")
-    counts[Rule.NESTED_BUCKET] = db.value(f"SELECT count(*) FROM ({nested}) nested")
     if counts[Rule.NESTED_BUCKET]:
         rows = db.rows(f"""
             WITH {KD}
@@ -84,8 +95,6 @@ def _span_violations(db: Store, limit: int) -> tuple[list[Violation], Counter[st
             ORDER BY o.file, o.line, o.id LIMIT {int(limit)}
         """)
         found += [(Rule.NESTED_BUCKET, span_id, text) for span_id, text in rows]
-    overflow = f"{'+'.join(BUCKETS)} > wall_ns + {TOLERANCE_NS}"
-    counts[Rule.STEP_OVERFLOW] = db.value(f"SELECT count(*) FROM steps WHERE {overflow}")
     if counts[Rule.STEP_OVERFLOW]:
         rows = db.rows(f"""
             SELECT anchor, 'buckets under step ' || {d.text('iteration')} || ' sum to '
@@ -97,14 +106,14 @@ def _span_violations(db: Store, limit: int) -> tuple[list[Violation], Counter[st
     vocabulary, vocabulary_counts = vocabulary_violations(db, limit)  # lens_report.rules
     found += vocabulary
     counts.update(vocabulary_counts)
-    counts[Rule.PARENT_CYCLE], cycles = _cycles(db, limit)
+    counts[Rule.PARENT_CYCLE], cycles = _cycles(db, limit) if cyclic else (0, [])
     found += [(Rule.PARENT_CYCLE, span_id, reason) for span_id, reason in cycles]
     refs = _span_ref(db, sorted({span_id for _, span_id, _ in found}))
     violations = []
     for rule, span_id, reason in found:
         trace, span, name, file, line, rank = refs[span_id]
         violations.append(Violation(rule, trace, span, name, file, line, reason, rank))
-    return violations, counts
+    return violations, counts, summary
 
 
 def _merge_violations(db: Store, found: list[Violation], counts: Counter[str],
@@ -129,15 +138,14 @@ def _merge_violations(db: Store, found: list[Violation], counts: Counter[str],
 
 
 def _cycles(db: Store, limit: int) -> tuple[int, list[tuple[int, str]]]:
-    """How many spans lie on a parent cycle, and (id, reason) for the first ``limit`` of them.
+    """How many spans lie on a parent cycle, and (id, reason) for the first ``limit`` of them (asked only when
+    some look never reached a root: :func:`_span_violations` counts them).
 
     Only spans whose look never reached a root (malformed input) are walked, each once. Their
     parents are among them (a chain that never ends goes on through the parent), so they are
     numbered 0..m-1 in the engine and read back as two arrays of 8 bytes a span: a dict of
     Python ints for 1M cyclic spans took ~330 MB outside ``--memory-limit`` (a 256 MB report
     peaked at 497 MiB)."""
-    if not db.value("SELECT count(*) FROM anc WHERE cyclic"):  # well-formed input: nothing to walk
-        return 0, []
     db.create("cyclic", "SELECT id, pid, row_number() OVER (ORDER BY id) - 1 AS n FROM anc WHERE cyclic")
     ids, parent = array("q"), array("q")
     for _, chunk in db.stream("SELECT c.id, p.n FROM cyclic c JOIN cyclic p ON p.id = c.pid ORDER BY c.n"):

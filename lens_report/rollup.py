@@ -247,24 +247,24 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
     given_ns = 0
     keeping = parts > 1 or db.presums()  # the figures are read from what every part (or the store) adds
     run_islands = timed and parts > 1
+    walked = PART_TABLES + kept  # what a part's walk leaves: dropped in one statement before the next part's
     if run_islands:  # rule 2 reads a rank's device intervals across its traces: every part's, before any is walked
         for part in range(parts):
+            if part:
+                db.unload_part(walked)
             db.load_part(part, parts)
             _classify(db, where)
             add_run_islands(db, first=part == 0)
         merge_run_islands(db)
     for part in range(parts):
+        if part or run_islands:
+            db.unload_part(walked)
         db.load_part(part, parts)
         given_ns += _walk_part(db, where, timed, run_islands)
-        part_found, part_counts = _span_violations(db, max_violations)
+        part_found, part_counts, part_summary = _span_violations(db, max_violations)
         found += part_found
         counts.update(part_counts)
-        row = db.rows("""
-            SELECT count(*), count(DISTINCT trace), count(*) FILTER (WHERE error),
-                   count(*) FILTER (WHERE parent IS NOT NULL) - (SELECT count(*) FROM anc)
-            FROM k
-        """)[0]
-        summary = [total + int(value or 0) for total, value in zip(summary, row)]
+        summary = [total + value for total, value in zip(summary, part_summary)]
         _part_sums(db, where, cond)
         if keeping:  # what the figures read, kept from every part
             for name in kept:
@@ -275,7 +275,7 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
     if run_islands:
         db.drop(RUN_ISLANDS)
     if parts > 1:
-        db.unload_parts(PART_TABLES)
+        db.unload_parts(walked)
     if keeping:
         # the spans no part held (the ClickHouse store's stamped traces) are summed where they lie
         presummed = db.presum(where, cond, "all_" if parts else "")
@@ -283,7 +283,7 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
         if parts:
             for name in kept:
                 db.create(name, f"SELECT * FROM all_{name}")
-                db.drop(f"all_{name}")
+            db.drop(*(f"all_{name}" for name in kept))
     _rank_totals(db)
     violations, counts = _merge_violations(db, found, counts, max_violations)
     rank_labels, rank_steps = _rank_steps(db, timed)
@@ -313,8 +313,8 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
 
 
 PART_TABLES = ("k", "anc", "cands", "anchors", "step_walls", "step_buckets", "named_traces", BLOCKED_TABLE)
-"""The working tables a part's walk leaves besides :data:`KEPT`'s (each part makes them anew): dropped once every
-part is walked, when the figures read only what the parts kept."""
+"""The working tables a part's walk leaves besides :data:`KEPT`'s (each part makes them anew): dropped with them
+before the next part is loaded, and once every part is walked (the figures read only what the parts kept)."""
 
 KEPT = ("steps", "rank_parts", "name_parts", "process_parts", "rank_process_parts")
 """The tables each part of the spans adds to (see :func:`_walk_part` and :func:`_part_sums`): the figures are
@@ -484,11 +484,11 @@ def _jump(db: Store, blocked: bool = False) -> None:
         "CASE WHEN p.counted THEN p.id END AS fb", i) for i in range(parts)])
     # invariant after round r: fs/fb is the nearest such ancestor within distance 2^r, and jump
     # the ancestor at distance 2^r (NULL once the chain has ended: the look is complete)
-    total = db.value("SELECT count(*) FROM jump")
+    total = looking = db.value("SELECT count(*) FROM jump")
     db.create_columns("found", "id BIGINT, fs BIGINT, fb BIGINT")
     rounds = 0
     limit = max(1, math.ceil(math.log2(total + 1))) + 1
-    while rounds <= limit and db.value("SELECT count(*) FROM jump"):
+    while rounds <= limit and looking:
         rounds += 1
         # t: the span 2^r up; its own look covers the next 2^r ancestors (final when it is done)
         db.create("jump2", """
@@ -499,9 +499,9 @@ def _jump(db: Store, blocked: bool = False) -> None:
         db.drop("jump")  # one copy at a time: these tables are as long as the interior
         db.create("jump", "SELECT * FROM jump2 WHERE jump IS NOT NULL")
         db.drop("jump2")
+        looking = db.value("SELECT count(*) FROM jump")
     db.create("looked", "SELECT id, fs, fb, false AS cyclic FROM found UNION ALL SELECT id, fs, fb, true FROM jump")
-    db.drop("found")
-    db.drop("jump")
+    db.drop("found", "jump")
     # each interior span with its own answers beside its flags, so the one join below gives every
     # span its parent's: the parent if that is the answer, else the parent's answer
     db.create("interior_looked", """
@@ -509,8 +509,7 @@ def _jump(db: Store, blocked: bool = False) -> None:
                CASE WHEN i.counted THEN i.id ELSE l.fb END AS fb, coalesce(l.cyclic, false) AS cyclic
         FROM interior i LEFT JOIN looked l ON l.id = i.id
     """)
-    db.drop("looked")
-    db.drop("interior")
+    db.drop("looked", "interior")
     # every span with a parent: its answers from that parent (none for a root's child); the
     # child's time and bucket number are made before the join, so its side stays narrow
     counted = (f"(SELECT k.id AS id, k.trace AS trace, k.parent AS parent, "
@@ -551,8 +550,9 @@ def _steps(db: Store, where: str) -> None:
         SELECT a.anchor AS anchor, max(m.end_ns) - min(m.start_ns) AS wall_ns
         FROM anchors a JOIN cands m ON m.id = a.cand GROUP BY a.anchor
     """)
-    _step_buckets(db)
-    _step_table(db)
+    parts = _step_parts(db)
+    _step_buckets(db, parts)
+    _step_table(db, parts)
 
 
 def _step_parts(db: Store) -> int:
@@ -561,9 +561,9 @@ def _step_parts(db: Store) -> int:
     return db.join_parts(db.value("SELECT count(*) FROM step_walls"), STEP_ROW_BYTES)
 
 
-def _step_buckets(db: Store) -> None:
+def _step_buckets(db: Store, parts: int) -> None:
     """``step_buckets``: each step anchor with the bucket sums of the counted spans below it (from
-    ``anc``, ``anchors`` and ``step_walls``)."""
+    ``anc``, ``anchors`` and ``step_walls``), in ``parts`` of anchor ids (:func:`_step_parts`)."""
     # every counted span to its step's anchor: one pass over anc (which carries each counted span's
     # time and bucket) and a join with the anchors, a table as long as the steps; this replaced a
     # join of anc with k, two tables as long as the run, that had to run in parts of span ids
@@ -572,7 +572,6 @@ def _step_buckets(db: Store) -> None:
     # in parts of anchor ids when the anchors would not fit the rollup's memory, as the steps join
     # below: its hash table and the sums grouped by anchor (500,000 at 10M spans) in one statement
     # ran out of the default plan's 80 MB in two 10M reports of five (each part reads all of anc)
-    parts = _step_parts(db)
     _create_in_parts(db, "step_buckets", [f"""
         SELECT a.anchor AS anchor, {sums}
         FROM anc p JOIN {_part_of(db, "anchors", "anchor", parts, i)} a ON a.cand = p.fs
@@ -580,12 +579,11 @@ def _step_buckets(db: Store) -> None:
     """ for i in range(parts)])
 
 
-def _step_table(db: Store) -> None:
+def _step_table(db: Store, parts: int) -> None:
     """``steps`` from ``step_walls``, ``cands`` and ``step_buckets``: each anchor with its wall time
-    and bucket sums, in parts of anchor ids when they would not fit the rollup's memory (500,000
+    and bucket sums, in ``parts`` of anchor ids when they would not fit the rollup's memory (500,000
     anchors, 10M spans, needed 60-80 MB in one statement and now and then ran out of the default
     plan's 100 MB; see :data:`~lens_report.plan.STEP_ROW_BYTES`)."""
-    parts = _step_parts(db)
     part_sql = [f"""
         SELECT s.id AS anchor, s.rank AS rank, s.rank_label AS rank_label, s.iteration AS iteration, s.trace AS trace,
                s.span AS span, s.name AS name, w.wall_ns AS wall_ns,

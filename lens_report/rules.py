@@ -81,29 +81,39 @@ def load_rule_tables(db: Any) -> None:
     db.create_columns("umbrella_groups", "grp VARCHAR", [[group] for group in rl.UMBRELLAS])
 
 
-def _has_evaluate_spans(db: Any) -> bool:
-    """Whether any span is of the evaluate group (stamped, or by its catalogued name): without one
-    the validation rule has nothing to find, and its walk up from every productive span (the
-    costliest rule, ~1 s of CPU per 1M spans) is not run."""
-    return bool(db.value("""
-        SELECT count(*) FROM (
-            SELECT 1 FROM spans s WHERE s.grp = 'evaluate'
-                OR (s.grp IS NULL AND s.name IN (SELECT name FROM catalog WHERE grp = 'evaluate')) LIMIT 1) e"""))
+_HAS_EVALUATE_SPANS = """
+    SELECT count(*) FROM (
+        SELECT 1 FROM spans s WHERE s.grp = 'evaluate'
+            OR (s.grp IS NULL AND s.name IN (SELECT name FROM catalog WHERE grp = 'evaluate')) LIMIT 1) e"""
+"""SQL: 1 when some span is of the evaluate group (stamped, or by its catalogued name), else 0: without one the
+validation rule has nothing to find, and its walk up from every productive span (the costliest rule, ~1 s of CPU
+per 1M spans) is not run."""
 
 
 def vocabulary_violations(db: Any, limit: int) -> tuple[list[tuple[Rule, int, str]], dict[str, int]]:
     """``(rule, span row id, reason)`` for the first ``limit`` spans of each rule, and every rule's count
     (the tables of :func:`load_rule_tables` made first, once a report)."""
     found: list[tuple[Rule, int, str]] = []
-    counts: dict[str, int] = {}
-    for rule, query in _queries(db.dialect).items():
-        if rule == Rule.VALIDATION_PRODUCTIVE and not _has_evaluate_spans(db):
-            counts[rule] = 0  # nothing to walk up to: the walk from every productive span is skipped
-            continue
-        db.create("rule_hits", query)
-        counts[rule] = db.value("SELECT count(*) FROM rule_hits")
+    queries = _queries(db.dialect)
+    validation = queries.pop(Rule.VALIDATION_PRODUCTIVE)
+    # the rules of single spans counted, then listed where some span breaks them (their query run again: only on
+    # input that breaks them); three tables were made, counted and dropped
+    selects = [f"(SELECT count(*) FROM ({query}) h)" for query in queries.values()] + [f"({_HAS_EVALUATE_SPANS})"]
+    if db.dialect.clickhouse:  # a statement is a round trip to the server: every count in one
+        *counted, evaluated = db.rows("SELECT " + ", ".join(selects))[0]
+    else:  # in process, one at a time: side by side DuckDB needed twice the rollup's memory (each rule reads k)
+        *counted, evaluated = [db.value("SELECT " + select) for select in selects]
+    counts: dict[str, int] = {rule: int(n or 0) for rule, n in zip(queries, counted)}
+    for rule, query in queries.items():
         if counts[rule]:
-            rows = db.rows(f"SELECT * FROM rule_hits ORDER BY 1 LIMIT {int(limit)}")
+            rows = db.rows(f"SELECT * FROM ({query}) h ORDER BY 1 LIMIT {int(limit)}")
             found += [(rule, span_id, reason) for span_id, reason in rows]
-    db.drop("rule_hits")
+    counts[Rule.VALIDATION_PRODUCTIVE] = 0  # without an evaluate span nothing to walk up to: that walk is skipped
+    if evaluated:
+        db.create("rule_hits", validation)
+        counts[Rule.VALIDATION_PRODUCTIVE] = int(db.value("SELECT count(*) FROM rule_hits") or 0)
+        if counts[Rule.VALIDATION_PRODUCTIVE]:
+            rows = db.rows(f"SELECT * FROM rule_hits ORDER BY 1 LIMIT {int(limit)}")
+            found += [(Rule.VALIDATION_PRODUCTIVE, span_id, reason) for span_id, reason in rows]
+        db.drop("rule_hits")
     return found, counts

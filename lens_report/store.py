@@ -102,8 +102,8 @@ class Store(Protocol):
     def create_columns(self, name: str, columns: str, rows: list[list[Any]] | list[tuple[Any, ...]] = ()) -> None:
         """(Re)create the working table ``name`` with ``columns``, holding ``rows`` (empty by default)."""
 
-    def drop(self, name: str) -> None:
-        """Drop the working table ``name`` when it exists."""
+    def drop(self, name: str, *more: str) -> None:
+        """Drop the working table ``name`` (and ``more``) when it exists."""
 
     def hold_outside(self, nbytes: int) -> None:
         """The report now holds ``nbytes`` beside the engine: the engine gives up what it can."""
@@ -130,6 +130,10 @@ class Store(Protocol):
 
     def load_part(self, part: int, parts: int) -> None:
         """Make ``spans`` hold part ``part`` of ``parts`` (the store's every span when ``parts`` is 1)."""
+
+    def unload_part(self, walked: tuple[str, ...]) -> None:
+        """The part ``spans`` holds is walked and another is loaded next: drop ``spans`` and ``walked``, the
+        working tables its walk left, before the next part's are made."""
 
     def unload_parts(self, walked: tuple[str, ...]) -> None:
         """Every part is walked (``parts`` > 1) and nothing more reads one: drop ``spans`` and ``walked``, the
@@ -699,9 +703,11 @@ class TraceStore:
         self.con.execute(f"CREATE OR REPLACE TABLE {name} ({columns})")
         insert_rows(self.con, name, rows)
 
-    def drop(self, name: str) -> None:
-        """Drop the working table ``name`` when it exists."""
-        self.con.execute(f"DROP TABLE IF EXISTS {name}")
+    def drop(self, name: str, *more: str) -> None:
+        """Drop the working table ``name`` (and ``more``) when it exists (DuckDB drops one a statement, in process:
+        no round trip)."""
+        for each in (name, *more):
+            self.con.execute(f"DROP TABLE IF EXISTS {each}")
 
     def hold_outside(self, nbytes: int) -> None:
         """The report now holds ``nbytes`` in Python (figures it read back): the rollup's engine
@@ -738,6 +744,9 @@ class TraceStore:
 
     def load_part(self, part: int, parts: int) -> None:
         """Nothing: ``spans`` always holds every span read."""
+
+    def unload_part(self, walked: tuple[str, ...]) -> None:
+        """Nothing: this store is walked at once (:meth:`span_parts`)."""
 
     def unload_parts(self, walked: tuple[str, ...]) -> None:
         """Nothing: this store is walked at once (:meth:`span_parts`), and its ``spans`` kept."""

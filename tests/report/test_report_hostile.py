@@ -448,7 +448,8 @@ def test_the_steps_join_runs_in_parts_of_anchors_within_the_rollups_memory(monke
         store.con.execute("SET threads = 2")
         _step_join_inputs(store, 500_000)
         assert store.join_parts(500_000, STEP_ROW_BYTES) == 5
-        parted = _in_parts_and_in_one(store, monkeypatch, rollup._step_table, "steps")
+        parted = _in_parts_and_in_one(store, monkeypatch, lambda db: rollup._step_table(db, rollup._step_parts(db)),
+                                      "steps")
     assert len(parted) == 500_000
     assert parted[0][-4:] == (0, 0, 0, 0) and parted[1][-4:] == (6000, 2000, 27, 0)  # anchors 0 (no bucket) and 20
 
@@ -501,7 +502,8 @@ def test_the_step_bucket_sums_run_in_parts_of_anchors_within_the_rollups_memory(
         store.con.execute("SET threads = 2")
         _bucket_join_inputs(store, 500_000, 4)
         assert store.join_parts(500_000, STEP_ROW_BYTES) == 5
-        parted = _in_parts_and_in_one(store, monkeypatch, rollup._step_buckets, "step_buckets")
+        parted = _in_parts_and_in_one(store, monkeypatch,
+                                      lambda db: rollup._step_buckets(db, rollup._step_parts(db)), "step_buckets")
     assert len(parted) == 500_000
     assert parted[0][1:] == (100, 101, 102, 103) and parted[1][1:] == (104, 105, 106, 100)
 
