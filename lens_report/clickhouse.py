@@ -405,6 +405,7 @@ class ClickHouseStore:
         self._loaded: tuple[int, int] | None = None  # the part ``spans`` holds: (part, parts)
         self._duplicates: dict[tuple[int, int], int] = {}  # (part, parts) -> spans stored twice in it
         self._walk_parts = 1  # into how many parts the last walk was cut (load_part's)
+        self._part_duplicates: dict[int, int] = {}  # part -> spans the walk's copy holds twice in it (_copied)
         self._drop_lists = True  # whether the server parses a list of tables to drop (ClickHouse 24.1+)
         self._span_where = "false"
         self._columns: set[str] = set()
@@ -551,29 +552,57 @@ class ClickHouseStore:
         trace id; every span for one part), each span once."""
         if self._loaded == (part, parts):
             return
-        # the cheap conditions first: ClickHouse tests the rest of an AND only where they hold
-        walked = f"{_id('TraceId', 32)} IN (SELECT trace FROM {COMPLEX_TRACES}) AND " if self._presumming else ""
-        projection = _projection(self.table, self._columns, self.detail, walked + self._span_where)
         if parts == 1:
-            self.create("spans", projection)
+            self.create("spans", _projection(self.table, self._columns, self.detail, self._walked_where()))
+            duplicates = self._count_duplicates("spans")
         else:
-            # the walked spans copied once, sorted by part, and each part read from the copy: a part that scanned the
-            # table made the walk grow with the square of the run; a span's row id is then the copy's, the
-            # report's across parts (the parts' step anchors are kept side by side)
-            if WALK_SPANS not in self._tables:
-                self.create(WALK_SPANS, part_copy_sql(f"({projection})", parts), engine=WALK_SPANS_ENGINE)
-            self.create("spans", f"SELECT * EXCEPT part FROM {WALK_SPANS} WHERE part = {int(part)}")
+            self.create("spans", self._copied(part, parts))
+            duplicates = self._part_duplicates[part]
         self._loaded = (part, parts)
         self._walk_parts = parts
-        # distinct span ids alone first (cheap): only when some repeat can a (trace, span) pair repeat
-        duplicates = 0
-        if self.value("SELECT count() - uniqExact(span) FROM spans"):
-            duplicates = int(self.value("SELECT count() - uniqExact(trace, span) FROM spans"))
         self._duplicates[(part, parts)] = duplicates
         if duplicates:  # the same span stored twice (e.g. exported again): keep the first
             self.create("spans_once", "SELECT * FROM spans ORDER BY line LIMIT 1 BY trace, span")
             self.create("spans", "SELECT * FROM spans_once")
             self.drop("spans_once")
+
+    def part_relation(self, part: int, parts: int) -> str:
+        """SQL: a relation of part ``part`` of ``parts``' spans (as :meth:`load_part` would load them, each span
+        once), read from the walk's copy where they lie, not loaded: for a pass that reads a few of their columns."""
+        copied = f"({self._copied(part, parts)})"
+        if self._part_duplicates[part]:  # as load_part keeps them: the first of a span stored twice
+            copied = f"(SELECT * FROM {copied} d ORDER BY line LIMIT 1 BY trace, span)"
+        return copied
+
+    def _copied(self, part: int, parts: int) -> str:
+        """SQL: the rows of part ``part`` of ``parts`` in the walk's copy (:data:`WALK_SPANS`, made by a walk's first
+        call); the spans the part holds twice are counted by its first call, once a copy (a run with device times
+        reads each part twice)."""
+        # the walked spans copied once, sorted by part, and each part read from the copy: a part that scanned the
+        # table made the walk grow with the square of the run; a span's row id is then the copy's, the
+        # report's across parts (the parts' step anchors are kept side by side)
+        if WALK_SPANS not in self._tables:
+            projection = _projection(self.table, self._columns, self.detail, self._walked_where())
+            self.create(WALK_SPANS, part_copy_sql(f"({projection})", parts), engine=WALK_SPANS_ENGINE)
+            self._part_duplicates = {}
+        rows = f"SELECT * EXCEPT part FROM {WALK_SPANS} WHERE part = {int(part)}"
+        if part not in self._part_duplicates:
+            self._part_duplicates[part] = self._count_duplicates(f"({rows})")
+        return rows
+
+    def _walked_where(self) -> str:
+        """SQL: the condition on the table's rows of the spans the report walks (only the traces the stamped sums
+        cannot sum, when they sum the others); the cheap conditions first: ClickHouse tests the rest of an AND only
+        where they hold."""
+        walked = f"{_id('TraceId', 32)} IN (SELECT trace FROM {COMPLEX_TRACES}) AND " if self._presumming else ""
+        return walked + self._span_where
+
+    def _count_duplicates(self, relation: str) -> int:
+        """How many of ``relation``'s spans repeat a (trace, span id) pair: the span ids alone first (cheap), and
+        only when some repeat the pairs."""
+        if not self.value(f"SELECT count() - uniqExact(span) FROM {relation} d"):
+            return 0
+        return int(self.value(f"SELECT count() - uniqExact(trace, span) FROM {relation} d"))
 
     def unload_part(self, walked: tuple[str, ...]) -> None:
         """Drop the walked part's ``spans`` and ``walked`` in one statement before the next part is loaded: each

@@ -50,9 +50,9 @@ def leaf_join(k: str, blocked: bool) -> str:
 
 
 RUN_ISLANDS = "device_run_islands"
-"""(rank_label, lo, hi): the islands of the run's counted device-timed productive leaves, per rank, when the run is
-walked in parts (:func:`add_run_islands`): rule 2 reads a rank's device intervals across its traces, which
-another part may hold."""
+"""(rank_label, lo, hi; once merged, ``before``: the rank's island time before ``lo``): the islands of the run's
+counted device-timed productive leaves, per rank, when the run is walked in parts (:func:`add_run_islands`): rule 2
+reads a rank's device intervals across its traces, which another part may hold."""
 
 
 def _islands_sql(intervals: str) -> str:
@@ -73,11 +73,13 @@ def _islands_sql(intervals: str) -> str:
 _PRODUCTIVE = "bucket = 'productive' AND dev_start IS NOT NULL"
 
 
-def add_run_islands(db: Any, first: bool) -> None:
-    """Add the islands of the counted device-timed productive leaves of the part ``k`` holds to
-    :data:`RUN_ISLANDS` (made anew when ``first``); :func:`merge_run_islands` merges the parts' once all are added.
-    It holds a row an island, not a leaf: a rank's islands follow its steps' device work, not its spans."""
-    intervals = f"SELECT rank_label, dev_start AS s, dev_end AS e FROM k WHERE counted AND {_PRODUCTIVE}"
+def add_run_islands(db: Any, leaves: str, first: bool) -> None:
+    """Add the islands of ``leaves`` (a query of the counted leaves of a part, with ``rank_label``, ``bucket``,
+    ``dev_start`` and ``dev_end`` as ``k`` has them: see the rollup's ``_counted_leaves``), of its device-timed
+    productive ones, to :data:`RUN_ISLANDS` (made anew when ``first``); :func:`merge_run_islands` merges the parts'
+    once all are added. It holds a row an island, not a leaf: a rank's islands follow its steps' device work, not
+    its spans."""
+    intervals = f"SELECT rank_label, dev_start AS s, dev_end AS e FROM ({leaves}) l WHERE {_PRODUCTIVE}"
     islands = f"SELECT rank_label, lo, hi FROM ({_islands_sql(intervals)}) i"
     if first:
         db.create(RUN_ISLANDS, islands)
@@ -87,9 +89,11 @@ def add_run_islands(db: Any, first: bool) -> None:
 
 def merge_run_islands(db: Any) -> None:
     """Merge the islands the parts added to :data:`RUN_ISLANDS` where they overlap or touch (a rank's device work
-    that ran from one part's traces into another's): one sort of them once every part is added."""
+    that ran from one part's traces into another's), each with the island time of its rank before it (``before``):
+    one sort of them once every part is added, which each part's walk then reads as they are (it sorted them all
+    again, a part: at 10M spans in 11 parts ~1 s of the walk)."""
     parts = f"SELECT rank_label, lo AS s, hi AS e FROM {RUN_ISLANDS}"
-    db.create(f"{RUN_ISLANDS}_merged", f"SELECT rank_label, lo, hi FROM ({_islands_sql(parts)}) i")
+    db.create(f"{RUN_ISLANDS}_merged", _islands_sql(parts))
     db.create(RUN_ISLANDS, f"SELECT * FROM {RUN_ISLANDS}_merged")
     db.drop(f"{RUN_ISLANDS}_merged")
 
@@ -112,12 +116,12 @@ def make_blocked(db: Any, run_islands: bool = False) -> int:
         WHERE counted AND (dev_start IS NOT NULL OR bucket = 'overhead')
     """)
     host_only = "bucket = 'overhead' AND dev_start IS NULL"
-    if run_islands:  # the ranks' islands whichever parts their leaves lie in (merged again: the same islands)
-        productive = (f"SELECT rank_label, lo AS s, hi AS e FROM {RUN_ISLANDS} "
-                      f"WHERE rank_label IN (SELECT rank_label FROM device_leaves WHERE {host_only})")
+    if run_islands:  # the ranks' islands whichever parts their leaves lie in, merged once for the run
+        db.create("device_islands", f"SELECT rank_label, lo, hi, before FROM {RUN_ISLANDS} "
+                                    f"WHERE rank_label IN (SELECT rank_label FROM device_leaves WHERE {host_only})")
     else:
         productive = f"SELECT rank_label, dev_start AS s, dev_end AS e FROM device_leaves WHERE {_PRODUCTIVE}"
-    db.create("device_islands", _islands_sql(productive))
+        db.create("device_islands", _islands_sql(productive))
     # a leaf's two ends (side -1 at its start, +1 at its end) among the islands (id -1, side 0)
     leaves = (f"SELECT id, rank_label, start_ns, end_ns FROM device_leaves WHERE {host_only} "
               "AND rank_label IN (SELECT rank_label FROM device_islands)")

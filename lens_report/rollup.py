@@ -249,15 +249,11 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
     run_islands = timed and parts > 1
     walked = PART_TABLES + kept  # what a part's walk leaves: dropped in one statement before the next part's
     if run_islands:  # rule 2 reads a rank's device intervals across its traces: every part's, before any is walked
-        for part in range(parts):
-            if part:
-                db.unload_part(walked)
-            db.load_part(part, parts)
-            _classify(db, where)
-            add_run_islands(db, first=part == 0)
+        for part in range(parts):  # each read where it lies, classified as k classifies it: only a few columns
+            add_run_islands(db, _counted_leaves(db.part_relation(part, parts), where), first=part == 0)
         merge_run_islands(db)
     for part in range(parts):
-        if part or run_islands:
+        if part:
             db.unload_part(walked)
         db.load_part(part, parts)
         given_ns += _walk_part(db, where, timed, run_islands)
@@ -399,6 +395,25 @@ COUNTED = (f"coalesce(ok AND bucketed AND bucket IN {_BUCKET_LIST} AND NOT coale
 :data:`BUCKETS`, well timed, by no rule left out)."""
 
 
+def _classified(relation: str, where: str, columns: str) -> str:
+    """SQL: ``columns`` of each span of ``relation`` (``s``, the ``spans`` columns) that satisfies ``where``,
+    beside what :func:`classified_columns` decides of it (its catalog row ``c`` and category rule ``r`` joined)."""
+    return f"""
+        SELECT {columns}, {classified_columns()}
+        FROM {relation} s
+        LEFT JOIN catalog c ON c.name = s.name
+        LEFT JOIN category_rules r ON r.category = coalesce(s.category, c.category)
+        {where}"""
+
+
+def _counted_leaves(relation: str, where: str) -> str:
+    """SQL: ``rank_label``, ``bucket``, ``dev_start``, ``dev_end`` of the spans of ``relation`` that count in the
+    sums, as ``k`` decides (:data:`COUNTED`), without the rest of ``k`` (no parent, no step candidate)."""
+    columns = f's.rank_label AS rank_label, s.bucket AS bucket, {device_times("s")}'
+    return f"SELECT rank_label, bucket, dev_start, dev_end FROM ({_classified(relation, where, columns)}) c " \
+           f"WHERE {COUNTED}"
+
+
 def _classify(db: Store, where: str) -> None:
     """``k``: one row per span of the run with what the checks need: its umbrella status, rules,
     whether it counts in sums and whether it is a step candidate. Names and texts are read from
@@ -419,18 +434,15 @@ def _classify(db: Store, where: str) -> None:
     # name) is kept here, so no heavy query joins ``spans`` again (a join of every span by rowid
     # held ~80 MB past the engine's memory limit per 1M spans); the candidates' own columns are
     # read from ``spans`` when ``cands`` is made (see _steps)
+    columns = f"""
+        s.rowid AS id, s.trace AS trace, s.span AS span, s.parent AS parent, s.bucket AS bucket,
+        s.iteration AS iteration, s.start_ns AS start_ns, s.end_ns AS end_ns, s.error AS error,
+        s.rank AS rank, s.rank_label AS rank_label, s.file AS file, s.line AS line,
+        {device_times("s")}, {_candidate("s")} AS cand"""
     db.define("k", f"""
         SELECT {", ".join(K_COLUMNS)}, stamped_grp, category, catalogued FROM (
         SELECT *, {COUNTED} AS counted
-        FROM (
-        SELECT s.rowid AS id, s.trace AS trace, s.span AS span, s.parent AS parent, s.bucket AS bucket,
-               s.iteration AS iteration, s.start_ns AS start_ns, s.end_ns AS end_ns, s.error AS error,
-               s.rank AS rank, s.rank_label AS rank_label, s.file AS file, s.line AS line,
-               {device_times("s")}, {classified_columns()}, {_candidate("s")} AS cand
-        FROM spans s
-        LEFT JOIN catalog c ON c.name = s.name
-        LEFT JOIN category_rules r ON r.category = coalesce(s.category, c.category)
-        {where}) classified) flagged
+        FROM ({_classified("spans", where, columns)}) classified) flagged
     """)
 
 

@@ -131,6 +131,10 @@ class Store(Protocol):
     def load_part(self, part: int, parts: int) -> None:
         """Make ``spans`` hold part ``part`` of ``parts`` (the store's every span when ``parts`` is 1)."""
 
+    def part_relation(self, part: int, parts: int) -> str:
+        """SQL: a relation of part ``part`` of ``parts``' spans (the ``spans`` columns, each span once), read where
+        they lie rather than loaded into ``spans``."""
+
     def unload_part(self, walked: tuple[str, ...]) -> None:
         """The part ``spans`` holds is walked and another is loaded next: drop ``spans`` and ``walked``, the
         working tables its walk left, before the next part's are made."""
@@ -744,6 +748,10 @@ class TraceStore:
 
     def load_part(self, part: int, parts: int) -> None:
         """Nothing: ``spans`` always holds every span read."""
+
+    def part_relation(self, part: int, parts: int) -> str:
+        """``spans``: this store is walked at once (:meth:`span_parts`), and ``spans`` holds every span."""
+        return "spans"
 
     def unload_part(self, walked: tuple[str, ...]) -> None:
         """Nothing: this store is walked at once (:meth:`span_parts`)."""
