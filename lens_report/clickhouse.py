@@ -337,6 +337,11 @@ SELECT line, problem FROM (
 WHERE problem <> '' ORDER BY line"""
 
 
+def _first_of_each(relation: str) -> str:
+    """SQL: the spans of ``relation``, the first (by line) of a span stored twice (e.g. exported again) kept."""
+    return f"SELECT * FROM {relation} d ORDER BY line LIMIT 1 BY trace, span"
+
+
 WALK_SPANS = "walk_spans"
 """The working table, on disk, of the spans the report walks when it walks them in parts: each with its part
 (:func:`~lens_report.clickhouse_stamped.part_copy_sql`), copied in one pass and sorted by part, so that each part
@@ -555,24 +560,22 @@ class ClickHouseStore:
         if parts == 1:
             self.create("spans", _projection(self.table, self._columns, self.detail, self._walked_where()))
             duplicates = self._count_duplicates("spans")
+            if duplicates:
+                self.create("spans_once", _first_of_each("spans"))
+                self.create("spans", "SELECT * FROM spans_once")
+                self.drop("spans_once")
         else:
-            self.create("spans", self._copied(part, parts))
+            self.create("spans", f"SELECT * FROM {self.part_relation(part, parts)} p")
             duplicates = self._part_duplicates[part]
         self._loaded = (part, parts)
         self._walk_parts = parts
         self._duplicates[(part, parts)] = duplicates
-        if duplicates:  # the same span stored twice (e.g. exported again): keep the first
-            self.create("spans_once", "SELECT * FROM spans ORDER BY line LIMIT 1 BY trace, span")
-            self.create("spans", "SELECT * FROM spans_once")
-            self.drop("spans_once")
 
     def part_relation(self, part: int, parts: int) -> str:
-        """SQL: a relation of part ``part`` of ``parts``' spans (as :meth:`load_part` would load them, each span
-        once), read from the walk's copy where they lie, not loaded: for a pass that reads a few of their columns."""
+        """SQL: a relation of part ``part`` of ``parts``' spans, each span once, read from the walk's copy where they
+        lie (what :meth:`load_part` loads; a pass that reads a few columns reads it as it is)."""
         copied = f"({self._copied(part, parts)})"
-        if self._part_duplicates[part]:  # as load_part keeps them: the first of a span stored twice
-            copied = f"(SELECT * FROM {copied} d ORDER BY line LIMIT 1 BY trace, span)"
-        return copied
+        return f"({_first_of_each(copied)})" if self._part_duplicates[part] else copied
 
     def _copied(self, part: int, parts: int) -> str:
         """SQL: the rows of part ``part`` of ``parts`` in the walk's copy (:data:`WALK_SPANS`, made by a walk's first
