@@ -500,20 +500,26 @@ def _jump(db: Store, blocked: bool = False) -> None:
     db.create_columns("found", "id BIGINT, fs BIGINT, fb BIGINT")
     rounds = 0
     limit = max(1, math.ceil(math.log2(total + 1))) + 1
+    # a round's table holds every look the round took, ended or not: the next round reads the unended ones (a
+    # look that just ended is also in ``found``, with the same answers, so a join that meets it in either agrees);
+    # two tables in turn, so that a round sends four statements, not six (each a round trip to a server)
+    last = "jump"
     while rounds <= limit and looking:
         rounds += 1
+        this = f"jump{rounds % 2}"
         # t: the span 2^r up; its own look covers the next 2^r ancestors (final when it is done)
-        db.create("jump2", """
+        db.create(this, f"""
             SELECT a.id AS id, t.jump AS jump, coalesce(a.fs, t.fs, f.fs) AS fs, coalesce(a.fb, t.fb, f.fb) AS fb
-            FROM jump a LEFT JOIN jump t ON t.id = a.jump LEFT JOIN found f ON f.id = a.jump
+            FROM (SELECT * FROM {last} WHERE jump IS NOT NULL) a LEFT JOIN {last} t ON t.id = a.jump
+                LEFT JOIN found f ON f.id = a.jump
         """)
-        db.execute("INSERT INTO found SELECT id, fs, fb FROM jump2 WHERE jump IS NULL")
-        db.drop("jump")  # one copy at a time: these tables are as long as the interior
-        db.create("jump", "SELECT * FROM jump2 WHERE jump IS NOT NULL")
-        db.drop("jump2")
-        looking = db.value("SELECT count(*) FROM jump")
-    db.create("looked", "SELECT id, fs, fb, false AS cyclic FROM found UNION ALL SELECT id, fs, fb, true FROM jump")
-    db.drop("found", "jump")
+        db.execute(f"INSERT INTO found SELECT id, fs, fb FROM {this} WHERE jump IS NULL")
+        db.drop(last)  # one copy at a time: these tables are as long as the interior
+        last = this
+        looking = db.value(f"SELECT count(*) FROM {last} WHERE jump IS NOT NULL")
+    db.create("looked", "SELECT id, fs, fb, false AS cyclic FROM found "
+                        f"UNION ALL SELECT id, fs, fb, true FROM {last} WHERE jump IS NOT NULL")
+    db.drop("found", last)
     # each interior span with its own answers beside its flags, so the one join below gives every
     # span its parent's: the parent if that is the answer, else the parent's answer
     db.create("interior_looked", """

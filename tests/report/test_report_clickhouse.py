@@ -649,6 +649,37 @@ def test_each_part_of_a_walk_drops_the_last_parts_tables_in_one_statement_and_co
     assert comparable(reports[150]) == comparable(reports[100_000])
 
 
+def test_a_round_of_the_pointer_jump_is_four_statements_and_a_300_deep_chain_keeps_its_answer(tmp_path):
+    """A span's step and bucketed ancestors are found by pointer jumping, a round per doubling of the look. Regression:
+    each round sent six statements (the round's table made, its ended looks kept, the old table dropped, the unended
+    copied back and the copy dropped, a count): 2-3 rounds a part of a training run, ~9 for a 300-deep chain. Now the
+    round's table is read by the next round as it is (two tables in turn): four. Known answer: the leaf 300 levels
+    below its step is that step's, as the files say."""
+    from report_helpers import Otlp
+
+    chain = [Otlp.span(1, "rl.grpo.step", 0, 10, iteration=1)]
+    chain += [Otlp.span(n, f"level{n}", 0, 10, n - 1) for n in range(2, 300)]
+    chain += [Otlp.span(300, "leaf", 1, 3, 299, bucket="productive"),
+              Otlp.span(301, "leaf.below", 1, 2, 300, bucket="idle")]
+    path = Otlp.write(tmp_path / "chain.jsonl", Otlp.request(chain))
+    source, sent = counting_source()
+    try:
+        load_otlp_files(source, "otel_traces", [path])
+        with ClickHouseStore(source, "otel_traces", stamped=False) as store:
+            store.load_table()
+            report = build_report(store)
+    finally:
+        source.close()
+    (step,) = report.steps
+    assert step.totals.bucket_ns == {"productive": 2 * 10**9, "overhead": 0, "idle": 10**9, "wasted": 0}
+    assert comparable(report.to_json(top=DEFAULT_TOP_N)) == comparable(_file_report(path).to_json(top=DEFAULT_TOP_N))
+    start = next(i for i, sql in enumerate(sent) if sql.startswith("CREATE TEMPORARY TABLE found"))
+    end = next(i for i, sql in enumerate(sent) if sql.startswith("CREATE TEMPORARY TABLE looked"))
+    rounds = sum(sql.startswith("INSERT INTO found") for sql in sent[start:end])
+    assert rounds >= 9, rounds  # log2(300) rounds and one to see every look ended
+    assert end - start - 1 == 4 * rounds, sent[start:end]
+
+
 def _device_run(tmp_path, ranks=3, steps=6):
     """A device-timed run whose device work runs past each step: ``ranks`` ranks of ``steps`` steps, each step its
     own trace (10 ms: data, forward, backward, log), the backward's device interval ending 1.5 ms into the next
