@@ -947,6 +947,35 @@ def test_chdb_hands_back_the_memory_a_long_statement_freed_and_stops_asking_an_e
         source.close()
 
 
+def test_each_part_walked_hands_chdbs_freed_memory_back_before_the_next_part_loads():
+    """A part's statements are short (under _PURGE_AFTER_S), so nothing handed back what chdb freed as the walk went:
+    each part's dropped tables stayed in the allocator, and a 10M device-timed run's peak RSS rose part by part to
+    the 1 GB line (1,017-1,023 MiB; 936-940 MiB handed back a part). Each part's tables are now dropped, then
+    SYSTEM JEMALLOC PURGE sent, before the next part loads."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import trace_synth
+
+    source = ChdbSource()
+    sent: list[str] = []
+    query = source.session.query
+    source.session.query = lambda sql, *a, **k: (sent.append(sql), query(sql, *a, **k))[1]  # type: ignore[method-assign]
+    try:
+        source.command(otel_traces_ddl("otel_traces"))
+        source.command(trace_synth.otel_traces_insert("otel_traces", 6, 4))
+        with ClickHouseStore(source, "otel_traces", part_spans=150, stamped=False) as store:
+            store.load_table()
+            build_report(store)
+            parts = store.parts_walked
+    finally:
+        source.session.query = query  # type: ignore[method-assign]
+        source.close()
+    loads = [i for i, sql in enumerate(sent) if sql.startswith("CREATE TEMPORARY TABLE spans ")]
+    assert parts > 2 and len(loads) == parts
+    for before, load in zip(loads, loads[1:]):
+        (unload,) = [i for i in range(before, load) if sent[i].startswith("DROP TEMPORARY TABLE IF EXISTS spans, k, anc")]
+        assert sent[unload + 1] == "SYSTEM JEMALLOC PURGE", sent[unload:load]
+
+
 def test_the_benchmarks_wide_steps_hold_more_spans_and_the_same_figures_checked_in_parts_of_traces():
     """The report benchmark's 100M run keeps the answer's size and grows the spans (steps of 200 spans,
     trace_synth.step_layout): a run of 3 ranks x 4 steps of 50 spans has 3 x (1 + 4 x 50) spans, every trace
