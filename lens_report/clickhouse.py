@@ -353,6 +353,11 @@ as it is written. A part of the walk reads all its columns, and unmerged a read 
 the copy wrote, so a part's read grew with the run (30M device-timed spans, chdb, 2 cores, 31 parts read twice:
 317 blocks, 0.57-1.2 s a part; merged to 17, 0.11-0.24 s, the copy 36 s against 18 s, the peak the same)."""
 
+_DRAWN_ROWID = "toInt64(bitAnd(cityHash64(s.trace, {span}), 0x7FFFFFFFFFFFFFFF))"
+"""SQL (``.format(span=...)``): the row id :meth:`ClickHouseStore.create_drawn` gives the span ``span`` of trace
+``s.trace``: made of its ids, so the same in every table drawn (a collision among the spans of one page, 2^-63 a
+pair, would draw one span below another)."""
+
 DEFAULT_PART_SPANS = 1_000_000
 """How many spans of ``otel_traces`` the report walks at once, at most (``--part-spans``): a run holding more is
 walked in parts of whole traces. ClickHouse's working set is ~0.4 KB a span walked (``spans`` ~0.19 KB with its
@@ -421,6 +426,8 @@ class ClickHouseStore:
         self.detail = detail
         self.files: list[str] = []
         self.problems: list[Problem] = []
+        self.partial_walk: str | None = None
+        """See :attr:`~lens_report.store.Store.partial_walk` (set by the rollup)."""
         self.columns_used: tuple[str, ...] = ()
         self.stored_columns = SPAN_COLUMNS
         """The columns of the ``spans`` table: every one (see :func:`~lens_report.ingest.stored_columns`)."""
@@ -570,6 +577,18 @@ class ClickHouseStore:
         self._loaded = (part, parts)
         self._walk_parts = parts
         self._duplicates[(part, parts)] = duplicates
+
+    def create_drawn(self, name: str, join: str, where: str) -> None:
+        """(Re)create ``name``: the spans of the whole run read from the table (``s``), joined with ``join``, that
+        satisfy ``where``, the first of a span stored twice kept, with ``pid``: what a view of a report walked in
+        parts draws (see :attr:`~lens_report.store.Store.partial_walk`). A span's row id, and its parent's, is a
+        hash of its ids, not its row in a scan: a page draws several views and merges their spans by row id."""
+        self.create(name, f"""
+            SELECT s.* REPLACE ({_DRAWN_ROWID.format(span="s.span")} AS rowid),
+                   CASE WHEN s.parent IS NOT NULL THEN {_DRAWN_ROWID.format(span="s.parent")} END AS pid
+            FROM {self.whole_relation()} s {join} WHERE {where}
+            ORDER BY s.line LIMIT 1 BY s.trace, s.span
+        """)
 
     def part_relation(self, part: int, parts: int) -> str:
         """SQL: a relation of part ``part`` of ``parts``' spans, each span once, read from the walk's copy where they

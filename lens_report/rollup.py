@@ -280,6 +280,8 @@ def _build(store: Store, run_id: str, cond: str, pattern: re.Pattern[str], top_n
             for name in kept:
                 db.create(name, f"SELECT * FROM all_{name}")
             db.drop(*(f"all_{name}" for name in kept))
+    # a view draws from the walk's tables, which a walk in parts (or the stamped sums) left for a part of the run
+    db.partial_walk = cond if keeping else None
     _rank_totals(db)
     violations, counts = _merge_violations(db, found, counts, max_violations)
     rank_labels, rank_steps = _rank_steps(db, timed)

@@ -77,6 +77,10 @@ class Store(Protocol):
     """Input that could not be read, in file and line order."""
     duplicate_count: int
     """Spans read more than once (same trace and span id) and kept once."""
+    partial_walk: str | None
+    """Set by the rollup: None when the walk's tables (``k``, ``anc``) hold every span of the last report; else that
+    report's condition on ``spans`` (or ''): it was walked in parts, or some of its spans were summed where they lie,
+    and a view draws from :meth:`create_drawn` instead."""
 
     def execute(self, sql: str) -> None:
         """Run one statement."""
@@ -146,6 +150,12 @@ class Store(Protocol):
     def whole(self) -> str:
         """SQL: a relation of every span of the store (the ``spans`` columns), whichever part ``spans`` holds."""
 
+    def create_drawn(self, name: str, join: str, where: str) -> None:
+        """(Re)create the working table ``name``: the spans of the whole run (``s``, the ``spans`` columns), joined
+        with ``join``, that satisfy ``where``, each once, with ``pid`` (its parent's row id; NULL for a root); a row id
+        made of the span's own ids, the same in every such table. What a view draws when the walk's tables hold a
+        part of the run (:attr:`partial_walk`)."""
+
     def spans(self, where: str = "true", order: str = "s.file, s.line, s.rowid") -> Iterator[Span]:
         """The stored spans that satisfy ``where`` as :class:`~lens_report.model.Span` records."""
 
@@ -197,6 +207,7 @@ class TraceStore:
         self.progress = progress
         self.files: list[str] = []
         self.problems: list[Problem] = []
+        self.partial_walk: str | None = None
         self.duplicate_count = 0
         self._index: dict[str, int] = {}
         self._cursors: set[Any] = set()  # the statements reading files now (to interrupt them)
@@ -762,6 +773,11 @@ class TraceStore:
     def whole(self) -> str:
         """``spans``: it holds every span read."""
         return "spans"
+
+    def create_drawn(self, name: str, join: str, where: str) -> None:
+        """Never needed: a report of files is walked at once (:attr:`partial_walk` is None), so a view reads the
+        walk's tables."""
+        raise NotImplementedError("a report of files is walked at once: its views read the walk's tables")
 
     def spans(self, where: str = "true", order: str = "s.file, s.line, s.rowid") -> Iterator[Span]:
         """The stored spans as :class:`~lens_report.model.Span` records, in file and line order.

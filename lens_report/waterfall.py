@@ -6,6 +6,8 @@ from typing import Any
 
 from .store import Store
 from .model import Report
+from .clock import device_times
+from .rollup import is_well_timed
 
 __all__ = ["WaterfallSelection", "cell_spans", "choose_spans", "waterfall_spans"]
 
@@ -38,6 +40,35 @@ _WATERFALL_KEPT = ("k.id AS id, k.start_ns AS start_ns, k.end_ns AS end_ns, k.bu
 """What ``wf_ids`` keeps of each span of ``k`` a waterfall draws (its device times for the device lane)."""
 
 
+_OVERLAPS = "{k}.start_ns < w.hi AND {k}.end_ns > w.lo"
+"""SQL (``.format(k=...)``): whether the span ``k`` overlaps the window ``w`` (``lo``, ``hi``)."""
+
+_DRAWN = "wf_drawn"
+"""The working table of the spans a view may draw, read from the whole run
+(:meth:`~lens_report.store.Store.create_drawn`) when the walk's tables hold a part of it only."""
+
+_DRAWN_K = (f"(SELECT rowid AS id, start_ns, end_ns, bucket, iteration, rank_label, error, {device_times('d')}, "
+            f"coalesce({is_well_timed('d')}, false) AS ok FROM {_DRAWN} d)")
+"""SQL: what a view reads of ``k`` (a span's own fields, as ``k`` has them), for the spans of :data:`_DRAWN`."""
+
+
+def _spans_of(db: Store, join: str, where: str, windows: str | None = None) -> str:
+    """SQL: the relation a view reads as ``k``: ``k`` itself when the walk's tables hold the whole run, else the
+    spans of the whole run (``s``) joined with ``join`` that satisfy ``where``, put in :data:`_DRAWN`: a report
+    walked in parts keeps only the last part's ``k``, and a view needs only each span's own fields and its
+    parent's id, not the walk (the memory of the spans drawn, not of the run). ``windows``: the table of the
+    view's windows (``lo``, ``hi``), whose bounds are tested first, on the span alone: a condition the engine
+    tests as it reads, before the join (every rank's spans of one step joined with its window took 10 s at 10M)."""
+    if db.partial_walk is None:
+        return "k"
+    if windows is not None:
+        lo, hi = db.rows(f"SELECT min(lo), max(hi) FROM {windows}")[0]
+        where = f"s.start_ns < {int(hi or 0)} AND s.end_ns > {int(lo or 0)} AND {where}"
+    cond = f" AND ({db.partial_walk})" if db.partial_walk else ""
+    db.create_drawn(_DRAWN, join, where + cond)
+    return _DRAWN_K
+
+
 def choose_spans(store: Store, report: Report, *, steps: frozenset[int] | None, ranks: frozenset[int] | None,
                  small_run: int, default_ranks: int) -> tuple[dict[str, int], list[int] | None, list[str]]:
     """Put the ids of the spans of the chosen steps and ranks in the table ``wf_ids`` (id,
@@ -62,17 +93,21 @@ def choose_spans(store: Store, report: Report, *, steps: frozenset[int] | None, 
     # what the waterfall draws of k comes along: no second scan of every span to fetch it
     kept = _WATERFALL_KEPT
     if chosen_steps is None:
-        select = f"SELECT {kept} FROM k WHERE {chosen_ranks}"
+        k = _spans_of(db, "", "s.rank_label IN (SELECT rank_label FROM wf_ranks)")
+        select = f"SELECT {kept} FROM {k} k WHERE {chosen_ranks}"
     else:
         db.create_columns("wf_steps", "iteration BIGINT", [[it] for it in chosen_steps])
+        # a step's window: from its anchor's start to the last end of its candidates (a step span's own times)
         db.create("wf_windows", """
-            SELECT s.iteration AS iteration, min(k.start_ns) AS lo, max(k.end_ns) AS hi
-            FROM steps s JOIN wf_steps w ON w.iteration = s.iteration JOIN anchors a ON a.anchor = s.anchor
-            JOIN cands k ON k.id = a.cand JOIN wf_ranks r ON r.rank_label = s.rank_label GROUP BY s.iteration
+            SELECT s.iteration AS iteration, min(s.start_ns) AS lo, max(s.start_ns + s.wall_ns) AS hi
+            FROM steps s JOIN wf_steps w ON w.iteration = s.iteration JOIN wf_ranks r ON r.rank_label = s.rank_label
+            GROUP BY s.iteration
         """)
+        k = _spans_of(db, "CROSS JOIN wf_windows w",
+                      f"{_OVERLAPS.format(k='s')} AND s.rank_label IN (SELECT rank_label FROM wf_ranks)", "wf_windows")
         # the spans that overlap a chosen step's window (few windows: a join, not a lookup per span)
-        select = (f"SELECT DISTINCT {kept} FROM k CROSS JOIN wf_windows w "
-                  f"WHERE {chosen_ranks} AND k.start_ns < w.hi AND k.end_ns > w.lo")
+        select = (f"SELECT DISTINCT {kept} FROM {k} k CROSS JOIN wf_windows w "
+                  f"WHERE {chosen_ranks} AND {_OVERLAPS.format(k='k')}")
     # the chosen ids first, in a small table: joined to the spans by rowid, the details come
     # from the few rows drawn, not from a scan of every span
     db.create("wf_ids", select)
@@ -105,13 +140,16 @@ def cell_spans(store: Store, report: Report, cells: list[tuple[int, str]], *, li
     db.create_columns("wf_cells", "iteration BIGINT, rank_label VARCHAR",
                       [[int(it), label] for it, label in dict.fromkeys(cells)])
     db.create("wf_cell_windows", """
-        SELECT s.iteration AS iteration, s.rank_label AS rank_label, min(k.start_ns) AS lo, max(k.end_ns) AS hi
+        SELECT s.iteration AS iteration, s.rank_label AS rank_label, min(s.start_ns) AS lo,
+               max(s.start_ns + s.wall_ns) AS hi
         FROM steps s JOIN wf_cells w ON w.iteration = s.iteration AND w.rank_label = s.rank_label
-        JOIN anchors a ON a.anchor = s.anchor JOIN cands k ON k.id = a.cand GROUP BY s.iteration, s.rank_label
+        GROUP BY s.iteration, s.rank_label
     """)
+    k = _spans_of(db, "JOIN wf_cell_windows w ON w.rank_label = s.rank_label", _OVERLAPS.format(k="s"),
+                  "wf_cell_windows")
     db.create("wf_ids", f"""
-        SELECT DISTINCT {_WATERFALL_KEPT} FROM k JOIN wf_cell_windows w ON w.rank_label = k.rank_label
-        WHERE k.ok AND k.start_ns < w.hi AND k.end_ns > w.lo
+        SELECT DISTINCT {_WATERFALL_KEPT} FROM {k} k JOIN wf_cell_windows w ON w.rank_label = k.rank_label
+        WHERE k.ok AND {_OVERLAPS.format(k='k')}
     """)
     total = db.value("SELECT count(*) FROM wf_ids")
     order = {label: i for i, label in enumerate(labels)}
@@ -124,17 +162,20 @@ def _chosen_spans(db: Store, limit: int, name_chars: int | None) -> list[dict[st
     """The first ``limit`` spans of ``wf_ids`` by start, with what a waterfall draws of each."""
     d = db.dialect
     name = "s.name" if name_chars is None else d.prefix("s.name", name_chars)
+    # a span's details and its parent's id: from the walk (``spans``, ``anc``), else where the view read them
+    table, parent, parents = (_DRAWN, "s.pid", "") if db.partial_walk is not None else (
+        "spans", "p.pid", "LEFT JOIN (SELECT id, pid FROM anc WHERE id IN (SELECT id FROM chosen)) p ON p.id = c.id")
     spans = []
     for columns, rows in db.stream(f"""
         WITH chosen AS (SELECT * FROM wf_ids ORDER BY start_ns, id LIMIT {int(limit)})
-        SELECT c.id AS id, p.pid AS pid, {name} AS name, c.start_ns AS start_ns, c.end_ns AS end_ns,
+        SELECT c.id AS id, {parent} AS pid, {name} AS name, c.start_ns AS start_ns, c.end_ns AS end_ns,
                c.bucket AS bucket, c.iteration AS iteration, c.rank_label AS rank_label, s.process AS process,
                coalesce(s.thread || coalesce(' ' || s.thread_name, ''), s.thread_name, '') AS thread_label,
                coalesce(s.thread_name, s.thread, '') AS thread_short,
                {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, s.kind AS kind, c.error AS error,
                c.dev_start AS dev_start, c.dev_end AS dev_end
-        FROM chosen c JOIN spans s ON s.rowid = c.id
-        LEFT JOIN (SELECT id, pid FROM anc WHERE id IN (SELECT id FROM chosen)) p ON p.id = c.id
+        FROM chosen c JOIN {table} s ON s.rowid = c.id
+        {parents}
         ORDER BY c.start_ns, c.id
     """):
         spans += [dict(zip(columns, row)) for row in rows]

@@ -680,6 +680,56 @@ def test_a_round_of_the_pointer_jump_is_four_statements_and_a_300_deep_chain_kee
     assert end - start - 1 == 4 * rounds, sent[start:end]
 
 
+def _page_data(page):
+    """The data the page's script draws from: its span rows (lane, row, name, times, bucket, iteration, device) as a
+    multiset, names in place of their numbers (numbered as first met, so in the order the engine gave ties), and the
+    rest of the script's data."""
+    from collections import Counter
+
+    data = json.loads(re.search(r'<script type="application/json" id="lens-data">(.*?)</script>', page, re.S)[1])
+    names = data.pop("names")
+    spans = Counter(tuple([row[0], row[1], names[row[2]], *row[3:]]) for row in data.pop("spans"))
+    return spans, data
+
+
+def test_the_page_of_a_run_walked_in_parts_draws_what_the_page_of_the_run_walked_at_once_draws():
+    """``--html`` walked the whole run at once whatever --part-spans said (its waterfall read the walk's tables, which
+    a walk in parts leaves for its last part only): 10M device-timed spans held ~4 GB of chdb. Now a report walked in
+    parts (or summed by its stamps) draws each view from the spans it draws, read from the table with their parent's
+    id. Known answer: the page of a device-timed run of 6,000 spans (past the page's whole-run size: the slowest step,
+    the stragglers' and every rank's views), a rank's spans stored twice, walked in parts of 700 spans (stamps trusted,
+    and not) draws the spans the page of the run walked at once draws, each once."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import trace_synth
+    from lens_report.render_html import render_html
+
+    pages, walked = {}, {}
+    for label, options in (("once", {"part_spans": 100_000}), ("parts", {"part_spans": 700}),
+                           ("unstamped", {"part_spans": 700, "stamped": False})):
+        source, sent = counting_source()
+        try:
+            source.command(otel_traces_ddl("otel_traces"))
+            source.command(trace_synth.otel_traces_insert("otel_traces", 20, 15, device=True))
+            source.command("INSERT INTO otel_traces SELECT * FROM otel_traces "
+                           "WHERE ResourceAttributes['nv.dl.rank'] = '3'")
+            with ClickHouseStore(source, "otel_traces", **options) as store:
+                store.load_table()
+                report = build_report(store)
+                walked[label] = (store.parts_walked, report.duplicate_count, report.span_count)
+                before = len(sent)
+                pages[label] = _page_data(render_html(report, store, rerun="lens report"))
+                drawing = sent[before:]
+        finally:
+            source.close()
+        if label != "once":  # the page reads the spans it draws, not a part's walk
+            assert not any(re.search(r"\b(k|anc|spans)\b", sql) for sql in drawing if "wf_drawn" not in sql), drawing
+    assert walked["once"] == (1, 301, 6020) and walked["parts"][1:] == (301, 6020), walked
+    assert walked["unstamped"][0] > 8, walked
+    spans, data = pages["once"]
+    assert len(spans) > 600 and max(spans.values()) == 1 and data["windows"]
+    assert pages["parts"] == pages["unstamped"] == pages["once"]
+
+
 def _device_run(tmp_path, ranks=3, steps=6):
     """A device-timed run whose device work runs past each step: ``ranks`` ranks of ``steps`` steps, each step its
     own trace (10 ms: data, forward, backward, log), the backward's device interval ending 1.5 ms into the next
