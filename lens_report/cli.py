@@ -132,8 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --clickhouse: walk at most N spans at once (default 1,000,000: ~1 GB of ClickHouse "
                              "memory); a larger run sums the traces its stamps answer where they lie and walks the "
                              "others in parts of whole traces, and a run with device times is walked in parts, "
-                             "each twice (--perfetto reads the whole run at once; the --html page reads the spans "
-                             "it draws where they lie)")
+                             "each twice (the --html page and --perfetto read the spans they draw where they lie)")
     parser.add_argument("--from-spans", action="store_true",
                         help="with --clickhouse: read the spans even where the schema helper's rollup table "
                              "(TABLE_lens_steps) covers the run (by default its rows give the figures then, and the "
@@ -335,8 +334,7 @@ def _run_clickhouse(args: argparse.Namespace) -> int:
             reason = taken
         from .clickhouse import DEFAULT_PART_SPANS
 
-        # --perfetto writes every span: the whole run is walked at once for it (the page reads the spans it draws)
-        part_spans = None if args.perfetto else (args.part_spans or DEFAULT_PART_SPANS)
+        part_spans = args.part_spans or DEFAULT_PART_SPANS
         with ClickHouseStore(source, args.table, detail=bool(args.perfetto), memory_limit=args.memory_limit,
                              run=args.run, work_tables=args.work_tables, part_spans=part_spans) as store:
             try:

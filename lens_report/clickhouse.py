@@ -565,7 +565,7 @@ class ClickHouseStore:
         if self._loaded == (part, parts):
             return
         if parts == 1:
-            self.create("spans", _projection(self.table, self._columns, self.detail, self._walked_where()))
+            self.create("spans", _projection(self.table, self._columns, self._walk_detail(), self._walked_where()))
             duplicates = self._count_duplicates("spans")
             if duplicates:
                 self.create("spans_once", _first_of_each("spans"))
@@ -577,6 +577,12 @@ class ClickHouseStore:
         self._loaded = (part, parts)
         self._walk_parts = parts
         self._duplicates[(part, parts)] = duplicates
+
+    def _walk_detail(self) -> bool:
+        """Whether the walked spans carry their attributes, events and links (``detail``): only when the run is
+        walked at once, as :meth:`spans` then reads them from ``spans``; a run walked in parts (or summed where it
+        lies) is read from the table by :meth:`spans`, and its parts are walked without them."""
+        return self.detail and self._parts == 1
 
     def create_drawn(self, name: str, join: str, where: str) -> None:
         """(Re)create ``name``: the spans of the whole run read from the table (``s``), joined with ``join``, that
@@ -604,7 +610,7 @@ class ClickHouseStore:
         # table made the walk grow with the square of the run; a span's row id is then the copy's, the
         # report's across parts (the parts' step anchors are kept side by side)
         if WALK_SPANS not in self._tables:
-            projection = _projection(self.table, self._columns, self.detail, self._walked_where())
+            projection = _projection(self.table, self._columns, self._walk_detail(), self._walked_where())
             self.create(WALK_SPANS, part_copy_sql(f"({projection})", parts), engine=WALK_SPANS_ENGINE)
             self._part_duplicates = {}
         rows = f"SELECT * EXCEPT part FROM {WALK_SPANS} WHERE part = {int(part)}"
@@ -663,7 +669,13 @@ class ClickHouseStore:
     def spans(self, where: str = "true", order: str = "s.file, s.line, s.rowid") -> Iterator[Span]:
         """The stored spans that satisfy ``where`` (alias ``s``) as :class:`~lens_report.model.Span` records, in
         ``order``; attributes, events and links only in a store made with ``detail=True``."""
-        for columns, rows in self.stream(span_rows_sql(self.dialect, where, order, self.stored_columns)):
+        relation = "spans"
+        if self.partial_walk is not None:  # ``spans`` holds a part: every span read from the table, once
+            # row ids as the views' (create_drawn), for the few spans they chose
+            once = " ORDER BY s.line LIMIT 1 BY s.trace, s.span" if self.duplicate_count else ""
+            relation = (f"(SELECT s.* REPLACE ({_DRAWN_ROWID.format(span='s.span')} AS rowid) "
+                        f"FROM ({_projection(self.table, self._columns, self.detail, self._span_where)}) s{once})")
+        for columns, rows in self.stream(span_rows_sql(self.dialect, where, order, self.stored_columns, relation)):
             for row in rows:
                 yield span_from_row(dict(zip(columns, row)))
 

@@ -792,15 +792,16 @@ class TraceStore:
                 yield span_from_row(dict(zip(columns, row)))
 
 
-def span_rows_sql(dialect: Any, where: str, order: str, columns: tuple[str, ...] = SPAN_COLUMNS) -> str:
-    """SQL: the rows :func:`~lens_report.model.span_from_row` takes, of the spans that satisfy
-    ``where``; ``columns``: those the store's ``spans`` table has (every one by default)."""
+def span_rows_sql(dialect: Any, where: str, order: str, columns: tuple[str, ...] = SPAN_COLUMNS,
+                  relation: str = "spans") -> str:
+    """SQL: the rows :func:`~lens_report.model.span_from_row` takes, of the spans of ``relation`` (the store's
+    ``spans`` by default) that satisfy ``where``; ``columns``: those it has (every one by default)."""
     d = dialect
     kept = ", ".join(f"s.{c}" for c in columns if c not in ("trace", "span", "parent", "line"))
     return (f"SELECT {kept}, {d.hex_id('s.trace', 32)} AS trace, {d.hex_id('s.span', 16)} AS span, "
             f"CASE WHEN s.parent IS NOT NULL THEN {d.hex_id('s.parent', 16)} END AS parent, "
             f"s.line - f.first + 1 AS line, f.path AS path "
-            f"FROM spans s JOIN files f ON f.idx = s.file WHERE {where} ORDER BY {order}")
+            f"FROM {relation} s JOIN files f ON f.idx = s.file WHERE {where} ORDER BY {order}")
 
 
 _SCAN_SPANS = 200_000

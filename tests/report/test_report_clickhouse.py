@@ -730,6 +730,51 @@ def test_the_page_of_a_run_walked_in_parts_draws_what_the_page_of_the_run_walked
     assert pages["parts"] == pages["unstamped"] == pages["once"]
 
 
+def test_perfetto_of_a_run_walked_in_parts_holds_the_events_of_the_run_walked_at_once():
+    """``--perfetto`` walked the whole run at once, its attributes copied with every span into ClickHouse's memory
+    (it reads the spans from ``spans``, which a walk in parts holds a part of). Now a run walked in parts (or
+    summed by its stamps) is walked without them, and the trace reads its spans from the table, each once.
+    Known answer: a device-timed run of 6,000 spans, a rank's spans stored twice, walked in
+    parts of 700 (stamps trusted, and not): the whole run's events, and those of step 4 on ranks 1, 3 and 7, are
+    those of the run walked at once (name, times, rank, ids and attributes), each once; no part carries them."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import io
+    import trace_synth
+    from lens_report.perfetto import write_trace_events
+
+    traces, sent_by = {}, {}
+    for label, options in (("once", {"part_spans": 100_000}), ("parts", {"part_spans": 700}),
+                           ("unstamped", {"part_spans": 700, "stamped": False})):
+        source, sent = counting_source()
+        try:
+            source.command(otel_traces_ddl("otel_traces"))
+            source.command(trace_synth.otel_traces_insert("otel_traces", 20, 15, device=True))
+            source.command("INSERT INTO otel_traces SELECT * FROM otel_traces "
+                           "WHERE ResourceAttributes['nv.dl.rank'] = '3'")
+            with ClickHouseStore(source, "otel_traces", detail=True, **options) as store:
+                store.load_table()
+                report = build_report(store)
+                traces[label] = []
+                for steps, ranks in ((None, None), (frozenset({4}), frozenset({1, 3, 7}))):
+                    out = io.StringIO()
+                    count = write_trace_events(store, report, out, steps=steps, ranks=ranks)
+                    events = [event for event in json.loads(out.getvalue())["traceEvents"] if event["ph"] == "X"]
+                    assert count == len(events)
+                    traces[label].append(sorted(json.dumps([event["name"], event["ts"], event["dur"], event["args"]],
+                                                           sort_keys=True) for event in events))
+        finally:
+            source.close()
+        sent_by[label] = sent
+    whole, chosen = traces["once"]
+    assert len(whole) == len(set(whole)) == 6020 and 0 < len(chosen) == len(set(chosen)) < 100
+    assert any('"gen_ai.' in event or '"rl.' in event for event in whole)  # the attributes came along
+    assert traces["parts"] == traces["unstamped"] == traces["once"]
+    for label in ("parts", "unstamped"):  # the parts walked carry no attributes: only the trace reads them
+        walked = [sql for sql in sent_by[label] if sql.startswith(("CREATE TEMPORARY TABLE spans ",
+                                                                   "CREATE TEMPORARY TABLE walk_spans "))]
+        assert walked and not any("`Events.Name`" in sql for sql in walked), label
+
+
 def _device_run(tmp_path, ranks=3, steps=6):
     """A device-timed run whose device work runs past each step: ``ranks`` ranks of ``steps`` steps, each step its
     own trace (10 ms: data, forward, backward, log), the backward's device interval ending 1.5 ms into the next
