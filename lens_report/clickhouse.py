@@ -643,11 +643,10 @@ class ClickHouseStore:
         self.source.release()
 
     def unload_parts(self, walked: tuple[str, ...]) -> None:
-        """Drop the last part's ``spans``, ``walked`` and the walk's copy (:data:`WALK_SPANS`), then give back what
-        chdb freed: the figures made next no longer hold a part's working set beside theirs (at 10M spans with device
-        times, 11 parts: the last part's tables were ~0.4 GB of the peak)."""
+        """Drop the last part's ``spans``, ``walked`` and the walk's copy (:data:`WALK_SPANS`), and give back what
+        chdb freed (:meth:`unload_part`): the figures made next no longer hold a part's working set beside theirs (at
+        10M spans with device times, 11 parts: the last part's tables were ~0.4 GB of the peak)."""
         self.unload_part((WALK_SPANS, *walked))
-        self.source.release()
 
     def whole(self) -> str:
         """SQL: every span of the run, whichever part ``spans`` holds (read from the table when ``spans`` holds

@@ -692,6 +692,28 @@ def _page_data(page):
     return spans, data
 
 
+def _device_run_walked_three_ways(**options):
+    """(label, store, report, statements sent) for each way of walking one run: at once ("once"), in parts of 700
+    spans with the stamps trusted ("parts") and not ("unstamped"). The run: bench/trace_synth's 20 ranks x 15 steps
+    with device times (6,020 spans), rank 3's spans stored twice; ``options`` go to the store."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import trace_synth
+
+    for label, walk in (("once", {"part_spans": 100_000}), ("parts", {"part_spans": 700}),
+                        ("unstamped", {"part_spans": 700, "stamped": False})):
+        source, sent = counting_source()
+        try:
+            source.command(otel_traces_ddl("otel_traces"))
+            source.command(trace_synth.otel_traces_insert("otel_traces", 20, 15, device=True))
+            source.command("INSERT INTO otel_traces SELECT * FROM otel_traces "
+                           "WHERE ResourceAttributes['nv.dl.rank'] = '3'")
+            with ClickHouseStore(source, "otel_traces", **walk, **options) as store:
+                store.load_table()
+                yield label, store, build_report(store), sent
+        finally:
+            source.close()
+
+
 def test_the_page_of_a_run_walked_in_parts_draws_what_the_page_of_the_run_walked_at_once_draws():
     """``--html`` walked the whole run at once whatever --part-spans said (its waterfall read the walk's tables, which
     a walk in parts leaves for its last part only): 10M device-timed spans held ~4 GB of chdb. Now a report walked in
@@ -699,30 +721,16 @@ def test_the_page_of_a_run_walked_in_parts_draws_what_the_page_of_the_run_walked
     id. Known answer: the page of a device-timed run of 6,000 spans (past the page's whole-run size: the slowest step,
     the stragglers' and every rank's views), a rank's spans stored twice, walked in parts of 700 spans (stamps trusted,
     and not) draws the spans the page of the run walked at once draws, each once."""
-    sys.path.insert(0, os.path.join(REPO, "bench"))
-    import trace_synth
     from lens_report.render_html import render_html
 
     pages, walked = {}, {}
-    for label, options in (("once", {"part_spans": 100_000}), ("parts", {"part_spans": 700}),
-                           ("unstamped", {"part_spans": 700, "stamped": False})):
-        source, sent = counting_source()
-        try:
-            source.command(otel_traces_ddl("otel_traces"))
-            source.command(trace_synth.otel_traces_insert("otel_traces", 20, 15, device=True))
-            source.command("INSERT INTO otel_traces SELECT * FROM otel_traces "
-                           "WHERE ResourceAttributes['nv.dl.rank'] = '3'")
-            with ClickHouseStore(source, "otel_traces", **options) as store:
-                store.load_table()
-                report = build_report(store)
-                walked[label] = (store.parts_walked, report.duplicate_count, report.span_count)
-                before = len(sent)
-                pages[label] = _page_data(render_html(report, store, rerun="lens report"))
-                drawing = sent[before:]
-        finally:
-            source.close()
+    for label, store, report, sent in _device_run_walked_three_ways():
+        walked[label] = (store.parts_walked, report.duplicate_count, report.span_count)
+        before = len(sent)
+        pages[label] = _page_data(render_html(report, store, rerun="lens report"))
         if label != "once":  # the page reads the spans it draws, not a part's walk
-            assert not any(re.search(r"\b(k|anc|spans)\b", sql) for sql in drawing if "wf_drawn" not in sql), drawing
+            drawing = [sql for sql in sent[before:] if "wf_drawn" not in sql]
+            assert not any(re.search(r"\b(k|anc|spans)\b", sql) for sql in drawing), drawing
     assert walked["once"] == (1, 301, 6020) and walked["parts"][1:] == (301, 6020), walked
     assert walked["unstamped"][0] > 8, walked
     spans, data = pages["once"]
@@ -737,33 +745,19 @@ def test_perfetto_of_a_run_walked_in_parts_holds_the_events_of_the_run_walked_at
     Known answer: a device-timed run of 6,000 spans, a rank's spans stored twice, walked in
     parts of 700 (stamps trusted, and not): the whole run's events, and those of step 4 on ranks 1, 3 and 7, are
     those of the run walked at once (name, times, rank, ids and attributes), each once; no part carries them."""
-    sys.path.insert(0, os.path.join(REPO, "bench"))
     import io
-    import trace_synth
     from lens_report.perfetto import write_trace_events
 
     traces, sent_by = {}, {}
-    for label, options in (("once", {"part_spans": 100_000}), ("parts", {"part_spans": 700}),
-                           ("unstamped", {"part_spans": 700, "stamped": False})):
-        source, sent = counting_source()
-        try:
-            source.command(otel_traces_ddl("otel_traces"))
-            source.command(trace_synth.otel_traces_insert("otel_traces", 20, 15, device=True))
-            source.command("INSERT INTO otel_traces SELECT * FROM otel_traces "
-                           "WHERE ResourceAttributes['nv.dl.rank'] = '3'")
-            with ClickHouseStore(source, "otel_traces", detail=True, **options) as store:
-                store.load_table()
-                report = build_report(store)
-                traces[label] = []
-                for steps, ranks in ((None, None), (frozenset({4}), frozenset({1, 3, 7}))):
-                    out = io.StringIO()
-                    count = write_trace_events(store, report, out, steps=steps, ranks=ranks)
-                    events = [event for event in json.loads(out.getvalue())["traceEvents"] if event["ph"] == "X"]
-                    assert count == len(events)
-                    traces[label].append(sorted(json.dumps([event["name"], event["ts"], event["dur"], event["args"]],
-                                                           sort_keys=True) for event in events))
-        finally:
-            source.close()
+    for label, store, report, sent in _device_run_walked_three_ways(detail=True):
+        traces[label] = []
+        for steps, ranks in ((None, None), (frozenset({4}), frozenset({1, 3, 7}))):
+            out = io.StringIO()
+            count = write_trace_events(store, report, out, steps=steps, ranks=ranks)
+            events = [event for event in json.loads(out.getvalue())["traceEvents"] if event["ph"] == "X"]
+            assert count == len(events)
+            traces[label].append(sorted(json.dumps([event["name"], event["ts"], event["dur"], event["args"]],
+                                                   sort_keys=True) for event in events))
         sent_by[label] = sent
     whole, chosen = traces["once"]
     assert len(whole) == len(set(whole)) == 6020 and 0 < len(chosen) == len(set(chosen)) < 100
