@@ -1,12 +1,13 @@
 """Import-time budget check: ``python -m lens_ci.importbudget MODULE --yardstick dataclasses --max-ratio R``.
 
-The gate CI uses is a same-run ratio of whole processes: each round runs ``python -c pass``,
-``python -c "import MODULE"`` and ``python -c "import YARDSTICK"`` (a stdlib module such as
-``dataclasses``) in fresh interpreters, alternating the order, and takes each process's CPU
-time (user + system, the whole process: start-up, unmarshalling, extension loading). What
-the import adds is its median over ``python -c pass``'s, and ``(MODULE - pass) / (YARDSTICK -
-pass)`` must be at most ``--max-ratio`` (a loaded machine slows every side of a round alike;
-CPU time, unlike wall time, does not count waiting for a core). ``--max-ms`` (the best
+The gate CI uses is a same-run ratio: each round runs ``python -c "import MODULE"`` and
+``python -c "import YARDSTICK"`` (a stdlib module such as ``dataclasses``) in fresh
+interpreters, alternating the order, and each child reports the CPU time (user + system, every
+thread) from the line before its import to its last exit handler: unmarshalling, extension
+loading, module code, threads it starts and what it does at exit, but not the interpreter's
+start-up, which every child pays alike and which on a shared machine varies by more than a
+small import costs. ``MODULE / YARDSTICK`` (medians of the rounds) must be at most
+``--max-ratio`` (a loaded machine slows both sides of a round alike). ``--max-ms`` (the best
 ``-X importtime`` cumulative time, absolute) is kept for a quiet machine of one's own. Bytecode
 caches are written by a warm-up run first. Exits 1 when the budget is exceeded or a forbidden
 module was imported, listing the top offenders, and 2 (one line on stderr) when the module
@@ -21,8 +22,8 @@ import os
 import subprocess
 import sys
 
-__all__ = ["ImportFailed", "ImportSample", "add_arguments", "main", "measure", "measure_ratio", "process_seconds",
-           "run", "whole_process_ratio"]
+__all__ = ["ImportFailed", "ImportSample", "add_arguments", "cpu_ratio", "main", "measure", "measure_ratio",
+           "process_seconds", "run"]
 
 from lens_core.exitcodes import EXIT_FAILED as _EXIT_FAILED, EXIT_USAGE as _EXIT_USAGE
 
@@ -105,19 +106,33 @@ def measure(module: str, runs: int = 7, python: str = sys.executable):
     return min(samples, key=lambda s: s.cumulative_us(module))
 
 
+# Put before the timed code: the child's CPU time from here to its last exit handler (registered
+# first, so run last) goes to the parent down the pipe whose descriptor is {fd}.
+_CLOCK = ("import atexit as _lens_atexit, os as _lens_os, time as _lens_time\n"
+          "_lens_atexit.register(lambda: _lens_os.write({fd}, b'%d' % (_lens_time.process_time_ns() - _lens_began)))\n"
+          "_lens_began = _lens_time.process_time_ns()\n")
+
+
 def process_seconds(code: str, python: str = sys.executable, env=None) -> float:
-    """CPU seconds (user + system) of the whole process ``python -c code``; RuntimeError with its
-    last error line when it fails."""
-    proc = subprocess.Popen([python, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=env)
-    error = proc.stderr.read()
+    """CPU seconds (user + system, every thread) of ``code`` run by ``python -c`` in a fresh
+    interpreter, from the line before it to the interpreter's last exit handler (start-up
+    excluded); RuntimeError with its last error line when it fails or reports no time."""
+    read, write = os.pipe()
+    try:
+        proc = subprocess.Popen([python, "-c", _CLOCK.format(fd=write) + code], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, pass_fds=(write,))
+    finally:
+        os.close(write)
+    with os.fdopen(read, "rb") as clock:
+        error = proc.stderr.read()  # the child writes the clock once, at exit: a few bytes, never blocking
+        reported = clock.read()
     proc.stderr.close()
-    _pid, status, usage = os.wait4(proc.pid, 0)  # this child's own usage (thread-safe, unlike RUSAGE_CHILDREN)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
+    proc.wait()
+    if proc.returncode != 0 or not reported.isdigit():
         lines = [line for line in error.decode(errors="replace").splitlines() if line.strip()]
-        raise RuntimeError(f"`python -c {code!r}` failed: {lines[-1] if lines else f'exit status {proc.returncode}'}")
-    return usage.ru_utime + usage.ru_stime
+        last = lines[-1] if lines else f"exit status {proc.returncode}" if proc.returncode else "it reported no time"
+        raise RuntimeError(f"`python -c {code!r}` failed: {last}")
+    return int(reported) / 1e9
 
 
 def _median(values):
@@ -126,43 +141,33 @@ def _median(values):
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def whole_process_ratio(code: str, yardstick_code: str, runs: int = 31, python: str = sys.executable, env=None):
-    """(ratio, medians): the median CPU time ``python -c code`` adds to ``python -c pass``, over
-    what ``python -c yardstick_code`` adds, from ``runs`` rounds of the three in fresh
-    interpreters (the order alternating; one warm-up round first). ``medians`` holds the three
-    median times in seconds, keyed ``pass``, ``probe`` and ``yardstick``."""
-    codes = {"pass": "pass", "probe": code, "yardstick": yardstick_code}
+def cpu_ratio(code: str, yardstick_code: str, runs: int = 31, python: str = sys.executable, env=None):
+    """(ratio, medians): the median CPU time of ``code`` over that of ``yardstick_code``
+    (:func:`process_seconds`), from ``runs`` rounds of the two in fresh interpreters, the order
+    alternating, after one warm-up round. ``medians`` holds the two in seconds, keyed ``probe``
+    and ``yardstick``; the ratio is inf when the yardstick measured no time at all (a gate that
+    divided by a floor instead would pass any budget)."""
+    codes = {"probe": code, "yardstick": yardstick_code}
     for text in codes.values():  # warm-up: bytecode caches, and a failure reported before timing
         process_seconds(text, python, env)
     times = {name: [] for name in codes}
     order = list(codes)
-    rounds = 0
-    for _ in range(_MORE_ROUNDS + 1):
-        for _ in range(max(1, runs)):
-            for name in (order if rounds % 2 == 0 else order[::-1]):
-                times[name].append(process_seconds(codes[name], python, env))
-            rounds += 1
-        medians = {name: _median(values) for name, values in times.items()}
-        added = medians["yardstick"] - medians["pass"]
-        if added > 0:
-            return (medians["probe"] - medians["pass"]) / added, medians
-    # the yardstick's cost is lost in the machine's noise: no ratio can be read, and a gate that
-    # divided by a floor instead passed any budget, even a negative one
-    return math.inf, medians
-
-
-_MORE_ROUNDS = 3
-"""How many times :func:`whole_process_ratio` measures ``runs`` rounds again while the yardstick
-adds no measurable time (its median at or below ``python -c pass``'s) before it gives up (inf)."""
+    for round_ in range(max(1, runs)):
+        for name in (order if round_ % 2 == 0 else order[::-1]):
+            times[name].append(process_seconds(codes[name], python, env))
+    medians = {name: _median(values) for name, values in times.items()}
+    if medians["yardstick"] <= 0:
+        return math.inf, medians
+    return medians["probe"] / medians["yardstick"], medians
 
 
 def measure_ratio(module: str, yardstick: str, runs: int = 31, python: str = sys.executable):
-    """(ratio, medians, best ``-X importtime`` sample of ``module``): what ``import module`` adds
-    to a whole process over what ``import yardstick`` adds (:func:`whole_process_ratio`)."""
+    """(ratio, medians, best ``-X importtime`` sample of ``module``): the CPU time ``import
+    module`` costs over what ``import yardstick`` costs (:func:`cpu_ratio`)."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # the warm-up runs write .pyc files
     sample = min((_run(module, python, env) for _ in range(3)), key=lambda s: s.cumulative_us(module))
-    ratio, medians = whole_process_ratio(f"import {module}", f"import {yardstick}", runs, python, env)
+    ratio, medians = cpu_ratio(f"import {module}", f"import {yardstick}", runs, python, env)
     return ratio, medians, sample
 
 
@@ -173,8 +178,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yardstick", metavar="MODULE",
                         help="a module imported in the same rounds to compare with (e.g. dataclasses)")
     parser.add_argument("--max-ratio", type=float,
-                        help="budget: the CPU time `import MODULE` adds to `python -c pass` over what the "
-                             "yardstick's import adds (medians of alternated rounds; needs --yardstick)")
+                        help="budget: the CPU time `import MODULE` costs over what the yardstick's import "
+                             "costs (medians of alternated rounds in fresh interpreters; needs --yardstick)")
     parser.add_argument("--max-ms", type=float,
                         help="budget for the best round's cumulative import time (absolute: a quiet machine only)")
     parser.add_argument("--forbid", action="append", default=[], metavar="PREFIX",
@@ -211,12 +216,10 @@ def run(args: argparse.Namespace, prog: str = "python -m lens_ci.importbudget") 
     if ratio is not None:
         ok = ok and ratio <= args.max_ratio
         if ratio == math.inf:
-            print(f"import {args.yardstick} added no measurable CPU time to `python -c pass` in "
-                  f"{args.runs * (_MORE_ROUNDS + 1)} rounds (a noisy machine): no ratio; more --runs")
-        print(f"import {args.module} / import {args.yardstick}: {ratio:.2f}x of the CPU time each adds to "
-              f"`python -c pass` (medians of {args.runs} alternated rounds: pass {medians['pass'] * 1e3:.1f} ms, "
-              f"+{(medians['probe'] - medians['pass']) * 1e3:.2f} ms and "
-              f"+{(medians['yardstick'] - medians['pass']) * 1e3:.2f} ms; budget {args.max_ratio:g}x)")
+            print(f"import {args.yardstick} measured no CPU time: no ratio")
+        print(f"import {args.module} / import {args.yardstick}: {ratio:.2f}x of the CPU time each import costs "
+              f"(medians of {args.runs} alternated rounds in fresh interpreters: {medians['probe'] * 1e3:.2f} ms "
+              f"and {medians['yardstick'] * 1e3:.2f} ms; budget {args.max_ratio:g}x)")
     if args.max_ms is not None:
         ok = ok and took_ms <= args.max_ms
         print(f"import {args.module}: {took_ms:.2f} ms cumulative (best of {args.runs}; budget {args.max_ms:g} ms)")
