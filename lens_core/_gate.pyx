@@ -11,6 +11,7 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_DECREF
 from cpython.dict cimport PyDict_Copy
 from cpython.unicode cimport PyUnicode_GET_LENGTH
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from lens_core._native._recorder cimport Recorder, Span
 
@@ -243,41 +244,57 @@ class _Binders:
 
 
 
-cdef bint _rebinds(tuple names, Py_ssize_t nargs) except -1:
+cdef inline bint _rebinds(PyObject* kwnames, Py_ssize_t nargs):
     # A keyword that repeats a positional parameter (group, name, or tracer given both
     # ways) must reach the binder for its TypeError, not vanish on the disabled path.
     # Keyword names are str: most are told apart by their length (4, 5, 6) without a call.
-    cdef Py_ssize_t n
-    for key in names:
-        n = PyUnicode_GET_LENGTH(key)
-        if ((n == 5 and key == "group") or (n == 4 and key == "name")
-                or (nargs == 3 and n == 6 and key == "tracer")):
+    cdef Py_ssize_t i, n
+    cdef PyObject* key
+    for i in range(PyTuple_GET_SIZE(<object>kwnames)):
+        key = PyTuple_GET_ITEM(<object>kwnames, i)
+        n = PyUnicode_GET_LENGTH(<object>key)
+        if ((n == 5 and <object>key == "group") or (n == 4 and <object>key == "name")
+                or (nargs == 3 and n == 6 and <object>key == "tracer")):
             return True
     return False
 
 
-cdef object _span_fast(object binder, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
-    cdef Py_ssize_t nkw = 0 if kwnames is NULL else len(<tuple>kwnames)
-    cdef tuple names = () if kwnames is NULL else <tuple>kwnames
-    cdef _Snapshot snap = _snap
+cdef inline object _span_fast(bint umbrella, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+    # The disabled path first, reading the snapshot and the keyword names where they are
+    # (no reference taken): a group that is off returns the null span from here.
     cdef Py_ssize_t gid
-    if 2 <= nargs <= 3 and (nkw == 0 or not _rebinds(names, nargs)):
-        gid = _on_id(snap, <object>args[0])
+    if 2 <= nargs <= 3 and (kwnames is NULL or not _rebinds(kwnames, nargs)):
+        gid = _on_id(_snap, <object>args[0])
         if gid < 0:
             return _NULL
-        if _native is not None and (nargs == 2 or <object>args[2] is None) and "tracer" not in names:
-            # The native recorder: the span object is built here, attributes merged in C.
-            return _native_span(_native, snap, gid, <object>args[0], <object>args[1], args + nargs, names, nkw,
-                                binder is _UMBRELLA_BINDER)
-        if nargs == 3 or "tracer" not in names:
-            # Enabled, common shape: hand over to the factory directly, without binding
-            # through the Python-level binder (which would check the gate a second time).
-            attrs = {names[i]: <object>args[nargs + i] for i in range(nkw)}
-            return _span_factory(<object>args[0], <object>args[1], <object>args[2] if nargs == 3 else None,
-                                 attrs, binder is _UMBRELLA_BINDER)
+        return _span_on(umbrella, gid, args, nargs, kwnames)
+    return _span_bound(umbrella, args, nargs, kwnames)
+
+
+cdef object _span_on(bint umbrella, Py_ssize_t gid, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+    # The group is on: the span, built without binding through the Python-level binder.
+    cdef Py_ssize_t nkw = 0 if kwnames is NULL else len(<tuple>kwnames)
+    cdef tuple names = () if kwnames is NULL else <tuple>kwnames
+    if _native is not None and (nargs == 2 or <object>args[2] is None) and "tracer" not in names:
+        # The native recorder: the span object is built here, attributes merged in C.
+        return _native_span(_native, _snap, gid, <object>args[0], <object>args[1], args + nargs, names, nkw, umbrella)
+    if nargs == 3 or "tracer" not in names:
+        # Enabled, common shape: hand over to the factory directly, without binding
+        # through the Python-level binder (which would check the gate a second time).
+        attrs = {names[i]: <object>args[nargs + i] for i in range(nkw)}
+        return _span_factory(<object>args[0], <object>args[1], <object>args[2] if nargs == 3 else None,
+                             attrs, umbrella)
+    return _span_bound(umbrella, args, nargs, kwnames)
+
+
+cdef object _span_bound(bint umbrella, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+    # Any other shape (a positional count out of range, a keyword repeating a positional,
+    # tracer given by keyword): through the binder, for its TypeError or its answer.
+    cdef Py_ssize_t nkw = 0 if kwnames is NULL else len(<tuple>kwnames)
+    cdef tuple names = () if kwnames is NULL else <tuple>kwnames
     positional = tuple([<object>args[i] for i in range(nargs)])
     kwargs = {names[i]: <object>args[nargs + i] for i in range(nkw)}
-    return binder(*positional, **kwargs)
+    return (_UMBRELLA_BINDER if umbrella else _MANAGED_BINDER)(*positional, **kwargs)
 
 
 cdef PyMethodDef _managed_def
@@ -301,11 +318,11 @@ cdef object _UMBRELLA_BINDER = _Binders.umbrella_span
 
 
 cdef object _managed_fast(PyObject* self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
-    return _span_fast(_MANAGED_BINDER, args, nargs, kwnames)
+    return _span_fast(False, args, nargs, kwnames)
 
 
 cdef object _umbrella_fast(PyObject* self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
-    return _span_fast(_UMBRELLA_BINDER, args, nargs, kwnames)
+    return _span_fast(True, args, nargs, kwnames)
 
 
 # The floor the disabled path is measured against (bench/test_bench_disabled.py): a C function
@@ -387,21 +404,26 @@ cdef class TracedFunction:
                                   dict(getattr(self, "__dict__"))))
 
 
-cdef object _traced_vectorcall(object self, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef TracedFunction tf = <TracedFunction>self
-    cdef _Snapshot s = _snap
+cdef inline bint _traced_on(TracedFunction tf) except -1:
+    # Reads the published snapshot in place (no reference taken on the disabled path).
     cdef Py_ssize_t gid
-    if s.anyon:
-        if tf._seen is not s:  # first call since the last publish: resolve the id once
-            tf._gid = _group_id(s, tf._group)
-            tf._seen = s
-        gid = tf._gid
-        if gid >= 0 and (gid >> 3) < PyBytes_GET_SIZE(s.bits) and (PyBytes_AS_STRING(s.bits)[gid >> 3] >> (gid & 7)) & 1:
-            return _traced_enabled(tf, args, nargsf, kwnames)
-    if tf._fn_vectorcall is not NULL:
+    if not _snap.anyon:
+        return False
+    if tf._seen is not _snap:  # first call since the last publish: resolve the id once
+        tf._gid = _group_id(_snap, tf._group)
+        tf._seen = _snap
+    gid = tf._gid
+    return gid >= 0 and (gid >> 3) < PyBytes_GET_SIZE(_snap.bits) and (PyBytes_AS_STRING(_snap.bits)[gid >> 3] >> (gid & 7)) & 1
+
+
+cdef object _traced_vectorcall(object self, PyObject** args, size_t nargsf, PyObject* kwnames):
+    if _traced_on(<TracedFunction>self):
+        return _traced_enabled(<TracedFunction>self, args, nargsf, kwnames)
+    if (<TracedFunction>self)._fn_vectorcall is not NULL:
         # Straight into the function's vectorcall (what PyObject_Vectorcall would look up).
-        return lens_vectorcall(tf._fn_vectorcall, <PyObject*>tf._fn, args, nargsf, kwnames)
-    return PyObject_Vectorcall(tf._fn, args, nargsf, kwnames)
+        return lens_vectorcall((<TracedFunction>self)._fn_vectorcall, <PyObject*>(<TracedFunction>self)._fn, args,
+                               nargsf, kwnames)
+    return PyObject_Vectorcall((<TracedFunction>self)._fn, args, nargsf, kwnames)
 
 
 cdef object _traced_enabled(TracedFunction tf, PyObject** args, size_t nargsf, PyObject* kwnames):
