@@ -412,7 +412,7 @@ cdef inline bint _traced_on(TracedFunction tf) except -1:
     if tf._seen is not _snap:  # first call since the last publish: resolve the id once
         tf._gid = _group_id(_snap, tf._group)
         tf._seen = _snap
-    gid = tf._gid
+    gid = tf._gid  # _bit(_snap, gid) spelled out: a call with the snapshot as argument takes a reference
     return gid >= 0 and (gid >> 3) < PyBytes_GET_SIZE(_snap.bits) and (PyBytes_AS_STRING(_snap.bits)[gid >> 3] >> (gid & 7)) & 1
 
 
