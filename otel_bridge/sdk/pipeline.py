@@ -88,6 +88,7 @@ class SpanPipeline:
         self.nvtx = None  # (push, pop) of an NVTX range API (LENS_NVTX=1), for the SDK recorder's spans
         self._settle_by = None
         self.closed = False
+        self.finished = False  # close() or abandon() has returned: a child forked after stays closed
         self.restarts = 0
         self._warned = set()
         self.spool = None
@@ -563,6 +564,12 @@ class SpanPipeline:
         ``deadline`` (a ``time.monotonic()`` value). With a spool, what the collector did
         not take by then stays spooled (counted as such) for the next process of the run
         or ``lens replay``, and so does the final record if it cannot be sent."""
+        try:
+            return self._close(deadline)
+        finally:
+            self.finished = True
+
+    def _close(self, deadline: float) -> bool:
         self.closed = True
         self.recorder.close()
         self._stopping = True
@@ -651,6 +658,7 @@ class SpanPipeline:
         if self.spool is not None:
             self.spool.close()
         self.stop_sink(0.0)
+        self.finished = True
 
     def _before_fork(self):
         # No export in flight while the process forks: gRPC's own fork handlers (with
@@ -680,6 +688,12 @@ class SpanPipeline:
         # nothing is closed by the garbage collector, and build the child's own.
         self._held_for_fork = self._send_held_for_fork = False
         if self._pid == os.getpid():
+            return
+        if self.finished:
+            # Closed in the parent: nothing to build here, and a child that only execs (a
+            # subprocess with a preexec_fn runs fork hooks too) opens no spool or transport.
+            self._pid = os.getpid()
+            self.spool = None  # the parent's, closed
             return
         self._parent_sinks.append(self.sink)
         self.sink = self.sink.for_child()

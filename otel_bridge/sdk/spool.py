@@ -214,6 +214,8 @@ class Spool:
         self.torn = 0  # records skipped for a torn tail or a bad checksum
         self.refused = {}  # segment name -> why it is not adopted (another owner, open to others)
         self.closed = False
+        # close() closed every descriptor: their numbers may be another file's now (forget() must not close them)
+        self._released = False
         self._pid = os.getpid()
 
     # ---- writing ---------------------------------------------------------------------------
@@ -399,6 +401,7 @@ class Spool:
             self.closed = True
             if os.getpid() != self._pid:
                 return  # a forked child: the parent's segments are the parent's
+            self._released = True  # first: a descriptor closed below is never closed again, even if one fails
             for segment in self._segments().values():
                 if not segment.removable():
                     try:
@@ -414,15 +417,18 @@ class Spool:
     def forget(self) -> None:
         """In a forked child: drop the parent's descriptors without touching its files or locks."""
         # Closing a duplicate descriptor releases no flock while the parent holds its own.
-        for segment in self._segments().values():
+        # A spool the parent closed holds none: the numbers it kept may name the child's own files now.
+        if not self._released:
+            for segment in self._segments().values():
+                try:
+                    os.close(segment.fd)
+                except OSError:
+                    pass
             try:
-                os.close(segment.fd)
+                os.close(self._dir_fd)
             except OSError:
                 pass
-        try:
-            os.close(self._dir_fd)
-        except OSError:
-            pass
+            self._released = True
         self._queue.clear()
         self._kept.clear()
         self._writing = None

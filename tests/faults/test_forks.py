@@ -33,3 +33,17 @@ def test_a_forked_child_never_exports_or_counts_the_parents_spans(tmp_path, reco
     assert child_names == ["child"] * child_spans
     assert sorted(losses) == ([child_spans] if child_spans else []) + [502]
     assert all(v["lens.spans.unended"] == 0 and v["lens.spans.truncated"] == 0 for v in losses.values())
+
+
+def test_a_subprocess_started_after_shutdown_keeps_its_descriptors(tmp_path, unused_port):
+    """Regression: after a shutdown that left spans in the spool, every process forked from the
+    rank closed the descriptor numbers the closed spool had held, whatever they named by then: a
+    subprocess with a preexec_fn (whose child runs fork hooks before the exec) lost its stdout
+    and failed with EBADF (Ray's ``ray.init`` starting its monitor, in CI). A child forked after
+    the shutdown also came back with an open pipeline and a new spool."""
+    proc = start("subprocess_after_shutdown.py", LENS_EXPORTER="otlp", LENS_RUN_ID="after-shutdown",
+                 OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{unused_port}",
+                 OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf", LENS_SPOOL_DIR=tmp_path / "spool")
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert stdout.splitlines() == ["subprocess ok 0", "child closed=True spool=None"], stderr[-3000:]

@@ -180,6 +180,25 @@ def test_a_segment_a_live_process_holds_is_never_adopted(tmp_path):
     assert other.adopt() == 0 and other.peek() is None
 
 
+def test_a_closed_spool_forgotten_in_a_child_closes_no_descriptor_it_once_held(tmp_path):
+    """Regression: forget() (a forked child's) closed the descriptor numbers of a spool the
+    parent had already closed, and those numbers named other files by then: a subprocess that
+    Ray started with a preexec_fn lost its stdout (EBADF)."""
+    spool = Spool(str(tmp_path / "spool" / "run"), 1 << 20)
+    assert spool.append(b"x" * 100, 3)  # one segment open, pending
+    held = {spool._dir_fd, spool._writing.fd}
+    spool.close()
+    reused = [os.open(os.devnull, os.O_RDONLY) for _ in range(len(held) + 8)]
+    try:
+        assert held <= set(reused)  # the lowest free numbers: the closed spool's among them
+        spool.forget()
+        for fd in reused:
+            os.fstat(fd)  # raises EBADF when forget() closed it
+    finally:
+        for fd in reused:
+            os.close(fd)
+
+
 def test_the_spool_refuses_a_symlinked_or_shared_directory(tmp_path):
     """A spool directory planted as a symlink, or one others can write, is refused with a
     message naming it (spans are then dropped when the buffer fills, not written there)."""
