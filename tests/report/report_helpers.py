@@ -128,21 +128,28 @@ def two_step_spans() -> list[dict[str, Any]]:
 
 
 ENGINES_ENV = "LENS_REPORT_ENGINES"
-"""Set to ``clickhouse`` (and ``ENGINES_LOG`` to a file): every :func:`report_of` also loads its spans into
-``otel_traces`` in chdb, reports from there, and asserts the two JSON reports are equal. ``clickhouse-http``
-does the same through a server: the ClickHouse HTTP front of ``clickhouse_http`` over chdb, read with
-clickhouse-connect as ``lens report --clickhouse http://...`` reads. ``clickhouse-stamped`` reports through the
-stamped sums (every trace whose stamps give the walk's answer summed in ClickHouse, the rest walked),
-``clickhouse-parts`` through the walk in parts of traces (a part of one span each, at most
-:data:`PARTS_AT_MOST` parts)."""
+"""Engine modes, comma-separated (and ``ENGINES_LOG`` set to a file): every :func:`report_of` also reports its
+spans from ClickHouse in each mode and asserts the JSON equal to the files' report. ``clickhouse`` loads them
+into ``otel_traces`` in chdb and reports from there; ``clickhouse-http`` does the same through a server: the
+ClickHouse HTTP front of ``clickhouse_http`` over chdb, read with clickhouse-connect as ``lens report
+--clickhouse http://...`` reads. ``clickhouse-stamped`` reports through the stamped sums (every trace whose stamps
+give the walk's answer summed in ClickHouse, the rest walked), ``clickhouse-parts`` through the walk in parts of
+traces, both with parts of one span (at most :data:`PARTS_AT_MOST` parts). ``clickhouse-rollup`` reports through
+the schema helper's rollup where it covers the run. The files' report is made once for all the modes."""
 
-PARTS_AT_MOST = 40
-"""With ``clickhouse-parts``, a report's spans are walked in this many parts at most (a part of one span where the
-run has fewer): each part is walked by statements of its own, so a part a span made the 2,400 spans of the
-aggregates' known answers 2,400 walks, past the engines test's 15 minutes."""
+PARTS_AT_MOST = 12
+"""With ``clickhouse-stamped`` and ``clickhouse-parts`` a report's spans are walked in this many parts at most (a
+part of one span where the run has fewer spans): each part is walked by statements of its own, so a part a span
+made the 2,400 spans of the aggregates' known answers 2,400 walks. At 40, the two modes took 11 of the slow
+suite's 37 minutes; the sums of many parts, empty ones among them, are what they check."""
 
 ENGINES_LOG = "LENS_REPORT_ENGINES_LOG"
-"""A file :func:`report_of` appends one line to per report: ``compared`` or ``files only: WHY``."""
+"""A file :func:`report_of` appends one line to per report and mode: ``MODE|compared`` or ``MODE|files only: WHY``."""
+
+
+def engine_modes() -> list[str]:
+    """The engine modes :data:`ENGINES_ENV` names (none when unset)."""
+    return [mode.strip() for mode in os.environ.get(ENGINES_ENV, "").split(",") if mode.strip()]
 
 
 def comparable(report_json: dict[str, Any]) -> dict[str, Any]:
@@ -206,15 +213,14 @@ def rollup_schema(source: Any, table: str = "otel_traces") -> None:
         source.command(statement)
 
 
-def _clickhouse_report(paths: Any, options: dict[str, Any]) -> tuple[Any, Any]:
+def _clickhouse_report(paths: Any, options: dict[str, Any], mode: str) -> tuple[Any, Any]:
     """(the report, or the exception building it raised) over the spans of ``paths`` loaded into chdb (through the
-    HTTP front with ``LENS_REPORT_ENGINES=clickhouse-http``). With ``LENS_REPORT_ENGINES=clickhouse-rollup`` the
-    table has the schema helper's columns and rollup, and the report is the rollup's where it covers the run (its
-    ``path`` says which)."""
+    HTTP front in mode ``clickhouse-http``). In mode ``clickhouse-rollup`` the table has the schema helper's columns
+    and rollup, and the report is the rollup's where it covers the run (its ``path`` says which)."""
     from lens_report.clickhouse import ChdbSource, ClickHouseStore, load_otlp_files
 
-    over_http = "clickhouse-http" in os.environ.get(ENGINES_ENV, "")
-    through_rollup = "clickhouse-rollup" in os.environ.get(ENGINES_ENV, "")
+    over_http = mode == "clickhouse-http"
+    through_rollup = mode == "clickhouse-rollup"
     source = _http_source() if over_http else ChdbSource()
     try:
         if over_http:  # one server for every report of the process: each starts from an empty table
@@ -236,12 +242,12 @@ def _clickhouse_report(paths: Any, options: dict[str, Any]) -> tuple[Any, Any]:
             _REASONS.append(taken)
         else:
             load_otlp_files(source, "otel_traces", paths)
-        mode = os.environ.get(ENGINES_ENV, "")
-        # a part of one span: every report takes the stamped sums (or, with -parts, the walk in parts of traces)
-        parts = {"part_spans": 1, "stamped": "parts" not in mode} if "stamped" in mode or "parts" in mode else {}
-        if "parts" in mode:  # at most PARTS_AT_MOST parts (each part is walked by statements of its own)
+        # parts of one span, at most PARTS_AT_MOST of them (each is walked by statements of its own): every report
+        # takes the stamped sums (or, with -parts, the walk in parts of traces)
+        parts = {}
+        if mode in ("clickhouse-stamped", "clickhouse-parts"):
             spans = int(source.rows("SELECT count() FROM otel_traces")[0][0])
-            parts["part_spans"] = max(1, -(-spans // PARTS_AT_MOST))
+            parts = {"part_spans": max(1, -(-spans // PARTS_AT_MOST)), "stamped": mode == "clickhouse-stamped"}
         with ClickHouseStore(source, "otel_traces", **parts) as store:
             store.load_table()
             try:
@@ -254,9 +260,9 @@ def _clickhouse_report(paths: Any, options: dict[str, Any]) -> tuple[Any, Any]:
         source.close()
 
 
-def _log(line: str) -> None:
+def _log(mode: str, line: str) -> None:
     with open(os.environ[ENGINES_LOG], "a", encoding="utf-8") as out:
-        out.write(line + "\n")
+        out.write(f"{mode}|{line}\n")
 
 
 def report_of(*paths: Any, **options: Any) -> Any:
@@ -307,7 +313,7 @@ def _sql_reader() -> Any:
 def _files_report(paths: Any, options: dict[str, Any], engines: bool = True) -> Any:
     with TraceStore() as store:
         store.load(paths)
-        both = engines and "clickhouse" in os.environ.get(ENGINES_ENV, "")
+        modes = engine_modes() if engines else []
         # what the Collector's exporter never writes (unreadable lines, the same span twice) has no
         # otel_traces twin: such input is reported from files only
         out_of_range = store.con.execute(
@@ -317,32 +323,31 @@ def _files_report(paths: Any, options: dict[str, Any], engines: bool = True) -> 
         try:
             report = build_report(store, **options)
         except Exception as exc:
-            if both and not why:
+            for mode in modes if not why else ():
                 _REASONS.clear()
-                other, error = _clickhouse_report(paths, options)
-                assert other is None and type(error) is type(exc) and str(error) == str(exc), (exc, error, other)
-                _log(_compared(None))
+                other, error = _clickhouse_report(paths, options, mode)
+                assert other is None and type(error) is type(exc) and str(error) == str(exc), (mode, exc, error, other)
+                _log(mode, _compared(None, mode))
             raise
-    if both:
+    for mode in modes:
         if why:
-            _log(f"files only: {why}")
-        else:
-            _REASONS.clear()
-            other, error = _clickhouse_report(paths, options)
-            assert error is None, error
-            skip = other.path.not_computed if other.path is not None and other.path.name == "rollup" else ()
-            ours, theirs = figures(report.to_json(), skip), figures(other.to_json(), skip)
-            assert theirs == ours, [(key, ours[key], theirs.get(key)) for key in ours if ours[key] != theirs.get(key)]
-            _log(_compared(other))
+            _log(mode, f"files only: {why}")
+            continue
+        _REASONS.clear()
+        other, error = _clickhouse_report(paths, options, mode)
+        assert error is None, (mode, error)
+        skip = other.path.not_computed if other.path is not None and other.path.name == "rollup" else ()
+        ours, theirs = figures(report.to_json(), skip), figures(other.to_json(), skip)
+        assert theirs == ours, (mode, [(key, ours[key], theirs.get(key)) for key in ours if ours[key] != theirs.get(key)])
+        _log(mode, _compared(other, mode))
     return report
 
 
-def _compared(other: Any) -> str:
-    """The log line of a compared report: ``compared``, and with ``clickhouse-rollup`` which path it took."""
-    mode = os.environ.get(ENGINES_ENV, "")
-    if "stamped" in mode and _SUMMED and _SUMMED[-1]:
+def _compared(other: Any, mode: str) -> str:
+    """The log line of a report compared in ``mode``: ``compared``, and with ``clickhouse-rollup`` which path it took."""
+    if mode == "clickhouse-stamped" and _SUMMED and _SUMMED[-1]:
         return f"compared: {_SUMMED[-1]} spans summed by their stamps"
-    if "clickhouse-rollup" not in mode:
+    if mode != "clickhouse-rollup":
         return "compared"
     if other is not None and other.path is not None and other.path.name == "rollup":
         return "compared: rollup"

@@ -339,15 +339,6 @@ def test_a_server_lost_mid_report_is_one_line_and_exit_2(server, tmp_path, where
     assert line.startswith(f"lens report: ClickHouse at http://lens:***@127.0.0.1:{server.port} failed: "), line
 
 
-def test_every_known_answer_report_is_the_same_from_files_and_through_the_server(tmp_path):
-    """The known-answer modules of test_report_engines run again with ``LENS_REPORT_ENGINES=clickhouse-http``: each
-    report_of loads its spans into otel_traces through HTTP (inserts as Arrow bodies), reads them back with the server
-    client, and asserts the JSON equals the files' report."""
-    from test_report_engines import run_known_answers
-
-    run_known_answers("clickhouse-http", tmp_path)
-
-
 def _first_bytes_on(port_holder: list[int]) -> tuple[socket.socket, list[bytes]]:
     """A 127.0.0.1 listener that records what each connection sends first (up to 4 KiB), then closes it."""
     listener = socket.socket()

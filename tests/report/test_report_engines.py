@@ -1,4 +1,5 @@
-"""Known answers on both engines: the report's known-answer tests run again with every report also read from otel_traces in chdb."""
+"""Known answers on both engines: the report's known-answer tests run again with every report also read from otel_traces
+in chdb, in each engine mode (at once, through the stamped sums, in parts, through the rollup, through a server)."""
 
 from __future__ import annotations
 
@@ -24,57 +25,86 @@ ROLLUP_KNOWN_ANSWERS = 20
 """How many known-answer reports at least go through the rollup (the rest read the spans, saying why)."""
 
 
-def run_known_answers(engine: str, tmp_path: Path) -> list[str]:
-    """Run the known-answer modules with ``LENS_REPORT_ENGINES=engine``: each ``report_of`` there also builds its
-    report from otel_traces and asserts the JSON equal; fails when any differs or too few reports were compared.
-    The log's lines: ``compared`` (with what the engine says of it after ': ') or ``files only: WHY``."""
+RUNS = (("clickhouse", "clickhouse-stamped", "clickhouse-parts", "clickhouse-rollup"), ("clickhouse-http",))
+"""The engine modes of :data:`report_helpers.ENGINES_ENV`, by run of the known-answer modules: a run compares all
+its modes, the files' reports made once, not once a mode (a run a mode took 20 of the slow suite's 37 minutes).
+The server's modes run apart: a process holds one chdb database, and the HTTP front's is its own."""
+
+
+@pytest.fixture(scope="module")
+def known_answers(tmp_path_factory) -> dict[str, list[str]]:
+    """Run the known-answer modules with the modes of :data:`RUNS` (``clickhouse-http`` only where clickhouse-connect
+    is installed): each ``report_of`` there also builds its report from otel_traces in each mode and asserts the JSON
+    equal; fails when any differs or too few reports were compared. The lines each mode logged, by mode:
+    ``compared`` (with what the engine says of it after ': ') or ``files only: WHY``."""
+    import importlib.util
+
     here = Path(__file__).parent
-    log = tmp_path / "engines.log"
-    env = {**os.environ, ENGINES_ENV: engine, ENGINES_LOG: str(log)}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                             *(str(here / name) for name in KNOWN_ANSWERS)],
-                            env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    lines = log.read_text().splitlines()
-    # every report with input the exporter can store is compared; the rest say why not
-    assert sum(1 for line in lines if line.partition(":")[0] == "compared") >= 45, lines
-    assert all(line.partition(":")[0] == "compared" or line.startswith("files only: ") for line in lines), lines
-    return lines
+    by_mode: dict[str, list[str]] = {}
+    for modes in RUNS:
+        if modes == ("clickhouse-http",) and importlib.util.find_spec("clickhouse_connect") is None:
+            continue
+        log = tmp_path_factory.mktemp("engines") / "engines.log"
+        env = {**os.environ, ENGINES_ENV: ",".join(modes), ENGINES_LOG: str(log)}
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                                 *(str(here / name) for name in KNOWN_ANSWERS)],
+                                env=env, capture_output=True, text=True, timeout=1800)
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+        by_mode.update({mode: [] for mode in modes})
+        for line in log.read_text().splitlines():
+            mode, _, said = line.partition("|")
+            by_mode[mode].append(said)
+    for lines in by_mode.values():
+        # every report with input the exporter can store is compared; the rest say why not
+        assert sum(1 for line in lines if line.partition(":")[0] == "compared") >= 45, lines
+        assert all(line.partition(":")[0] == "compared" or line.startswith("files only: ") for line in lines), lines
+    return by_mode
 
 
 @pytest.mark.engines
-def test_every_known_answer_report_is_the_same_from_files_and_from_otel_traces(tmp_path):
+def test_every_known_answer_report_is_the_same_from_files_and_from_otel_traces(known_answers):
     """Each report_of of the known-answer modules reads its spans from files and from the exporter's table in chdb and
     asserts the JSON reports equal; the run fails when any differs, and when too few reports were compared."""
-    run_known_answers("clickhouse", tmp_path)
+    assert known_answers["clickhouse"]
 
 
 @pytest.mark.engines
-def test_every_known_answer_report_is_the_same_through_the_stamped_sums(tmp_path):
-    """The known answers again with the ClickHouse store's parts of one span, so every report takes the stamped
-    sums (traces whose stamps give the walk's answer summed in ClickHouse, the others walked): equal to the files'
-    JSON, and in enough reports some spans were summed, not walked (a check that walked everything would pass)."""
-    lines = run_known_answers("clickhouse-stamped", tmp_path)
+def test_every_known_answer_report_is_the_same_through_the_stamped_sums(known_answers):
+    """The known answers again with the ClickHouse store's parts of one span (at most PARTS_AT_MOST), so every
+    report takes the stamped sums (traces whose stamps give the walk's answer summed in ClickHouse, the others
+    walked): equal to the files' JSON, and in enough reports some spans were summed, not walked (a check that
+    walked everything would pass)."""
+    lines = known_answers["clickhouse-stamped"]
     # 18 of the 48 reports have a trace their stamps answer; the rest are inputs built to break a rule
     assert sum(1 for line in lines if line.endswith("spans summed by their stamps")) >= 15, lines
 
 
 @pytest.mark.engines
-def test_every_known_answer_report_is_the_same_walked_in_parts_of_traces(tmp_path):
-    """The known answers again walked in parts of traces (a part of one span: each trace a part of its own, many
-    parts empty), each part's sums, violations and counts added up: equal to the files' JSON."""
-    run_known_answers("clickhouse-parts", tmp_path)
+def test_every_known_answer_report_is_the_same_walked_in_parts_of_traces(known_answers):
+    """The known answers again walked in parts of traces (a part of one span, at most PARTS_AT_MOST: each trace a
+    part of its own where the run is small, many parts empty), each part's sums, violations and counts added up:
+    equal to the files' JSON."""
+    assert known_answers["clickhouse-parts"]
 
 
 @pytest.mark.engines
-def test_every_known_answer_report_through_the_rollup_has_the_figures_of_the_files(tmp_path):
+def test_every_known_answer_report_through_the_rollup_has_the_figures_of_the_files(known_answers):
     """With ``LENS_REPORT_ENGINES=clickhouse-rollup`` each report_of also loads its spans into an otel_traces with the
     schema helper's columns and rollup view, reports through the rollup where it covers the run (else through the
     spans, saying why) and asserts the figures equal the files'. Enough must go through the rollup for that to
     mean something, and the rest must say why they did not."""
-    lines = run_known_answers("clickhouse-rollup", tmp_path)
+    lines = known_answers["clickhouse-rollup"]
     through = lines.count("compared: rollup")
     spans = [line for line in lines if line.startswith("compared: spans: ")]
     assert through >= ROLLUP_KNOWN_ANSWERS, (through, spans)
     assert all(line == "compared: rollup" or line.startswith(("compared: spans: ", "files only: "))
                for line in lines), lines
+
+
+@pytest.mark.engines
+def test_every_known_answer_report_is_the_same_from_files_and_through_the_server(known_answers):
+    """In mode ``clickhouse-http`` each report_of loads its spans into otel_traces through the ClickHouse HTTP front
+    (inserts as Arrow bodies), reads them back with the server client, and asserts the JSON equals the files'
+    report."""
+    pytest.importorskip("clickhouse_connect")
+    assert known_answers["clickhouse-http"]

@@ -53,7 +53,7 @@ def test_a_synchronous_run_flags_the_slow_ranks_from_busy_time_with_where_they_b
 def test_the_straggler_figures_are_the_same_from_clickhouse(issue_run):
     """The same spans read from the Collector's table in chdb give the same scores, flags and waits."""
     files = report_of(issue_run)
-    other, error = _clickhouse_report([issue_run], {})
+    other, error = _clickhouse_report([issue_run], {}, "clickhouse")
     assert error is None, error
     ours, theirs = comparable(files.to_json()), comparable(other.to_json())
     assert theirs["straggler_scores"] == ours["straggler_scores"]
