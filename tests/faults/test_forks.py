@@ -46,4 +46,4 @@ def test_a_subprocess_started_after_shutdown_keeps_its_descriptors(tmp_path, unu
                  OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf", LENS_SPOOL_DIR=tmp_path / "spool")
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr[-3000:]
-    assert stdout.splitlines() == ["subprocess ok 0", "child closed=True spool=None"], stderr[-3000:]
+    assert stdout.splitlines() == ["numbers reused True", "subprocess ok 0", "child closed=True spool=None"], stderr[-3000:]

@@ -140,8 +140,9 @@ the schema helper's rollup where it covers the run. The files' report is made on
 PARTS_AT_MOST = 12
 """With ``clickhouse-stamped`` and ``clickhouse-parts`` a report's spans are walked in this many parts at most (a
 part of one span where the run has fewer spans): each part is walked by statements of its own, so a part a span
-made the 2,400 spans of the aggregates' known answers 2,400 walks. At 40, the two modes took 11 of the slow
-suite's 37 minutes; the sums of many parts, empty ones among them, are what they check."""
+made the 2,400 spans of the aggregates' known answers 2,400 walks. With the stamped sums unbounded and the walk at
+40, the two modes took 11 of the slow suite's 37 minutes; the sums of many parts, empty ones among them, are what
+they check."""
 
 ENGINES_LOG = "LENS_REPORT_ENGINES_LOG"
 """A file :func:`report_of` appends one line to per report and mode: ``MODE|compared`` or ``MODE|files only: WHY``."""
